@@ -1,0 +1,68 @@
+"""Open a capture file by its magic number."""
+
+import hashlib
+import os
+
+from ..errors import CaptureFormatError, NotACaptureError
+from .base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
+from .pcap import PcapReader, sniff_pcap
+from .pcapng import PcapngReader, sniff_pcapng
+
+EXPECTED = ("a1b2c3d4 or a1b23c4d in either byte order (pcap) "
+            "or 0a0d0d0a (pcapng)")
+
+
+def truncated_header_error(path, fmt, have, need):
+    return CaptureFormatError(
+        path, 0, f"the {fmt} file header is cut short: {have} of {need} bytes present")
+
+
+def describe_magic(head):
+    if not head:
+        return "the file is empty (0 bytes)"
+    shown = head[:4].hex()
+    text = "".join(chr(b) if 32 <= b < 127 else "." for b in head[:4])
+    return f"its first bytes are {shown} ({text!r})"
+
+
+def sniff_format(path):
+    """Return "pcap" or "pcapng" for a capture file, or None."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if sniff_pcapng(head):
+        return "pcapng"
+    if sniff_pcap(head):
+        return "pcap"
+    return None
+
+
+def open_capture(path, fileobj, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                 batch_packets=DEFAULT_BATCH_PACKETS):
+    """Return a reader for an open binary file, chosen by its magic number."""
+    head = fileobj.read(4)
+    fileobj.seek(0)
+    if sniff_pcapng(head):
+        return PcapngReader(path, fileobj, chunk_bytes, batch_packets)
+    if sniff_pcap(head):
+        return PcapReader(path, fileobj, chunk_bytes, batch_packets)
+    raise NotACaptureError(
+        f"{path} is not a pcap or pcapng capture: {describe_magic(head)}; "
+        f"expected the magic {EXPECTED}")
+
+
+def hash_file(path, block=8 << 20):
+    """sha256 of a file (hashlib releases the GIL, so this runs beside parsing)."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(block)
+        view = memoryview(buf)
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def file_size(path):
+    return os.stat(path).st_size

@@ -1,0 +1,256 @@
+"""pcapng files: sections in either byte order, interfaces, packet blocks.
+
+Strategy: the compiled `scan_pcapng` kernel walks Enhanced, Simple and the
+obsolete Packet Blocks; whenever it meets any other block it returns and the
+Python code here handles it: a Section Header Block switches byte order and
+starts a new interface list, an Interface Description Block adds an
+interface (link type, snaplen, if_tsresol incl. power-of-two resolutions,
+if_tsoffset, name), and every other block type is skipped and counted.
+Interface ids in packet blocks are local to their section; batches carry
+the file-wide index into `PcapngReader.interfaces` (-1 when a packet names an
+interface its section never described).
+"""
+
+import struct
+
+import numpy as np
+
+from .base import (ChunkedFile, Interface, PacketBatch, ReadStats, ReadStop,
+                   timestamps_from_units)
+from . import scan
+
+SHB = 0x0A0D0D0A
+IDB = 0x00000001
+BYTE_ORDER_MAGIC = 0x1A2B3C4D
+MAX_BLOCK_BYTES = 64 << 20
+
+BLOCK_NAMES = {
+    0x00000002: "packet block",
+    0x00000004: "name resolution block",
+    0x00000005: "interface statistics block",
+    0x00000007: "IRIG timestamp block",
+    0x00000008: "ARINC 429 block",
+    0x00000009: "systemd journal export block",
+    0x0000000A: "decryption secrets block",
+    0x00000BAD: "custom block",
+    0x40000BAD: "custom block (do not copy)",
+}
+
+OPT_ENDOFOPT = 0
+OPT_IF_NAME = 2
+OPT_IF_DESCRIPTION = 3
+OPT_IF_TSRESOL = 9
+OPT_IF_TSOFFSET = 14
+
+
+def sniff_pcapng(head):
+    return len(head) >= 4 and struct.unpack("<I", head[:4])[0] == SHB
+
+
+def _options(raw, e):
+    """Yield (code, value bytes) of a pcapng option list."""
+    pos = 0
+    while pos + 4 <= len(raw):
+        code, length = struct.unpack_from(e + "HH", raw, pos)
+        if code == OPT_ENDOFOPT:
+            return
+        value = raw[pos + 4:pos + 4 + length]
+        if len(value) < length:
+            return
+        yield code, value
+        pos += 4 + ((length + 3) & ~3)
+
+
+def tsresol_units(value):
+    """Units per second of an if_tsresol byte (10^-v, or 2^-v with the high bit)."""
+    if value & 0x80:
+        return 1 << (value & 0x7F), f"2^-{value & 0x7F}"
+    return 10 ** value, f"1e-{value}"
+
+
+class PcapngReader:
+    format = "pcapng"
+
+    def __init__(self, path, fileobj, chunk_bytes, batch_packets):
+        self.path = str(path)
+        self.chunks = ChunkedFile(fileobj, chunk_bytes)
+        self.batch_packets = batch_packets
+        self.stats = ReadStats()
+        self.stop = None
+        self.interfaces = []
+        self.units = []  # units per second, per interface
+        self.section = -1
+        self.section_interfaces = []  # global ids of this section's interfaces
+        self.sections = 0
+        self.byte_orders = set()
+        self.big_endian = False
+        self.chunks.refill(0)
+        from .formats import truncated_header_error
+
+        if self.chunks.end < 28:
+            raise truncated_header_error(self.path, "pcapng", self.chunks.end, 28)
+        # The first block must be a valid section header; fail as a format error.
+        bom = struct.unpack_from("<I", self.chunks.buf, 8)[0]
+        if bom not in (BYTE_ORDER_MAGIC, 0x4D3C2B1A):
+            from ..errors import CaptureFormatError
+            raise CaptureFormatError(
+                self.path, 8, f"section header has byte-order magic 0x{bom:08x}, "
+                f"expected 0x1a2b3c4d in either byte order")
+
+    @property
+    def byte_order(self):
+        return "/".join(sorted(self.byte_orders))
+
+    @property
+    def snaplen(self):
+        return max((i.snaplen for i in self.interfaces), default=0)
+
+    def _u32(self, pos):
+        e = ">" if self.big_endian else "<"
+        return struct.unpack_from(e + "I", self.chunks.buf, pos)[0]
+
+    def _section_header(self, pos):
+        """Parse an SHB at buffer position pos; return an error text or None."""
+        c = self.chunks
+        bom = struct.unpack_from("<I", c.buf, pos + 8)[0]
+        if bom == BYTE_ORDER_MAGIC:
+            self.big_endian = False
+        elif bom == struct.unpack(">I", struct.pack("<I", BYTE_ORDER_MAGIC))[0]:
+            self.big_endian = True
+        else:
+            return (f"section header has byte-order magic 0x{bom:08x}, "
+                    f"expected 0x1a2b3c4d in either byte order")
+        self.byte_orders.add("big" if self.big_endian else "little")
+        self.section += 1
+        self.sections += 1
+        self.section_interfaces = []
+        return None
+
+    def _interface(self, pos, blen):
+        c = self.chunks
+        e = ">" if self.big_endian else "<"
+        link_type, _reserved, snaplen = struct.unpack_from(e + "HHI", c.buf, pos + 8)
+        units, label = 1_000_000, "1e-6"
+        offset_s = 0
+        name = description = None
+        raw = bytes(c.buf[pos + 16:pos + blen - 4])
+        for code, value in _options(raw, e):
+            if code == OPT_IF_TSRESOL and value:
+                units, label = tsresol_units(value[0])
+            elif code == OPT_IF_TSOFFSET and len(value) == 8:
+                offset_s = struct.unpack(e + "q", value)[0]
+            elif code == OPT_IF_NAME:
+                name = value.decode("utf-8", "replace").rstrip("\x00")
+            elif code == OPT_IF_DESCRIPTION:
+                description = value.decode("utf-8", "replace").rstrip("\x00")
+        iface = Interface(
+            interface_id=len(self.interfaces), link_type=link_type, snaplen=snaplen,
+            ts_resolution=label, ts_offset_s=offset_s, name=name,
+            description=description, section=self.section)
+        self.interfaces.append(iface)
+        self.units.append(units)
+        self.section_interfaces.append(iface.interface_id)
+
+    def _ts_ns(self, raw_ts, iface):
+        ts = np.zeros(len(raw_ts), np.int64)
+        for gid in np.unique(iface):
+            if gid < 0:
+                continue
+            sel = iface == gid
+            i = self.interfaces[gid]
+            ts[sel] = timestamps_from_units(raw_ts[sel], self.units[gid], i.ts_offset_s)
+        return ts
+
+    def batches(self):
+        c = self.chunks
+        cap = self.batch_packets
+        hdr = np.empty(cap, np.int64)
+        data = np.empty(cap, np.int64)
+        caplen = np.empty(cap, np.int64)
+        wirelen = np.empty(cap, np.int64)
+        raw_ts = np.empty(cap, np.int64)
+        local = np.empty(cap, np.int64)
+        pos = 0
+        frame = 1
+        while True:
+            spb_snaplen = (self.interfaces[self.section_interfaces[0]].snaplen
+                           if self.section_interfaces else 0)
+            n, pos, why = scan.scan_pcapng(c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES,
+                                           spb_snaplen, hdr, data, caplen, wirelen, raw_ts, local)
+            if n:
+                ids = np.asarray(self.section_interfaces + [-1], np.int32)
+                loc = local[:n]
+                iface = ids[np.where((loc >= 0) & (loc < len(self.section_interfaces)),
+                                     loc, len(self.section_interfaces))]
+                self.stats.records += n
+                yield PacketBatch(
+                    data=c.buf,
+                    data_offset=data[:n].copy(),
+                    captured_bytes=caplen[:n].copy(),
+                    wire_bytes=wirelen[:n].copy(),
+                    ts_ns=self._ts_ns(raw_ts[:n].view(np.uint64), iface),
+                    interface_id=iface,
+                    file_offset=hdr[:n] + c.base,
+                    first_frame=frame,
+                )
+                frame += n
+            if why == scan.FULL:
+                continue
+            if why == scan.NEED_MORE or why == scan.OTHER_BLOCK:
+                if c.end - pos < 12:
+                    need = 12
+                else:
+                    need = self._u32(pos + 4)
+                    btype = self._u32(pos)
+                    if btype == SHB:
+                        # the length of a section header is in its own byte order
+                        bom = struct.unpack_from("<I", c.buf, pos + 8)[0] if c.end - pos >= 12 else 0
+                        e = "<" if bom == BYTE_ORDER_MAGIC else ">"
+                        need = struct.unpack_from(e + "I", c.buf, pos + 4)[0]
+                    if need < 12 or need % 4 or need > MAX_BLOCK_BYTES:
+                        self._corrupt(pos, frame, f"a block length of {need} bytes")
+                        return
+                if c.end - pos < need:
+                    if c.refill(pos, need):
+                        pos = 0
+                        continue
+                    if pos < c.end:
+                        self.stop = ReadStop(
+                            "truncated", c.base + pos,
+                            f"the last block is cut short: {c.end - pos} of {need} bytes "
+                            f"present (the file ends inside it)")
+                    return
+                problem = self._other_block(pos, need)
+                if problem:
+                    self._corrupt(pos, frame, problem)
+                    return
+                pos += need
+                continue
+            if why == scan.BAD_LENGTH:
+                self._corrupt(pos, frame, f"a block length of {self._u32(pos + 4)} bytes "
+                              f"(or a trailing length that does not match it)")
+            else:
+                self._corrupt(pos, frame, "a packet block whose captured length does not "
+                              "fit inside the block")
+            return
+
+    def _corrupt(self, pos, frame, what):
+        self.stop = ReadStop(
+            "corrupt", self.chunks.base + pos,
+            f"{what} at record {frame}; the file is corrupt from here and the rest "
+            f"was not read")
+
+    def _other_block(self, pos, blen):
+        btype = self._u32(pos)
+        if btype == SHB:
+            return self._section_header(pos)
+        if self._u32(pos + blen - 4) != blen:
+            return f"a block of type 0x{btype:08x} whose trailing length does not match {blen}"
+        if btype == IDB:
+            if blen < 20:
+                return f"an interface description block of only {blen} bytes"
+            self._interface(pos, blen)
+            return None
+        name = BLOCK_NAMES.get(btype, f"block type 0x{btype:08x}")
+        self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + 1
+        return None

@@ -1,0 +1,181 @@
+"""The store's tables, declared once: name, SQL type, meaning.
+
+The CREATE TABLE statements, the Arrow schema used to load packets and the
+README's table reference are all derived from these declarations, so they
+cannot disagree. Names are the contract of DESIGN.md; units are in the names.
+"""
+
+from typing import NamedTuple
+
+
+class Column(NamedTuple):
+    name: str
+    sql: str
+    doc: str
+
+
+CAPTURES = (
+    Column("capture_id", "INTEGER PRIMARY KEY", "Capture number in this database, from 1"),
+    Column("path", "VARCHAR NOT NULL", "Path of the file as given to `tracekit ingest` (absolute)"),
+    Column("file_name", "VARCHAR NOT NULL", "Base name of the file"),
+    Column("sha256", "VARCHAR NOT NULL UNIQUE", "SHA-256 of the whole file; re-ingesting the same content is refused"),
+    Column("size_bytes", "BIGINT NOT NULL", "File size"),
+    Column("format", "VARCHAR NOT NULL", "`pcap` or `pcapng`"),
+    Column("byte_order", "VARCHAR NOT NULL", "`little`, `big` (pcapng sections may mix: `big/little`)"),
+    Column("link_types", "INTEGER[] NOT NULL", "Distinct LINKTYPE_ values of the interfaces"),
+    Column("snaplen", "INTEGER NOT NULL", "Snapshot length (largest over interfaces)"),
+    Column("ts_resolution", "VARCHAR NOT NULL", "Timestamp resolution of the file (`1e-6`, `1e-9`, `2^-20`...; several joined by `,`)"),
+    Column("sections", "INTEGER NOT NULL", "pcapng sections (1 for pcap)"),
+    Column("interfaces", "INTEGER NOT NULL", "Interfaces described (1 for pcap)"),
+    Column("packets", "BIGINT NOT NULL", "Packet records read (= rows in `packets`)"),
+    Column("first_ts_ns", "BIGINT", "Smallest packet timestamp, ns since the epoch"),
+    Column("last_ts_ns", "BIGINT", "Largest packet timestamp, ns since the epoch"),
+    Column("skipped_blocks", "MAP(VARCHAR, BIGINT)", "pcapng blocks that carry no packets, by kind (statistics, name resolution...)"),
+    Column("decode_status_counts", "MAP(VARCHAR, BIGINT)", "Packets not decoded through the transport header, per `packets.decode_status`"),
+    Column("read_stop", "VARCHAR", "NULL if the whole file was read; else `truncated` or `corrupt`"),
+    Column("read_stop_offset", "BIGINT", "Byte offset where reading stopped"),
+    Column("read_stop_message", "VARCHAR", "What was wrong there"),
+    Column("labels", "MAP(VARCHAR, VARCHAR)", "`--label KEY=VALUE` given at ingest (experiment factors)"),
+    Column("ingested_at", "TIMESTAMPTZ NOT NULL", "When the file was ingested"),
+    Column("tracekit_version", "VARCHAR NOT NULL", "Version of tracekit that ingested it"),
+)
+
+INTERFACES = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("interface_id", "INTEGER NOT NULL", "Interface index over the whole file (pcapng: all sections in order)"),
+    Column("section", "INTEGER NOT NULL", "pcapng section number from 0"),
+    Column("link_type", "INTEGER NOT NULL", "LINKTYPE_ value"),
+    Column("link_type_name", "VARCHAR NOT NULL", "Its name; tracekit decodes Ethernet, SLL, SLL2, raw IP, NULL, LOOP, PPP"),
+    Column("snaplen", "INTEGER NOT NULL", "Snapshot length (0 = unlimited in pcapng)"),
+    Column("ts_resolution", "VARCHAR NOT NULL", "Timestamp unit (`1e-6`, `1e-9`, `2^-k`)"),
+    Column("ts_offset_s", "BIGINT NOT NULL", "pcapng if_tsoffset, seconds added to every timestamp"),
+    Column("name", "VARCHAR", "pcapng if_name"),
+    Column("description", "VARCHAR", "pcapng if_description"),
+    Column("packets", "BIGINT NOT NULL", "Packets captured on it"),
+)
+
+PACKETS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("frame", "BIGINT NOT NULL", "Record number in the file from 1 (Wireshark's frame.number); the order of record"),
+    Column("ts_ns", "BIGINT NOT NULL", "Timestamp, ns since the epoch (may step backwards in real captures; order by `frame`)"),
+    Column("file_offset", "BIGINT NOT NULL", "Byte offset of the record in the file"),
+    Column("interface_id", "INTEGER", "Interface (see `interfaces`); NULL if the pcapng record names an undescribed one"),
+    Column("link_type", "INTEGER", "LINKTYPE_ of that interface"),
+    Column("captured_bytes", "INTEGER NOT NULL", "Bytes in the file (frame.cap_len)"),
+    Column("wire_bytes", "INTEGER NOT NULL", "Bytes on the wire (frame.len)"),
+    Column("truncated", "BOOLEAN NOT NULL", "Cut by the snapshot length (captured < wire); fields that were captured are kept"),
+    Column("decode_status", "VARCHAR", "NULL if decoded through the transport header; else why not (see Decode status)"),
+    Column("ethertype", "INTEGER", "EtherType / SLL protocol after any VLAN tags"),
+    Column("vlan_outer", "INTEGER", "First 802.1Q/802.1ad VLAN id"),
+    Column("vlan_inner", "INTEGER", "Second (QinQ) VLAN id"),
+    Column("ip_version", "TINYINT", "4 or 6; NULL if not IP"),
+    Column("src_addr", "VARCHAR", "Source address as text (RFC 5952 for IPv6)"),
+    Column("dst_addr", "VARCHAR", "Destination address as text"),
+    Column("ip_ttl", "UTINYINT", "IPv4 TTL / IPv6 hop limit"),
+    Column("ip_tos", "UTINYINT", "IPv4 TOS / IPv6 traffic class (DSCP and ECN)"),
+    Column("ip_id", "INTEGER", "IPv4 identification"),
+    Column("ip_header_bytes", "INTEGER", "IP header incl. options / IPv6 extension headers"),
+    Column("ip_total_bytes", "INTEGER", "IP packet length from the header (from the wire length when the header says 0)"),
+    Column("ip_dont_fragment", "BOOLEAN", "IPv4 DF"),
+    Column("ip_more_fragments", "BOOLEAN", "IPv4 MF / IPv6 fragment header M flag"),
+    Column("ip_fragment_offset", "INTEGER", "Fragment offset in bytes; > 0 means no transport header in this packet"),
+    Column("ipv6_flow_label", "INTEGER", "IPv6 flow label"),
+    Column("ipv6_ext_headers", "TINYINT", "IPv6 extension headers walked"),
+    Column("protocol", "UTINYINT", "Transport protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6...)"),
+    Column("src_port", "INTEGER", "TCP/UDP source port"),
+    Column("dst_port", "INTEGER", "TCP/UDP destination port"),
+    Column("flow_id", "BIGINT", "Flow within the capture (see `flows`); NULL for non-TCP/UDP"),
+    Column("from_client", "BOOLEAN", "Sent by the flow's client"),
+    Column("tcp_seq", "UINTEGER", "Raw sequence number (tcp.seq_raw)"),
+    Column("tcp_ack", "UINTEGER", "Raw acknowledgment number (tcp.ack_raw)"),
+    Column("tcp_flags", "USMALLINT", "12 flag bits: FIN 0x01 SYN 0x02 RST 0x04 PSH 0x08 ACK 0x10 URG 0x20 ECE 0x40 CWR 0x80 AE 0x100"),
+    Column("tcp_header_bytes", "TINYINT", "TCP header length incl. options"),
+    Column("tcp_window", "USMALLINT", "Window field as sent (tcp.window_size_value)"),
+    Column("tcp_window_shift", "TINYINT", "Window scale applied: >= 0 known, -1 unknown (handshake not seen, or a SYN), -2 not scaled"),
+    Column("tcp_window_bytes", "BIGINT", "Window in bytes: tcp_window << shift when the shift is known, else tcp_window (tcp.window_size)"),
+    Column("tcp_checksum", "USMALLINT", "Checksum as sent (not verified)"),
+    Column("tcp_urgent_pointer", "USMALLINT", "Urgent pointer"),
+    Column("tcp_mss", "INTEGER", "MSS option (SYNs)"),
+    Column("tcp_wscale", "TINYINT", "Window scale option shift (SYNs)"),
+    Column("tcp_sack_permitted", "BOOLEAN", "SACK-permitted option present"),
+    Column("tcp_sack_left", "UINTEGER[]", "SACK blocks' left edges, raw (up to 4); NULL without a SACK option"),
+    Column("tcp_sack_right", "UINTEGER[]", "SACK blocks' right edges, raw"),
+    Column("tcp_tsval", "UINTEGER", "Timestamps option TSval"),
+    Column("tcp_tsecr", "UINTEGER", "Timestamps option TSecr"),
+    Column("tcp_fast_open", "BOOLEAN", "TCP Fast Open option present"),
+    Column("payload_bytes", "INTEGER", "TCP/UDP payload length from the IP lengths (not the captured bytes)"),
+    Column("udp_length", "INTEGER", "UDP length field"),
+    Column("quic_type", "VARCHAR", "QUIC long header: initial, 0rtt, handshake, retry, version_negotiation"),
+    Column("quic_version", "UINTEGER", "QUIC version of a long header"),
+    Column("quic_dcid_len", "UTINYINT", "Destination connection id length"),
+    Column("quic_scid_len", "UTINYINT", "Source connection id length"),
+)
+
+FLOWS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "Flow within the capture, from 0 in order of first packet"),
+    Column("protocol", "VARCHAR NOT NULL", "`tcp` or `udp`"),
+    Column("ip_version", "TINYINT NOT NULL", "4 or 6"),
+    Column("client_addr", "VARCHAR NOT NULL", "Client: TCP SYN sender (else SYN-ACK receiver, else first sender); UDP first sender"),
+    Column("client_port", "INTEGER NOT NULL", "Client port"),
+    Column("server_addr", "VARCHAR NOT NULL", "Server address"),
+    Column("server_port", "INTEGER NOT NULL", "Server port"),
+    Column("first_frame", "BIGINT NOT NULL", "First packet's frame"),
+    Column("last_frame", "BIGINT NOT NULL", "Last packet's frame"),
+    Column("first_ts_ns", "BIGINT NOT NULL", "First packet's timestamp"),
+    Column("last_ts_ns", "BIGINT NOT NULL", "Last packet's timestamp"),
+    Column("packets_c2s", "BIGINT NOT NULL", "Packets client to server"),
+    Column("packets_s2c", "BIGINT NOT NULL", "Packets server to client"),
+    Column("payload_bytes_c2s", "BIGINT NOT NULL", "Transport payload bytes client to server (retransmissions included)"),
+    Column("payload_bytes_s2c", "BIGINT NOT NULL", "Transport payload bytes server to client"),
+    Column("wire_bytes_c2s", "BIGINT NOT NULL", "Frame bytes on the wire client to server"),
+    Column("wire_bytes_s2c", "BIGINT NOT NULL", "Frame bytes on the wire server to client"),
+    Column("syn_ts_ns", "BIGINT", "TCP: first SYN from the client"),
+    Column("syn_count", "INTEGER", "TCP: SYNs from the client (more than 1: SYN retransmission)"),
+    Column("synack_ts_ns", "BIGINT", "TCP: first SYN-ACK from the server"),
+    Column("synack_count", "INTEGER", "TCP: SYN-ACKs from the server"),
+    Column("ack_ts_ns", "BIGINT", "TCP: the client's first ACK after the SYN-ACK (completes the handshake)"),
+    Column("handshake_rtt_ns", "BIGINT", "TCP: ack_ts_ns - syn_ts_ns, the round trip the handshake saw wherever the capture was taken (Wireshark's tcp.analysis.initial_rtt)"),
+    Column("client_mss", "INTEGER", "MSS option in the client's SYN"),
+    Column("server_mss", "INTEGER", "MSS option in the server's SYN-ACK"),
+    Column("client_wscale", "TINYINT", "Window scale in the client's SYN"),
+    Column("server_wscale", "TINYINT", "Window scale in the server's SYN-ACK"),
+    Column("client_sack_permitted", "BOOLEAN", "SACK-permitted in the client's SYN"),
+    Column("server_sack_permitted", "BOOLEAN", "SACK-permitted in the server's SYN-ACK"),
+    Column("fast_open", "BOOLEAN", "TCP Fast Open option on the SYN or SYN-ACK"),
+    Column("fin_c2s_ts_ns", "BIGINT", "TCP: first FIN from the client"),
+    Column("fin_s2c_ts_ns", "BIGINT", "TCP: first FIN from the server"),
+    Column("rst_ts_ns", "BIGINT", "TCP: first RST either way"),
+)
+
+TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS}
+
+# Decode status codes (packets.decode_status), documented in the README.
+DECODE_STATUS_DOC = {
+    "link_type_unsupported": "tracekit does not decode the interface's link type",
+    "no_such_interface": "a pcapng packet names an interface its section never described",
+    "truncated_link": "captured bytes end inside the link-layer header",
+    "not_ip": "the link layer carries something other than IP (ARP, LLDP, ...)",
+    "truncated_ip": "captured bytes end inside the IP header (or its extension headers)",
+    "bad_ip_header": "impossible IP version or header length",
+    "ip_fragment": "a non-first IP fragment: it has no transport header",
+    "ipv6_extension_limit": "more than 8 IPv6 extension headers",
+    "truncated_tcp": "captured bytes end inside the TCP header",
+    "bad_tcp_header": "TCP data offset < 5 words or beyond the IP payload",
+    "bad_tcp_options": "a TCP option whose length runs past the header (options before it kept)",
+    "truncated_udp": "captured bytes end inside the UDP header",
+    "bad_udp_length": "UDP length < 8 or beyond the IP payload",
+}
+
+
+def create_table_sql(name):
+    cols = ",\n  ".join(f"{c.name} {c.sql}" for c in TABLES[name])
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols}\n)"
+
+
+def markdown_reference(name):
+    lines = ["| column | type | meaning |", "| --- | --- | --- |"]
+    for c in TABLES[name]:
+        sql = c.sql.replace(" PRIMARY KEY", "").replace(" NOT NULL", "").replace(" UNIQUE", "")
+        lines.append(f"| `{c.name}` | {sql} | {c.doc} |")
+    return "\n".join(lines)
