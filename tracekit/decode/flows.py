@@ -14,18 +14,20 @@ Rules (the contract documented in the README):
   its receiver; otherwise the first sender. UDP client: the first sender.
 - Port reuse: a SYN without ACK that follows a FIN or RST of the current
   connection on the same endpoints starts a new flow.
-- Window scaling (RFC 7323 sec. 2.3, Wireshark's tcp.window_size_scalefactor):
-  a segment's shift is known (>= 0) once the SYN and SYN-ACK were both seen
-  and both carried the option; -2 when both were seen and one lacked it (no
-  scaling); -1 when the handshake was not seen (the window is shown unscaled).
-  SYN segments are never scaled.
+- Window scaling (RFC 7323 sec. 2.2-2.3), as Wireshark applies it
+  (tcp.window_size_scalefactor): each side's shift is unknown (-1) until its
+  SYN is seen; a SYN with the option sets that side's shift, a SYN without
+  it sets -2 (not scaled), and a SYN-ACK without the option, or answering a
+  SYN without it, sets -2 for both sides (RFC 7323: scaling needs both). A segment is scaled by its sender's
+  shift when that is >= 0; SYN segments are never scaled (shift -1).
 """
 
 import numpy as np
 from numba import njit
 
 EMPTY = -1
-SYN_NOT_SEEN = -3
+UNKNOWN = -1
+NOT_SCALED = -2
 
 TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
 
@@ -40,7 +42,7 @@ class FlowTable:
     def _alloc(self, capacity):
         self.key = np.zeros((capacity, 6), np.uint64)  # proto|ports, a_hi, a_lo, b_hi, b_lo, spare
         self.val = np.full((capacity, 6), EMPTY, np.int64)
-        # val: flow_id, client_is_a, finrst_since_syn, client_wscale, server_wscale, used
+        # val: flow_id, client_is_a, finrst_since_syn, client shift, server shift, used
         self.used = 0
 
     def ensure(self, extra):
@@ -145,8 +147,8 @@ def _track(is_flow, is_tcp, proto, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
             else:
                 val[h, 1] = 1 if src_is_a else 0
             val[h, 2] = 0
-            val[h, 3] = SYN_NOT_SEEN
-            val[h, 4] = SYN_NOT_SEEN
+            val[h, 3] = UNKNOWN
+            val[h, 4] = UNKNOWN
         fc = (val[h, 1] == 1) == src_is_a
         flow_id[i] = val[h, 0]
         from_client[i] = fc
@@ -154,22 +156,18 @@ def _track(is_flow, is_tcp, proto, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
             continue
         if pure_syn:
             val[h, 2] = 0
+        side = 3 if fc else 4
         if syn:
-            if not ack and fc:
-                val[h, 3] = wscale[i] if wscale[i] >= 0 else EMPTY
-            elif ack and not fc:
-                val[h, 4] = wscale[i] if wscale[i] >= 0 else EMPTY
-            scale[i] = -1
-        else:
-            cws = val[h, 3]
-            sws = val[h, 4]
-            if cws == SYN_NOT_SEEN or sws == SYN_NOT_SEEN:
-                scale[i] = -1
-            elif cws == EMPTY or sws == EMPTY:
-                scale[i] = -2
+            if wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
+                val[h, side] = min(wscale[i], 14)
+            elif ack:
+                val[h, 3] = NOT_SCALED
+                val[h, 4] = NOT_SCALED
             else:
-                s = cws if fc else sws
-                scale[i] = min(s, 14)
+                val[h, side] = NOT_SCALED
+            scale[i] = UNKNOWN
+        else:
+            scale[i] = val[h, side]
         if (f & (TH_FIN | TH_RST)) != 0:
             val[h, 2] = 1
     return next_flow_id, added

@@ -76,7 +76,8 @@ def decode_ipv4(data, start, l3, end, wire_end, idx, out, status):
     out["ip_fragment_offset"][g] = frag_off
     out["protocol"][g] = f["protocol"][0][good]
     out["l4"][g] = pos[good] + hlen
-    out["ip_end"][g] = pos[good] + np.maximum(total, hlen)
+    # a header length beyond the frame is cut to the frame (as Wireshark does)
+    out["ip_end"][g] = pos[good] + np.maximum(np.minimum(total, wire_total), hlen)
     status[g[frag_off > 0]] = CODE["ip_fragment"]
 
 
@@ -103,7 +104,7 @@ def decode_ipv6(data, start, l3, end, wire_end, idx, out, status):
     wire_total = wire_end[g] - p0
     total = np.where(payload == 0, wire_total, payload + 40)  # 0: jumbogram or TSO
     out["ip_total_bytes"][g] = total
-    out["ip_end"][g] = p0 + np.maximum(total, 40)
+    out["ip_end"][g] = p0 + np.maximum(np.minimum(total, wire_total), 40)
 
     # walk the extension header chain
     nh = f["next_header"][0][good].astype(np.int64)

@@ -5,9 +5,15 @@
 -- and from_client; this file only summarises):
 --   SYN       tcp_flags & 0x12 = 0x02 (SYN without ACK), from the client
 --   SYN-ACK   tcp_flags & 0x12 = 0x12, from the server
---   first ACK the client's first packet after the first SYN-ACK with ACK set
---             and SYN clear; handshake_rtt_ns = its time - the first SYN's
---             time (Wireshark: tcp.analysis.initial_rtt)
+--   first ACK the first segment after the first SYN with ACK set and SYN
+--             clear, either way: normally the client's ACK of the SYN-ACK, for
+--             a refused connection the server's RST-ACK. A client segment
+--             with acknowledgment number 0 (a RST-ACK after unanswered SYNs)
+--             acknowledges nothing and does not count.
+--   handshake_rtt_ns = first ACK's time - the time of the last SYN before it
+--             (a retransmitted SYN restarts the clock). This is Wireshark's
+--             tcp.analysis.initial_rtt, except that Wireshark skips a
+--             difference of exactly 0 (it uses 0 as "not yet set") and we keep it.
 -- "First" always means first in capture order (frame), never smallest
 -- timestamp: real captures have timestamps that step backwards.
 WITH p AS (
@@ -41,6 +47,7 @@ per_flow AS (
         coalesce(sum(wire_bytes) FILTER (WHERE NOT from_client), 0) AS wire_bytes_s2c,
         arg_min(ts_ns, frame) FILTER (WHERE from_client AND tcp_flags & 18 = 2) AS syn_ts_ns,
         count(*) FILTER (WHERE from_client AND tcp_flags & 18 = 2) AS syn_count,
+        min(frame) FILTER (WHERE from_client AND tcp_flags & 18 = 2) AS syn_frame,
         arg_min(ts_ns, frame) FILTER (WHERE NOT from_client AND tcp_flags & 18 = 18) AS synack_ts_ns,
         min(frame) FILTER (WHERE NOT from_client AND tcp_flags & 18 = 18) AS synack_frame,
         count(*) FILTER (WHERE NOT from_client AND tcp_flags & 18 = 18) AS synack_count,
@@ -59,14 +66,23 @@ per_flow AS (
 ),
 
 first_ack AS (
-    SELECT f.flow_id, arg_min(p.ts_ns, p.frame) AS ack_ts_ns
+    SELECT f.flow_id, min(p.frame) AS ack_frame, arg_min(p.ts_ns, p.frame) AS ack_ts_ns
     FROM per_flow AS f
     JOIN p ON p.flow_id = f.flow_id
-    WHERE f.synack_frame IS NOT NULL
-      AND p.frame > f.synack_frame
-      AND p.from_client
+    WHERE p.frame > f.syn_frame
       AND p.tcp_flags & 18 = 16
+      AND (NOT p.from_client OR p.tcp_ack <> 0)
     GROUP BY f.flow_id
+),
+
+last_syn AS (
+    SELECT a.flow_id, arg_max(p.ts_ns, p.frame) AS syn_ts_ns
+    FROM first_ack AS a
+    JOIN p ON p.flow_id = a.flow_id
+    WHERE p.frame < a.ack_frame
+      AND p.from_client
+      AND p.tcp_flags & 18 = 2
+    GROUP BY a.flow_id
 ),
 
 final AS (
@@ -79,12 +95,13 @@ final AS (
         f.syn_ts_ns, CASE WHEN f.protocol = 'tcp' THEN f.syn_count END AS syn_count,
         f.synack_ts_ns, CASE WHEN f.protocol = 'tcp' THEN f.synack_count END AS synack_count,
         a.ack_ts_ns,
-        a.ack_ts_ns - f.syn_ts_ns AS handshake_rtt_ns,
+        a.ack_ts_ns - s.syn_ts_ns AS handshake_rtt_ns,
         f.client_mss, f.server_mss, f.client_wscale, f.server_wscale,
         f.client_sack_permitted, f.server_sack_permitted, f.fast_open,
         f.fin_c2s_ts_ns, f.fin_s2c_ts_ns, f.rst_ts_ns
     FROM per_flow AS f
     LEFT JOIN first_ack AS a USING (flow_id)
+    LEFT JOIN last_syn AS s USING (flow_id)
 )
 
 SELECT * FROM final ORDER BY flow_id
