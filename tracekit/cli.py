@@ -1,0 +1,263 @@
+"""The `tracekit` command: a thin layer over the library.
+
+Every TracekitError becomes one line on stderr and exit status 2 (`--debug`
+shows the traceback instead). Row-emitting commands share --format.
+"""
+
+import functools
+import os
+import sys
+import time
+
+import click
+
+from . import __version__
+from .errors import QueryError, TracekitError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def db_option(f):
+    return click.option(
+        "--db", "db", metavar="PATH", envvar="TRACEKIT_DB", default="tracekit.duckdb",
+        show_default=True, help="DuckDB store (or set TRACEKIT_DB).")(f)
+
+
+def format_option(f):
+    return click.option(
+        "--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]),
+        default="table", show_default=True, help="Output format.")(f)
+
+
+def emit(columns, rows, fmt):
+    from .report.table import render
+    click.echo(render(columns, rows, fmt), nl=False)
+
+
+def handle_errors(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = ctx.find_root().params.get("debug")
+        try:
+            return f(*args, **kwargs)
+        except TracekitError as e:
+            if debug:
+                raise
+            click.echo(f"tracekit: error: {e}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("tracekit: interrupted; the database is as it was before this command",
+                       err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as e:  # a bug: say so in one line unless --debug
+            if debug:
+                raise
+            click.echo(f"tracekit: internal error: {type(e).__name__}: {e} "
+                       f"(run with --debug for the traceback, and please report it)", err=True)
+            sys.exit(1)
+    return wrapper
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="tracekit")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+def main(debug):
+    """tracekit: packet captures and event logs in DuckDB, and where the time went.
+
+    \b
+    Quick tour:
+      tracekit ingest captures/*.pcap --label path=direct
+      tracekit sessions
+      tracekit sql "SELECT count(*) FROM packets"
+    """
+
+
+class Progress:
+    """Progress on stderr for long ingests (only on a terminal, after 1 s)."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, path, done, total):
+        if not self.enabled or time.monotonic() - self.started < 1.0:
+            return
+        pct = 100.0 * done / total if total else 100.0
+        name = os.path.basename(path)
+        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB", err=True, nl=False)
+        self.shown = True
+
+    def done(self):
+        if self.shown:
+            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+
+
+def _parse_labels(labels):
+    out = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TracekitError(f"--label {item!r} is not KEY=VALUE (e.g. --label path=direct)")
+        out[key] = value
+    return out
+
+
+def _plural(n, word):
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _skipped_text(counts):
+    if not counts:
+        return "none skipped"
+    return "skipped " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@db_option
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Experiment factor to attach (repeatable), e.g. --label conn=fresh.")
+@click.option("--replace", is_flag=True, help="Re-ingest files already in the store.")
+@handle_errors
+def ingest(files, db, labels, replace):
+    """Ingest pcap/pcapng FILES into the store, in one transaction.
+
+    Every packet becomes a row of `packets`; flows are rebuilt per capture.
+    A file already in the store (same SHA-256) is not added twice.
+
+    \b
+    Example:
+      tracekit ingest run1-client.pcap run1-server.pcapng --label path=tunnel
+    """
+    from .decode.link import link_type_name
+    from .store.db import connect
+    from .store.ingest import load_captures
+
+    labels = _parse_labels(labels)
+    con = connect(db)
+    progress = Progress(sys.stderr.isatty())
+    started = time.perf_counter()
+    try:
+        summaries = load_captures(con, files, labels=labels, replace=replace, progress=progress)
+    finally:
+        progress.done()
+        con.close()
+    total_packets = total_flows = 0
+    skipped = {}
+    for s in summaries:
+        name = os.path.basename(s.path)
+        if s.outcome == "duplicate":
+            click.echo(f"{name}: already in the store as capture {s.duplicate_of} "
+                       f"(same sha256); nothing added. Use --replace to ingest it again.")
+            continue
+        verb = "replaced" if s.outcome == "replaced" else "ingested"
+        click.echo(f"{name}: {verb} as capture {s.capture_id}: {_plural(s.packets, 'packet')}, "
+                   f"{_plural(s.flows, 'flow')}, {_skipped_text(s.decode_status)}")
+        if s.read_stop:
+            click.echo(f"tracekit: warning: {s.path}: {s.read_stop.reason} at byte offset "
+                       f"{s.read_stop.offset}: {s.read_stop.message}; the "
+                       f"{s.packets:,} packets before it were ingested", err=True)
+        for lt in s.unsupported_link_types:
+            n = s.decode_status.get("link_type_unsupported", 0)
+            click.echo(f"tracekit: warning: {s.path}: {link_type_name(lt)} is not decoded: its "
+                       f"packets are stored undecoded (decode_status link_type_unsupported, "
+                       f"{n:,} in this file); other interfaces were decoded", err=True)
+        if s.skipped_blocks:
+            blocks = ", ".join(f"{k} {v}" for k, v in sorted(s.skipped_blocks.items()))
+            click.echo(f"{name}: pcapng blocks without packets skipped: {blocks}")
+        total_packets += s.packets
+        total_flows += s.flows
+        for k, v in s.decode_status.items():
+            skipped[k] = skipped.get(k, 0) + v
+    seconds = time.perf_counter() - started
+    rate = total_packets / seconds if seconds > 0 else 0.0
+    click.echo(f"total: {_plural(total_packets, 'packet')}, {_plural(total_flows, 'flow')}, "
+               f"{_skipped_text(skipped)}; {seconds:.2f} s, {rate:,.0f} packets/s")
+
+
+@main.command(context_settings=CONTEXT)
+@db_option
+@format_option
+@handle_errors
+def captures(db, fmt):
+    """List the ingested captures.
+
+    \b
+    Example:
+      tracekit captures --format markdown
+    """
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    cur = con.execute("""
+        SELECT c.capture_id AS capture, c.file_name AS file, c.format,
+               array_to_string(c.link_types, ',') AS link_types, c.packets,
+               (SELECT count(*) FROM flows f WHERE f.capture_id = c.capture_id) AS flows,
+               strftime(make_timestamp(c.first_ts_ns // 1000), '%Y-%m-%d %H:%M:%S') AS first_utc,
+               round((c.last_ts_ns - c.first_ts_ns) / 1e9, 3) AS duration_s,
+               c.size_bytes, c.read_stop,
+               nullif(array_to_string(list_transform(map_entries(c.labels),
+                      lambda e: e.key || '=' || e.value), ' '), '') AS labels
+        FROM captures c ORDER BY c.capture_id""")
+    columns = [d[0] for d in cur.description]
+    emit(columns, cur.fetchall(), fmt)
+
+
+@main.command(context_settings=CONTEXT)
+@db_option
+@format_option
+@click.option("--capture", "capture_id", type=int, default=None, help="Only this capture id.")
+@handle_errors
+def sessions(db, fmt, capture_id):
+    """One row per flow: endpoints, protocol, handshake RTT, duration, packets and bytes.
+
+    \b
+    Example:
+      tracekit sessions --capture 2 --format csv > flows.csv
+    """
+    from .analyses import run_analysis
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    columns, rows = run_analysis(con, "sessions", capture_id=capture_id)
+    emit(columns, rows, fmt)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("query", required=False)
+@db_option
+@format_option
+@handle_errors
+def sql(query, db, fmt):
+    """Run a SQL QUERY on the store (read from stdin when QUERY is omitted or -).
+
+    \b
+    Example:
+      tracekit sql "SELECT protocol, count(*) FROM flows GROUP BY ALL"
+      echo "SELECT * FROM captures" | tracekit sql --format json
+    """
+    import duckdb
+
+    from .store.db import connect
+
+    if query in (None, "-"):
+        query = sys.stdin.read()
+    if not query.strip():
+        raise QueryError("no query given (pass it as an argument or on stdin)")
+    con = connect(db, read_only=not os.path.exists(db))
+    try:
+        cur = con.execute(query)
+    except duckdb.Error as e:
+        raise QueryError(f"query failed: {str(e).splitlines()[0]}") from None
+    if cur.description is None:
+        return
+    columns = [d[0] for d in cur.description]
+    emit(columns, cur.fetchall(), fmt)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Presentation: tables for terminals and documents (charts come later)."""
