@@ -104,13 +104,14 @@ class PcapReader:
                 if c.end - pos >= RECORD_HEADER_BYTES:
                     need += int.from_bytes(bytes(c.buf[pos + 8:pos + 12]),
                                            "big" if self.big_endian else "little")
-                if c.refill(pos, need):
-                    pos = 0
+                more = c.refill(pos, need)
+                pos = 0  # refill moved the unread bytes to the front
+                if more:
                     continue
-                if pos < c.end:
-                    have = c.end - pos
+                if c.end:
+                    have = c.end
                     self.stop = ReadStop(
-                        "truncated", c.base + pos,
+                        "truncated", c.base,
                         f"the last record is cut short: {have} of {need} bytes present "
                         f"(the file ends inside record {frame})")
                 return

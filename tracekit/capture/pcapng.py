@@ -211,13 +211,14 @@ class PcapngReader:
                         self._corrupt(pos, frame, f"a block length of {need} bytes")
                         return
                 if c.end - pos < need:
-                    if c.refill(pos, need):
-                        pos = 0
+                    more = c.refill(pos, need)
+                    pos = 0  # refill moved the unread bytes to the front
+                    if more:
                         continue
-                    if pos < c.end:
+                    if c.end:
                         self.stop = ReadStop(
-                            "truncated", c.base + pos,
-                            f"the last block is cut short: {c.end - pos} of {need} bytes "
+                            "truncated", c.base,
+                            f"the last block is cut short: {c.end} of {need} bytes "
                             f"present (the file ends inside it)")
                     return
                 problem = self._other_block(pos, need)
