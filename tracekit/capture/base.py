@@ -8,6 +8,8 @@ guesses past a corrupt record: it stops, and `CaptureReader.stop` says where
 and why; everything before that point has been yielded.
 """
 
+import io
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +102,14 @@ class ChunkedFile:
             self.end += got
             got_any = True
         return got_any
+
+
+def input_size(fileobj):
+    """Size in bytes of an open binary file (or BytesIO)."""
+    try:
+        return os.fstat(fileobj.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return len(fileobj.getbuffer())
 
 
 def timestamps_from_units(raw, units_per_second, offset_s=0):

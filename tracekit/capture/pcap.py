@@ -12,8 +12,9 @@ import struct
 
 import numpy as np
 
-from .base import ChunkedFile, Interface, PacketBatch, ReadStats, ReadStop
+from .base import ChunkedFile, input_size, Interface, PacketBatch, ReadStats, ReadStop
 from . import scan
+from ..jit import use_jit
 
 MAGIC_US = 0xA1B2C3D4
 MAGIC_NS = 0xA1B23C4D
@@ -42,6 +43,7 @@ class PcapReader:
     def __init__(self, path, fileobj, chunk_bytes, batch_packets):
         self.path = str(path)
         self.chunks = ChunkedFile(fileobj, chunk_bytes)
+        self.jit = use_jit(input_size(fileobj))
         self.batch_packets = batch_packets
         self.stats = ReadStats()
         self.stop = None
@@ -77,7 +79,7 @@ class PcapReader:
         pos = HEADER_BYTES
         frame = 1
         while True:
-            n, pos, why = scan.scan_pcap(c.buf, pos, c.end, self.big_endian, self.max_caplen,
+            n, pos, why = scan.scan_pcap(self.jit, c.buf, pos, c.end, self.big_endian, self.max_caplen,
                                          hdr, caplen, wirelen, sec, frac)
             if n:
                 ts = sec[:n] * np.int64(1_000_000_000)

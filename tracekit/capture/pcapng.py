@@ -15,9 +15,10 @@ import struct
 
 import numpy as np
 
-from .base import (ChunkedFile, Interface, PacketBatch, ReadStats, ReadStop,
+from .base import (ChunkedFile, input_size, Interface, PacketBatch, ReadStats, ReadStop,
                    timestamps_from_units)
 from . import scan
+from ..jit import use_jit
 
 SHB = 0x0A0D0D0A
 IDB = 0x00000001
@@ -74,6 +75,7 @@ class PcapngReader:
     def __init__(self, path, fileobj, chunk_bytes, batch_packets):
         self.path = str(path)
         self.chunks = ChunkedFile(fileobj, chunk_bytes)
+        self.jit = use_jit(input_size(fileobj))
         self.batch_packets = batch_packets
         self.stats = ReadStats()
         self.stop = None
@@ -175,7 +177,7 @@ class PcapngReader:
         while True:
             spb_snaplen = (self.interfaces[self.section_interfaces[0]].snaplen
                            if self.section_interfaces else 0)
-            n, pos, why = scan.scan_pcapng(c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES,
+            n, pos, why = scan.scan_pcapng(self.jit, c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES,
                                            spb_snaplen, hdr, data, caplen, wirelen, raw_ts, local)
             if n:
                 ids = np.asarray(self.section_interfaces + [-1], np.int32)

@@ -10,11 +10,13 @@ the caller why: its output is full, the next record is not wholly in the
 chunk, a length is impossible, or (pcapng) the next block is one that Python
 handles (section and interface headers, statistics, name resolution...).
 
-The kernels are compiled once and cached on disk (numba ``cache=True``).
+The kernels run compiled for large files and as plain Python for small
+ones (see tracekit/jit.py).
 """
 
 import numpy as np
-from numba import njit
+
+from ..jit import kernel
 
 # Why a scan stopped.
 FULL = 0  # the output arrays are full; call again from the returned position
@@ -28,30 +30,20 @@ SPB = 3
 PB = 2
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _u16(buf, p, big_endian):
-    a = np.int64(buf[p])
-    b = np.int64(buf[p + 1])
-    if big_endian:
-        return (a << 8) | b
-    return (b << 8) | a
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _u32(buf, p, big_endian):
-    a = np.int64(buf[p])
-    b = np.int64(buf[p + 1])
-    c = np.int64(buf[p + 2])
-    d = np.int64(buf[p + 3])
-    if big_endian:
-        return (a << 24) | (b << 16) | (c << 8) | d
-    return (d << 24) | (c << 16) | (b << 8) | a
-
-
-@njit(cache=True, nogil=True)
+@kernel
 def scan_pcap(buf, pos, end, big_endian, max_caplen,
               out_hdr, out_caplen, out_wirelen, out_sec, out_frac):
     """Walk classic pcap records in buf[pos:end]; return (count, pos, why)."""
+
+    def _u32(buf, p, big_endian):
+        a = np.int64(buf[p])
+        b = np.int64(buf[p + 1])
+        c = np.int64(buf[p + 2])
+        d = np.int64(buf[p + 3])
+        if big_endian:
+            return (a << 24) | (b << 16) | (c << 8) | d
+        return (d << 24) | (c << 16) | (b << 8) | a
+
     n = 0
     cap = out_hdr.shape[0]
     while n < cap:
@@ -72,7 +64,7 @@ def scan_pcap(buf, pos, end, big_endian, max_caplen,
     return n, pos, FULL
 
 
-@njit(cache=True, nogil=True)
+@kernel
 def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
                 out_hdr, out_data, out_caplen, out_wirelen, out_ts, out_iface):
     """Walk pcapng packet blocks (EPB, SPB, PB) in buf[pos:end].
@@ -81,6 +73,23 @@ def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
     the offset of the packet bytes, ``out_ts`` the raw 64-bit timestamp in
     the interface's units (0 for SPB, which has none).
     """
+
+    def _u16(buf, p, big_endian):
+        a = np.int64(buf[p])
+        b = np.int64(buf[p + 1])
+        if big_endian:
+            return (a << 8) | b
+        return (b << 8) | a
+
+    def _u32(buf, p, big_endian):
+        a = np.int64(buf[p])
+        b = np.int64(buf[p + 1])
+        c = np.int64(buf[p + 2])
+        d = np.int64(buf[p + 3])
+        if big_endian:
+            return (a << 24) | (b << 16) | (c << 8) | d
+        return (d << 24) | (c << 16) | (b << 8) | a
+
     n = 0
     cap = out_hdr.shape[0]
     while n < cap:

@@ -44,10 +44,10 @@ def new_ip_columns(n):
     }
 
 
-def decode_ipv4(data, start, l3, end, wire_end, idx, out, status):
+def decode_ipv4(hb, l3, end, wire_end, idx, out, status):
     pos = l3[idx]
     cend = end[idx]
-    f = read_fields(data, pos, cend, IPV4)
+    f = read_fields(hb, idx, pos, cend, IPV4)
     hdr_ok = f["dst"][1]
     version, ihl = f["version"][0], f["ihl"][0].astype(np.int64)
     bad = hdr_ok & ((version != 4) | (ihl < 5))
@@ -81,12 +81,12 @@ def decode_ipv4(data, start, l3, end, wire_end, idx, out, status):
     status[g[frag_off > 0]] = CODE["ip_fragment"]
 
 
-def decode_ipv6(data, start, l3, end, wire_end, idx, out, status):
+def decode_ipv6(hb, l3, end, wire_end, idx, out, status):
     pos = l3[idx]
     cend = end[idx]
-    f = read_fields(data, pos, cend, IPV6)
-    shi, slo, sok = read_bytes16(data, pos + 8, cend)
-    dhi, dlo, dok = read_bytes16(data, pos + 24, cend)
+    f = read_fields(hb, idx, pos, cend, IPV6)
+    shi, slo, sok = read_bytes16(hb, idx, pos + 8, cend)
+    dhi, dlo, dok = read_bytes16(hb, idx, pos + 24, cend)
     hdr_ok = dok & sok & f["hop_limit"][1]
     bad = hdr_ok & (f["version"][0] != 6)
     status[idx[~hdr_ok]] = CODE["truncated_ip"]
@@ -118,15 +118,15 @@ def decode_ipv6(data, start, l3, end, wire_end, idx, out, status):
         a = np.nonzero(active)[0]
         p = cur[a]
         kind = nh[a]
-        nxt, ok1 = read_uint(data, p, gend[a], 1)
-        hl, ok2 = read_uint(data, p + 1, gend[a], 1)
+        nxt, ok1 = read_uint(hb, g[a], p, gend[a], 1)
+        hl, ok2 = read_uint(hb, g[a], p + 1, gend[a], 1)
         ok = ok1 & ok2
         length = np.where(kind == EXT_FRAGMENT, 8,
                           np.where(kind == EXT_AH, (hl.astype(np.int64) + 2) * 4,
                                    (hl.astype(np.int64) + 1) * 8))
         frag = ok & (kind == EXT_FRAGMENT)
         if frag.any():
-            fo, fok = read_uint(data, p[frag] + 2, gend[a][frag], 2)
+            fo, fok = read_uint(hb, g[a][frag], p[frag] + 2, gend[a][frag], 2)
             fi = g[a[frag]]
             out["ip_fragment_offset"][fi] = np.where(fok, (fo >> 3).astype(np.int32) * 8, 0)
             out["ip_more_fragments"][fi] = fok & ((fo & 1) == 1)

@@ -46,8 +46,8 @@ def _from_ethertype(ethertype, ok):
     return net, status
 
 
-def _from_ip_version(data, pos, end):
-    first, ok = read_uint(data, pos, end, 1)
+def _from_ip_version(hb, rows, pos, end):
+    first, ok = read_uint(hb, rows, pos, end, 1)
     version = first >> 4
     net = np.where(version == 4, 4, np.where(version == 6, 6, 0)).astype(np.int8)
     status = np.where(net == 0, CODE["bad_ip_header"], 0).astype(np.uint8)
@@ -56,13 +56,13 @@ def _from_ip_version(data, pos, end):
     return net, status
 
 
-def _ppp_protocol(data, pos, end):
+def _ppp_protocol(hb, rows, pos, end):
     """PPP protocol field (with or without HDLC framing and PFC); (proto, next pos, ok)."""
-    head, ok = read_uint(data, pos, end, 2)
+    head, ok = read_uint(hb, rows, pos, end, 2)
     pos = np.where(head == 0xFF03, pos + 2, pos)
-    first, ok1 = read_uint(data, pos, end, 1)
+    first, ok1 = read_uint(hb, rows, pos, end, 1)
     compressed = (first & 1) == 1  # protocol-field compression: one byte
-    two, ok2 = read_uint(data, pos, end, 2)
+    two, ok2 = read_uint(hb, rows, pos, end, 2)
     proto = np.where(compressed, first.astype(np.uint16), two)
     ok = ok & ok1 & (compressed | ok2)
     return proto, pos + np.where(compressed, 1, 2), ok
@@ -76,30 +76,30 @@ def _ppp_to_net(proto, ok):
     return net, status
 
 
-def decode_ethernet(data, start, end):
+def decode_ethernet(hb, rows, start, end):
     """Ethernet II with any number of VLAN tags (first two kept) and PPPoE."""
     n = len(start)
     pos = start + 12
     vlan_outer = np.full(n, -1, np.int32)
     vlan_inner = np.full(n, -1, np.int32)
-    ethertype, ok = read_uint(data, pos, end, 2)
+    ethertype, ok = read_uint(hb, rows, pos, end, 2)
     for k in range(MAX_VLAN_TAGS):
         tagged = ok & np.isin(ethertype, VLAN_TPIDS)
         if not tagged.any():
             break
-        tci, tci_ok = read_uint(data, pos + 2, end, 2)
+        tci, tci_ok = read_uint(hb, rows, pos + 2, end, 2)
         vid = (tci & 0x0FFF).astype(np.int32)
         if k == 0:
             vlan_outer = np.where(tagged & tci_ok, vid, vlan_outer)
         elif k == 1:
             vlan_inner = np.where(tagged & tci_ok, vid, vlan_inner)
         pos = np.where(tagged, pos + 4, pos)
-        ethertype, ok = read_uint(data, pos, end, 2)
+        ethertype, ok = read_uint(hb, rows, pos, end, 2)
     l3 = pos + 2
     net, status = _from_ethertype(ethertype, ok)
     pppoe = ok & (ethertype == ETHERTYPE_PPPOE_SESSION)
     if pppoe.any():
-        proto, after, pok = _ppp_protocol(data, l3 + 6, end)
+        proto, after, pok = _ppp_protocol(hb, rows, l3 + 6, end)
         pnet, pstatus = _ppp_to_net(proto, pok)
         net = np.where(pppoe, pnet, net)
         status = np.where(pppoe, pstatus, status)
@@ -107,7 +107,7 @@ def decode_ethernet(data, start, end):
     return l3, net, status, ethertype.astype(np.int32), vlan_outer, vlan_inner
 
 
-def decode_link(data, start, end, link_type):
+def decode_link(hb, rows, start, end, link_type):
     """Vectorised link-layer decode for packets of one link type.
 
     Returns (l3 offset, network 4/6/0, status, ethertype, vlan outer, vlan inner).
@@ -116,17 +116,17 @@ def decode_link(data, start, end, link_type):
     no_vlan = np.full(n, -1, np.int32)
     no_type = np.full(n, -1, np.int32)
     if link_type == 1:
-        return decode_ethernet(data, start, end)
+        return decode_ethernet(hb, rows, start, end)
     if link_type == 113:  # Linux cooked v1: 16-byte header, protocol at 14
-        et, ok = read_uint(data, start + 14, end, 2)
+        et, ok = read_uint(hb, rows, start + 14, end, 2)
         net, status = _from_ethertype(et, ok)
         return start + 16, net, status, et.astype(np.int32), no_vlan, no_vlan
     if link_type == 276:  # Linux cooked v2: 20-byte header, protocol at 0
-        et, ok = read_uint(data, start, end, 2)
+        et, ok = read_uint(hb, rows, start, end, 2)
         net, status = _from_ethertype(et, ok)
         return start + 20, net, status, et.astype(np.int32), no_vlan, no_vlan
     if link_type in (12, 14, 101, 228, 229):
-        net, status = _from_ip_version(data, start, end)
+        net, status = _from_ip_version(hb, rows, start, end)
         if link_type == 228:
             bad = net == 6
         elif link_type == 229:
@@ -137,7 +137,7 @@ def decode_link(data, start, end, link_type):
         net = np.where(bad, 0, net).astype(np.int8)
         return start, net, status, no_type, no_vlan, no_vlan
     if link_type in (0, 108):  # 4-byte address family
-        raw_be, ok = read_uint(data, start, end, 4)
+        raw_be, ok = read_uint(hb, rows, start, end, 4)
         if link_type == 0:  # host byte order of the capturing machine
             swapped = ((raw_be & 0xFF) << 24) | ((raw_be & 0xFF00) << 8) | \
                       ((raw_be >> 8) & 0xFF00) | (raw_be >> 24)
@@ -151,7 +151,7 @@ def decode_link(data, start, end, link_type):
         net[~ok] = 0
         return start + 4, net, status, no_type, no_vlan, no_vlan
     if link_type == 9:
-        proto, after, ok = _ppp_protocol(data, start, end)
+        proto, after, ok = _ppp_protocol(hb, rows, start, end)
         net, status = _ppp_to_net(proto, ok)
         return after, net, status, no_type, no_vlan, no_vlan
     status = np.full(n, CODE["link_type_unsupported"], np.uint8)

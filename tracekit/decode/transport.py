@@ -49,10 +49,10 @@ def new_transport_columns(n):
     }
 
 
-def decode_tcp(data, l4, ip_end, end, idx, out, status):
+def decode_tcp(hb, l4, ip_end, end, idx, out, status):
     pos = l4[idx]
     cend = end[idx]
-    f = read_fields(data, pos, cend, TCP)
+    f = read_fields(hb, idx, pos, cend, TCP)
     for name in ("src_port", "dst_port"):
         v, ok = f[name]
         out[name][idx[ok]] = v[ok]
@@ -76,10 +76,10 @@ def decode_tcp(data, l4, ip_end, end, idx, out, status):
     hend = pos[good] + doff[good]
     opts_cut = hend > cend[good]
     status[g[opts_cut]] = CODE["truncated_tcp"]
-    _tcp_options(data, pos[good] + 20, np.minimum(hend, cend[good]), g, out, status)
+    _tcp_options(hb, pos[good] + 20, np.minimum(hend, cend[good]), g, out, status)
 
 
-def _tcp_options(data, cursor, hend, g, out, status):
+def _tcp_options(hb, cursor, hend, g, out, status):
     active = cursor < hend
     cursor = cursor.copy()
     for _ in range(40):
@@ -88,37 +88,37 @@ def _tcp_options(data, cursor, hend, g, out, status):
         a = np.nonzero(active)[0]
         p = cursor[a]
         e = hend[a]
-        kind, _ = read_uint(data, p, e, 1)
+        gi = g[a]
+        kind, _ = read_uint(hb, gi, p, e, 1)
         eol = kind == TCPOPT_EOL
         nop = kind == TCPOPT_NOP
-        ln, lok = read_uint(data, p + 1, e, 1)
+        ln, lok = read_uint(hb, gi, p + 1, e, 1)
         ln = ln.astype(np.int64)
         rec = ~eol & ~nop
         bad = rec & (~lok | (ln < 2) | (p + ln > e))
         ok = rec & ~bad
-        gi = g[a]
         status[gi[bad]] = CODE["bad_tcp_options"]
-        _option_values(data, p, e, kind, ln, ok, gi, out)
+        _option_values(hb, p, e, kind, ln, ok, gi, out)
         step = np.where(nop, 1, np.where(ok, ln, 0))
         cursor[a] = p + step
         active[a] = (nop | ok) & (p + step < e)
 
 
-def _option_values(data, p, e, kind, ln, ok, gi, out):
+def _option_values(hb, p, e, kind, ln, ok, gi, out):
     sel = ok & (kind == TCPOPT_MSS) & (ln == 4)
     if sel.any():
-        v, _ = read_uint(data, p[sel] + 2, e[sel], 2)
+        v, _ = read_uint(hb, gi[sel], p[sel] + 2, e[sel], 2)
         out["tcp_mss"][gi[sel]] = v
     sel = ok & (kind == TCPOPT_WSCALE) & (ln == 3)
     if sel.any():
-        v, _ = read_uint(data, p[sel] + 2, e[sel], 1)
+        v, _ = read_uint(hb, gi[sel], p[sel] + 2, e[sel], 1)
         out["tcp_wscale"][gi[sel]] = v
     sel = ok & (kind == TCPOPT_SACK_PERMITTED)
     out["tcp_sack_permitted"][gi[sel]] = True
     sel = ok & (kind == TCPOPT_TIMESTAMP) & (ln == 10)
     if sel.any():
-        out["tcp_tsval"][gi[sel]], _ = read_uint(data, p[sel] + 2, e[sel], 4)
-        out["tcp_tsecr"][gi[sel]], _ = read_uint(data, p[sel] + 6, e[sel], 4)
+        out["tcp_tsval"][gi[sel]], _ = read_uint(hb, gi[sel], p[sel] + 2, e[sel], 4)
+        out["tcp_tsecr"][gi[sel]], _ = read_uint(hb, gi[sel], p[sel] + 6, e[sel], 4)
         out["tcp_has_ts"][gi[sel]] = True
     sel = ok & (kind == TCPOPT_FASTOPEN)
     out["tcp_fast_open"][gi[sel]] = True
@@ -131,16 +131,16 @@ def _option_values(data, p, e, kind, ln, ok, gi, out):
             has = blocks > k
             if not has.any():
                 break
-            left, _ = read_uint(data, ps[has] + 2 + 8 * k, es[has], 4)
-            right, _ = read_uint(data, ps[has] + 6 + 8 * k, es[has], 4)
+            left, _ = read_uint(hb, gs[has], ps[has] + 2 + 8 * k, es[has], 4)
+            right, _ = read_uint(hb, gs[has], ps[has] + 6 + 8 * k, es[has], 4)
             out["tcp_sack_left"][gs[has], k] = left
             out["tcp_sack_right"][gs[has], k] = right
 
 
-def decode_udp(data, l4, ip_end, end, idx, out, status):
+def decode_udp(hb, l4, ip_end, end, idx, out, status):
     pos = l4[idx]
     cend = end[idx]
-    f = read_fields(data, pos, cend, UDP)
+    f = read_fields(hb, idx, pos, cend, UDP)
     for name in ("src_port", "dst_port"):
         v, ok = f[name]
         out[name][idx[ok]] = v[ok]
@@ -154,15 +154,15 @@ def decode_udp(data, l4, ip_end, end, idx, out, status):
     payload = np.where(bad, room - 8, length - 8)
     ok = hdr_ok & (payload >= 0)
     out["payload_bytes"][idx[ok]] = payload[ok]
-    _quic(data, pos[ok] + 8, np.minimum(pos[ok] + 8 + payload[ok], cend[ok]), idx[ok], out)
+    _quic(hb, pos[ok] + 8, np.minimum(pos[ok] + 8 + payload[ok], cend[ok]), idx[ok], out)
 
 
-def _quic(data, q, qend, g, out):
-    first, ok = read_uint(data, q, qend, 1)
-    version, vok = read_uint(data, q + 1, qend, 4)
-    dcid, dok = read_uint(data, q + 5, qend, 1)
+def _quic(hb, q, qend, g, out):
+    first, ok = read_uint(hb, g, q, qend, 1)
+    version, vok = read_uint(hb, g, q + 1, qend, 4)
+    dcid, dok = read_uint(hb, g, q + 5, qend, 1)
     dcid = dcid.astype(np.int64)
-    scid, sok = read_uint(data, q + 6 + dcid, qend, 1)
+    scid, sok = read_uint(hb, g, q + 6 + dcid, qend, 1)
     long_header = ok & vok & dok & sok & ((first & 0x80) != 0)
     vn = long_header & (version == 0)
     known = np.isin(version, (QUIC_V1, QUIC_V2) + QUIC_DRAFTS)

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from ..decode.status import STATUS
 from ..decode.transport import MAX_SACK_BLOCKS, QUIC_TYPE_NAMES
-from .schema import PACKETS
+from ..decode.flows import NONE, S
+from .schema import FLOWS, PACKETS
 
 _ARROW = {
     "INTEGER": pa.int32(), "BIGINT": pa.int64(), "TINYINT": pa.int8(),
@@ -20,6 +21,7 @@ _ARROW = {
     "UINTEGER[]": pa.list_(pa.uint32()),
 }
 PACKETS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in PACKETS])
+FLOWS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in FLOWS])
 _STATUS_DICT = pa.array([s or "" for s in STATUS], pa.string())
 _QUIC_DICT = pa.array(QUIC_TYPE_NAMES, pa.string())
 
@@ -129,3 +131,47 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
             values, null = v[name]
             arrays.append(_col(values, null, field.type))
     return pa.Table.from_arrays(arrays, schema=PACKETS_SCHEMA)
+
+
+def flows_table(capture_id, stats, ends, address_cache):
+    """Build the Arrow table of `flows` from the flow tracker's counters."""
+    from ..decode.addresses import address_dictionary
+
+    n = len(stats)
+    client_is_a = stats[:, S["client_is_a"]] == 1
+    a_idx, b_idx = address_dictionary(
+        [(ends[:, 0], ends[:, 1], np.ones(n, bool)), (ends[:, 3], ends[:, 4], np.ones(n, bool))],
+        address_cache)
+    a_port, b_port = ends[:, 2].astype(np.int32), ends[:, 5].astype(np.int32)
+    tcp = stats[:, S["protocol"]] == 6
+    handshake_seen = (stats[:, S["syn_count"]] > 0) | (stats[:, S["synack_count"]] > 0)
+    fast_open = np.where(stats[:, S["fast_open"]] == 1, 1, 0)
+    names = address_cache["_list"]
+    derived = {
+        "capture_id": (np.full(n, capture_id, np.int32), None),
+        "flow_id": (np.arange(n, dtype=np.int64), None),
+        "ip_version": (stats[:, S["ip_version"]].astype(np.int8), None),
+        "client_port": (np.where(client_is_a, a_port, b_port), None),
+        "server_port": (np.where(client_is_a, b_port, a_port), None),
+        "fast_open": (fast_open.astype(bool), ~(tcp & handshake_seen)),
+    }
+    for name in ("syn_count", "synack_count"):
+        derived[name] = (stats[:, S[name]].astype(np.int32), ~tcp)
+    for name in ("client_sack_permitted", "server_sack_permitted"):
+        v = stats[:, S[name]]
+        derived[name] = (v == 1, v == NONE)
+    arrays = []
+    for field in FLOWS_SCHEMA:
+        name = field.name
+        if name == "protocol":
+            arrays.append(pa.array(np.where(tcp, "tcp", "udp"), pa.string()))
+        elif name in ("client_addr", "server_addr"):
+            pick_a = client_is_a if name == "client_addr" else ~client_is_a
+            arrays.append(pa.array([names[i] for i in np.where(pick_a, a_idx, b_idx)], pa.string()))
+        elif name in derived:
+            values, null = derived[name]
+            arrays.append(_col(values, null, field.type))
+        else:
+            v = stats[:, S[name]]
+            arrays.append(_col(v.astype(field.type.to_pandas_dtype()), v == NONE, field.type))
+    return pa.Table.from_arrays(arrays, schema=FLOWS_SCHEMA)

@@ -46,11 +46,6 @@ def connect(path=None, read_only=False):
     return con
 
 
-def sql_text(name):
-    """The text of a SQL file shipped with the store (e.g. "flows")."""
-    return resources.files(__package__).joinpath(f"{name}.sql").read_text()
-
-
 def analyses_dir():
     """Folder of the analyses' .sql files: in the wheel, or the source tree."""
     installed = resources.files("tracekit").joinpath("analyses")

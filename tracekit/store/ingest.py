@@ -10,11 +10,13 @@ file already in the store is abandoned as soon as the hash is known.
 """
 
 import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from .. import __version__
 from ..capture import hash_file, open_capture
@@ -25,8 +27,9 @@ from ..decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..decode.packets import decode_packets
 from ..decode.status import STATUS
 from ..errors import TracekitError
-from .arrow import packets_table
-from .db import sql_text
+from .arrow import FLOWS_SCHEMA, flows_table, packets_table
+
+INSERT_ROWS = 1 << 20  # rows per DuckDB append: larger appends commit faster
 
 
 @dataclass
@@ -120,7 +123,8 @@ def _load_one(con, path, labels, replace, progress, batch_packets, chunk_bytes):
         try:
             _load_packets(con, reader, capture_id, summary, hasher, size, progress)
         except _Duplicate as d:
-            con.execute("DELETE FROM packets WHERE capture_id = ?", [capture_id])
+            for t in ("packets", "flows"):
+                con.execute(f"DELETE FROM {t} WHERE capture_id = ?", [capture_id])
             summary.outcome = "duplicate"
             summary.duplicate_of = d.capture_id
             summary.capture_id = d.capture_id
@@ -133,60 +137,130 @@ def _load_one(con, path, labels, replace, progress, batch_packets, chunk_bytes):
     summary.skipped_blocks = dict(reader.stats.skipped_blocks)
     summary.unsupported_link_types = sorted(
         {i.link_type for i in reader.interfaces} - SUPPORTED_LINK_TYPES)
-    flows = _load_flows(con, capture_id)
-    summary.flows = flows
     _load_interfaces(con, capture_id, reader)
     _load_capture_row(con, capture_id, path, hasher.digest, size, reader, summary, labels)
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def _check_duplicate(con, hasher, wait):
-    if hasher.digest is None and hasher.error is None:
-        if not wait:
+class _Writer(threading.Thread):
+    """Appends Arrow tables to `packets` while the main thread decodes the next ones.
+
+    DuckDB releases the GIL while it writes, so on two cores decoding and
+    writing overlap. The connection is used by this thread only until
+    `finish()` returns. Items are Arrow tables, or callables run in order.
+    """
+
+    def __init__(self, con):
+        super().__init__(daemon=True)
+        self.con = con
+        self.queue = queue.Queue(maxsize=1)
+        self.error = None
+
+    def run(self):
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain after a failure
+            try:
+                if callable(item):
+                    item(self.con)
+                else:
+                    target = "flows" if item.schema.names == FLOWS_SCHEMA.names else "packets"
+                    self.con.register("_tracekit_batch", item)
+                    self.con.execute(f"INSERT INTO {target} SELECT * FROM _tracekit_batch")
+                    self.con.unregister("_tracekit_batch")
+            except BaseException as e:  # re-raised in the main thread
+                self.error = e
+
+    def put(self, item):
+        if self.error is not None:
+            raise self.error
+        self.queue.put(item)
+
+    def finish(self):
+        self.queue.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+class _DuplicateCheck:
+    """Asks the store, on the writer thread, whether the file's hash is known."""
+
+    def __init__(self, hasher):
+        self.hasher = hasher
+        self.asked = False
+        self.found = None
+
+    def poll(self, writer, wait=False):
+        h = self.hasher
+        if self.asked:
             return
-        hasher.join()
-    if hasher.digest is not None and not getattr(hasher, "checked", False):
-        hasher.checked = True
-        old = _existing(con, hasher.digest)
-        if old is not None:
-            raise _Duplicate(old)
+        if h.digest is None and h.error is None:
+            if not wait:
+                return
+            h.join()
+        if h.digest is None:
+            return
+        self.asked = True
+
+        def ask(con):
+            self.found = _existing(con, h.digest)
+        writer.put(ask)
 
 
-def _load_packets(con, reader, capture_id, summary, hasher, size, progress):
-    table = FlowTable()
+def _load_packets(con, reader, capture_id, summary, hasher, size, progress,
+                  insert_rows=INSERT_ROWS):
+    table = FlowTable(jit=reader.jit)
     address_cache = {}
     status_counts = np.zeros(len(STATUS), np.int64)
     link_types = None
-    for batch in reader.batches():
-        if link_types is None or len(link_types) != len(reader.interfaces) + 1:
-            link_types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
-        link_type = link_types[batch.interface_id]
-        cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
-                              batch.wire_bytes, link_type)
-        flow_id, from_client, shift = table.track(cols)
-        src_idx, dst_idx = address_dictionary(
-            [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
-             (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
-        arrow = packets_table(capture_id, batch, link_type, cols, flow_id, from_client,
-                              shift, src_idx, dst_idx, address_cache["_list"])
-        con.register("_tracekit_batch", arrow)
-        con.execute("INSERT INTO packets SELECT * FROM _tracekit_batch")
-        con.unregister("_tracekit_batch")
-        status_counts += np.bincount(cols["status"], minlength=len(STATUS))
-        summary.packets += len(batch)
-        _check_duplicate(con, hasher, wait=False)
-        if progress:
-            progress(summary.path, int(batch.file_offset[-1]), size)
-    _check_duplicate(con, hasher, wait=True)
+    pending, pending_rows = [], 0
+    writer = _Writer(con)
+    writer.start()
+    check = _DuplicateCheck(hasher)
+    try:
+        for batch in reader.batches():
+            if link_types is None or len(link_types) != len(reader.interfaces) + 1:
+                link_types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
+            link_type = link_types[batch.interface_id]
+            cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
+                                  batch.wire_bytes, link_type)
+            flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
+                                                      batch.wire_bytes)
+            src_idx, dst_idx = address_dictionary(
+                [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
+                 (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
+            pending.append(packets_table(capture_id, batch, link_type, cols, flow_id,
+                                         from_client, shift, src_idx, dst_idx,
+                                         address_cache["_list"]))
+            pending_rows += len(batch)
+            if pending_rows >= insert_rows:
+                writer.put(pa.concat_tables(pending, promote_options="permissive"))
+                pending, pending_rows = [], 0
+            status_counts += np.bincount(cols["status"], minlength=len(STATUS))
+            summary.packets += len(batch)
+            check.poll(writer)
+            if check.found is not None:
+                break
+            if progress:
+                progress(summary.path, int(batch.file_offset[-1]), size)
+        if pending and check.found is None:
+            writer.put(pa.concat_tables(pending, promote_options="permissive"))
+        check.poll(writer, wait=True)
+        if check.found is None:
+            stats, ends = table.flows()
+            summary.flows = len(stats)
+            writer.put(flows_table(capture_id, stats, ends, address_cache))
+    finally:
+        writer.finish()
+    if check.found is not None:
+        raise _Duplicate(check.found)
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
-
-
-def _load_flows(con, capture_id):
-    con.execute("INSERT INTO flows " + sql_text("flows"), {"capture_id": capture_id})
-    return con.execute("SELECT count(*) FROM flows WHERE capture_id = ?",
-                       [capture_id]).fetchall()[0][0]
 
 
 def _load_interfaces(con, capture_id, reader):

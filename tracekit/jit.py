@@ -1,0 +1,54 @@
+"""Sequential kernels: plain Python for small inputs, numba for large ones.
+
+Strategy: a few loops cannot be vectorised (record boundaries, the flow state
+machine, a blocked copy). Each is written once, in the subset of Python that
+numba compiles, and wrapped in `Kernel`. Numba costs about a second the
+first time a process uses it (import, LLVM start-up, loading the cached
+machine code), which dwarfs the work on a small capture; so the caller says
+how big its input is and small inputs run the very same function as plain
+Python. `TRACEKIT_JIT=always|never` overrides the choice (the tests run both
+ways and compare).
+"""
+
+import os
+
+import numpy as np
+
+# Inputs smaller than this many bytes run as plain Python.
+JIT_MIN_BYTES = 8 << 20
+
+
+def use_jit(input_bytes):
+    mode = os.environ.get("TRACEKIT_JIT", "auto")
+    if mode == "always":
+        return True
+    if mode == "never":
+        return False
+    return input_bytes >= JIT_MIN_BYTES
+
+
+class Kernel:
+    """A function that runs compiled (numba, cached on disk) or as plain Python."""
+
+    def __init__(self, fn):
+        self.py_func = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._compiled = None
+
+    def compiled(self):
+        if self._compiled is None:
+            from numba import njit
+
+            self._compiled = njit(cache=True, nogil=True)(self.py_func)
+        return self._compiled
+
+    def __call__(self, jit, *args):
+        if jit:
+            return self.compiled()(*args)
+        with np.errstate(over="ignore"):  # uint64 hashing wraps, as in compiled code
+            return self.py_func(*args)
+
+
+def kernel(fn):
+    return Kernel(fn)
