@@ -97,6 +97,17 @@ def test_decode_tcp_options_all_kinds():
     assert list(c["status"]) == [0, 0]
 
 
+def test_decode_timestamps_fast_path_equals_option_walk():
+    """NOP NOP TS (the common case, read in one step) and TS NOP NOP (walked)."""
+    fast = Ether() / IP(src=A, dst=B) / TCP(options=[("NOP", None), ("NOP", None), ("Timestamp", (7, 4294967295))])
+    walked = Ether() / IP(src=A, dst=B) / TCP(options=[("Timestamp", (7, 4294967295)), ("NOP", None), ("NOP", None)])
+    near_miss = Ether() / IP(src=A, dst=B) / TCP(options=[("NOP", None), ("NOP", None), ("SAck", (1, 2)), ("NOP", None), ("NOP", None)])
+    c = decode([fast, walked, near_miss])
+    assert list(c["tcp_tsval"][:2]) == [7, 7] and list(c["tcp_tsecr"][:2]) == [4294967295] * 2
+    assert list(c["tcp_has_ts"]) == [True, True, False]
+    assert c["tcp_sack_count"][2] == 1
+
+
 def test_decode_bad_tcp_option_keeps_options_before_it():
     options = b"\x02\x04\x05\x78" + b"\x01" * 4 + b"\x08\x30\x00\x00"  # MSS 1400, NOPs, TS claiming 48 bytes
     tcp = struct.pack(">HHIIHHHH", 1, 2, 0, 0, (8 << 12) | 0x02, 1000, 0, 0) + options

@@ -14,6 +14,11 @@ import click
 from . import __version__
 from .errors import QueryError, TracekitError
 
+# numba probes for BLAS by importing scipy.linalg when scipy is installed (a
+# second of start-up); tracekit uses no linear algebra, so the CLI process
+# makes that probe fail fast. The library itself leaves sys.modules alone.
+sys.modules.setdefault("scipy.linalg.cython_blas", None)
+
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 

@@ -59,7 +59,7 @@ S = {name: i for i, name in enumerate(STATS)}
 class FlowTable:
     """Flow state carried from one batch to the next, and the flows found."""
 
-    def __init__(self, jit=False, capacity=1 << 12):
+    def __init__(self, jit=False, capacity=1 << 10):
         self.jit = jit
         self._alloc(capacity)
         self.next_flow_id = 0
@@ -72,48 +72,43 @@ class FlowTable:
         # val: flow_id, client_is_a, finrst_since_syn, client shift, server shift, used
         self.used = 0
 
-    def _ensure(self, extra):
-        """Grow so that `extra` more flows fit (hash load factor under 1/2)."""
-        need = 2 * (self.used + extra)
-        if need > len(self.key):
-            cap = len(self.key)
-            while cap < need:
-                cap *= 2
-            old_key, old_val = self.key, self.val
-            self._alloc(cap)
-            self.used = _rehash(self.jit, old_key, old_val, self.key, self.val)
-        rows = self.next_flow_id + extra
-        if rows > len(self.stats):
-            cap = max(rows, 2 * len(self.stats))
-            grown = np.full((cap, len(STATS)), NONE, np.int64)
-            grown[:len(self.stats)] = self.stats
-            self.stats = grown
-            ends = np.zeros((cap, 6), np.uint64)
-            ends[:len(self.ends)] = self.ends
-            self.ends = ends
+    def _grow(self):
+        """Double the hash table and the per-flow rows (called when either is full)."""
+        old_key, old_val = self.key, self.val
+        self._alloc(2 * len(old_key))
+        self.used = _rehash(self.jit, old_key, old_val, self.key, self.val)
+        cap = 2 * len(self.stats)
+        grown = np.full((cap, len(STATS)), NONE, np.int64)
+        grown[:len(self.stats)] = self.stats
+        self.stats = grown
+        ends = np.zeros((cap, 6), np.uint64)
+        ends[:len(self.ends)] = self.ends
+        self.ends = ends
 
     def track(self, cols, ts_ns, first_frame, wire_bytes):
         """Assign a batch's packets to flows; returns (flow_id, from_client, shift)."""
         n = len(cols["is_tcp"])
-        self._ensure(n)
         flow_id = np.full(n, -1, np.int64)
         from_client = np.zeros(n, np.bool_)
         scale = np.full(n, -1, np.int8)
         is_flow = (cols["is_tcp"] | cols["is_udp"]) & (cols["src_port"] >= 0) & (cols["dst_port"] >= 0)
-        self.next_flow_id, added = _track(
-            self.jit,
-            is_flow, cols["is_tcp"], cols["protocol"].astype(np.int64),
-            cols["ip_version"].astype(np.int64),
-            cols["src_hi"], cols["src_lo"], cols["dst_hi"], cols["dst_lo"],
-            cols["src_port"].astype(np.int64), cols["dst_port"].astype(np.int64),
-            cols["tcp_flags"].astype(np.int64), cols["tcp_wscale"].astype(np.int64),
-            cols["tcp_ack"].astype(np.int64), cols["tcp_mss"].astype(np.int64),
-            cols["tcp_sack_permitted"], cols["tcp_fast_open"],
-            np.maximum(cols["payload_bytes"], 0), wire_bytes.astype(np.int64),
-            ts_ns, np.int64(first_frame),
-            self.key, self.val, self.next_flow_id, self.stats, self.ends,
-            flow_id, from_client, scale)
-        self.used += added
+        args = (is_flow, cols["is_tcp"], cols["protocol"].astype(np.int64),
+                cols["ip_version"].astype(np.int64),
+                cols["src_hi"], cols["src_lo"], cols["dst_hi"], cols["dst_lo"],
+                cols["src_port"].astype(np.int64), cols["dst_port"].astype(np.int64),
+                cols["tcp_flags"].astype(np.int64), cols["tcp_wscale"].astype(np.int64),
+                cols["tcp_ack"].astype(np.int64), cols["tcp_mss"].astype(np.int64),
+                cols["tcp_sack_permitted"], cols["tcp_fast_open"],
+                np.maximum(cols["payload_bytes"], 0), wire_bytes.astype(np.int64),
+                ts_ns, np.int64(first_frame))
+        done = 0
+        while done < n:
+            self.next_flow_id, added, done = _track(
+                self.jit, *args, done, self.key, self.val, self.used, self.next_flow_id,
+                self.stats, self.ends, flow_id, from_client, scale)
+            self.used += added
+            if done < n:
+                self._grow()
         return flow_id, from_client, scale
 
     def flows(self):
@@ -145,10 +140,16 @@ def _rehash(old_key, old_val, key, val):
 @kernel
 def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
            flags, wscale, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
-           key, val, next_flow_id, st, ends, flow_id, from_client, scale):
+           begin, key, val, used, next_flow_id, st, ends, flow_id, from_client, scale):
+    """Process packets from `begin`; returns (next flow id, keys added, where it stopped).
+
+    Stops early, before the packet that would start a flow, when the hash
+    table would pass half full or the per-flow rows are used up; the caller
+    grows both and calls again from there.
+    """
     mask = np.uint64(len(key) - 1)
     added = 0
-    for i in range(len(is_flow)):
+    for i in range(begin, len(is_flow)):
         if not is_flow[i]:
             continue
         # canonical endpoint order: a is the smaller (address, port)
@@ -179,6 +180,9 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         ack = (f & TH_ACK) != 0
         pure_syn = syn and not ack
         new = False
+        if val[h, 5] == EMPTY or (is_tcp[i] and pure_syn and val[h, 2] == 1):
+            if 2 * (used + added + 1) > len(key) or next_flow_id >= len(st):
+                return next_flow_id, added, i
         if val[h, 5] == EMPTY:
             key[h, 0] = k0
             key[h, 1] = ahi
@@ -273,4 +277,4 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
             scale[i] = val[h, side]
         if (f & (TH_FIN | TH_RST)) != 0:
             val[h, 2] = 1
-    return next_flow_id, added
+    return next_flow_id, added, len(is_flow)

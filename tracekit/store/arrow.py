@@ -22,18 +22,43 @@ _ARROW = {
 }
 PACKETS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in PACKETS])
 FLOWS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in FLOWS])
-_STATUS_DICT = pa.array([s or "" for s in STATUS], pa.string())
-_QUIC_DICT = pa.array(QUIC_TYPE_NAMES, pa.string())
+_NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+          pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32}
+
+
+# Arrays are assembled from numpy buffers with Array.from_buffers: pa.array()
+# would import pandas to probe its argument (half a second of start-up).
+
+def _validity(null):
+    if null is None or not null.any():
+        return None
+    return pa.py_buffer(np.packbits(~null, bitorder="little"))
 
 
 def _col(values, null, typ):
-    if null is None or not null.any():
-        return pa.array(values, type=typ)
-    return pa.array(values, mask=null, type=typ)
+    n = len(values)
+    if typ == pa.bool_():
+        data = pa.py_buffer(np.packbits(values.astype(bool), bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values, dtype=_NUMPY[typ]))
+    return pa.Array.from_buffers(typ, n, [_validity(null), data])
+
+
+def _strings(items):
+    """A string array from a Python sequence of str."""
+    encoded = [x.encode() for x in items]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
+_STATUS_DICT = _strings([s or "" for s in STATUS])
+_QUIC_DICT = _strings(QUIC_TYPE_NAMES)
 
 
 def _dict(indices, dictionary):
-    idx = pa.array(indices.astype(np.int32, copy=False), mask=indices < 0, type=pa.int32())
+    idx = _col(indices.astype(np.int32, copy=False), indices < 0, pa.int32())
     return pa.DictionaryArray.from_arrays(idx, dictionary)
 
 
@@ -42,8 +67,9 @@ def _sack(values, count, null):
     offsets = np.zeros(len(counts) + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
     take = np.arange(MAX_SACK_BLOCKS)[None, :] < counts[:, None]
-    flat = pa.array(values[take], type=pa.uint32())
-    return pa.ListArray.from_arrays(pa.array(offsets), flat, mask=pa.array(null))
+    flat = _col(values[take], None, pa.uint32())
+    return pa.Array.from_buffers(pa.list_(pa.uint32()), len(counts),
+                                 [_validity(null), pa.py_buffer(offsets)], children=[flat])
 
 
 def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shift,
@@ -60,7 +86,7 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
     shift_known = shift >= 0
     window = cols["tcp_window"].astype(np.int64)
     window_bytes = np.where(shift_known, window << np.maximum(shift, 0).astype(np.int64), window)
-    addr_dict = pa.array(addresses, pa.string())
+    addr_dict = _strings(addresses)
     iface = batch.interface_id
     v = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
@@ -164,14 +190,14 @@ def flows_table(capture_id, stats, ends, address_cache):
     for field in FLOWS_SCHEMA:
         name = field.name
         if name == "protocol":
-            arrays.append(pa.array(np.where(tcp, "tcp", "udp"), pa.string()))
+            arrays.append(_dict(np.where(tcp, 0, 1), _strings(["tcp", "udp"])))
         elif name in ("client_addr", "server_addr"):
             pick_a = client_is_a if name == "client_addr" else ~client_is_a
-            arrays.append(pa.array([names[i] for i in np.where(pick_a, a_idx, b_idx)], pa.string()))
+            arrays.append(_dict(np.where(pick_a, a_idx, b_idx), _strings(names)))
         elif name in derived:
             values, null = derived[name]
             arrays.append(_col(values, null, field.type))
         else:
             v = stats[:, S[name]]
-            arrays.append(_col(v.astype(field.type.to_pandas_dtype()), v == NONE, field.type))
+            arrays.append(_col(v, v == NONE, field.type))
     return pa.Table.from_arrays(arrays, schema=FLOWS_SCHEMA)
