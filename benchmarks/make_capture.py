@@ -88,7 +88,10 @@ def main():
     ap.add_argument("--bulk-mb", type=int, default=1000, help="bulk bytes in MB (1e6)")
     ap.add_argument("--bulk-streams", type=int, default=4)
     ap.add_argument("--name", default="kernel-tcp")
-    ap.add_argument("--no-full", action="store_true", help="skip the full-snaplen capture")
+    ap.add_argument("--snaplen", action="append", choices=["128", "full"],
+                    help="capture(s) to write (repeatable; default both). Two tcpdumps on "
+                         "one busy interface can drop packets: write one at a time for a "
+                         "complete capture")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("make_capture.py needs root (network namespaces and tcpdump)")
@@ -103,9 +106,9 @@ def main():
         ns("ip", "link", "set", "lo", "mtu", "1500")
         ns("ethtool", "-K", "lo", "tso", "off", "gso", "off", "gro", "off",
            stdout=subprocess.DEVNULL)
-        outputs = [(os.path.join(args.out, f"{args.name}-128.pcap"), "128")]
-        if not args.no_full:
-            outputs.append((os.path.join(args.out, f"{args.name}-full.pcap"), "0"))
+        outputs = [(os.path.join(args.out, f"{args.name}-{snap}.pcap"),
+                    "0" if snap == "full" else snap)
+                   for snap in (args.snaplen or ["128", "full"])]
         dumps = []
         for path, snap in outputs:
             p = subprocess.Popen(["ip", "netns", "exec", NS, "tcpdump", "-i", "lo", "-n",

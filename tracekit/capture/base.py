@@ -57,6 +57,9 @@ class ReadStop:
     offset: int  # byte offset of the record or block where reading stopped
     message: str
 
+    def __post_init__(self):
+        object.__setattr__(self, "offset", int(self.offset))  # not a numpy integer
+
 
 @dataclass
 class ReadStats:

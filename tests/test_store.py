@@ -1,0 +1,253 @@
+"""The store: transactions, de-duplication, locking, flows, bad input end to end."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+
+from conftest import SHARED, needs_shared, write
+from pcapgen import epb, idb, pcap_bytes, shb
+from tracekit.cli import main
+from tracekit.errors import NotACaptureError, TracekitError
+from tracekit.store import ingest as ingest_module
+from tracekit.store.db import connect
+from tracekit.store.ingest import load_captures
+
+C, S = "198.18.0.1", "198.19.0.2"
+
+
+def frames(*packets):
+    return [(1_700_000_000_000_000_000 + i * 1_000_000, bytes(p)) for i, p in enumerate(packets)]
+
+
+def tcp(src, dst, sport, dport, flags, seq=0, ack=0, options=(), payload=b""):
+    return Ether() / IP(src=src, dst=dst) / TCP(sport=sport, dport=dport, flags=flags, seq=seq,
+                                                ack=ack, options=list(options)) / payload
+
+
+def counts(con):
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("captures", "interfaces", "packets", "flows")}
+
+
+def test_port_reuse_after_fin_starts_a_new_flow(tmp_path, db):
+    pkts = frames(
+        tcp(C, S, 40000, 80, "S", seq=100), tcp(S, C, 80, 40000, "SA", seq=900, ack=101),
+        tcp(C, S, 40000, 80, "A", seq=101, ack=901), tcp(C, S, 40000, 80, "FA", seq=101, ack=901),
+        tcp(S, C, 80, 40000, "FA", seq=901, ack=102), tcp(C, S, 40000, 80, "A", seq=102, ack=902),
+        tcp(C, S, 40000, 80, "S", seq=5000),  # same ports again: a new connection
+        tcp(S, C, 80, 40000, "SA", seq=7000, ack=5001),
+        tcp(C, S, 40000, 80, "S", seq=5000),  # a retransmitted SYN is not a new flow
+    )
+    load_captures(db, [write(tmp_path, "reuse.pcap", pcap_bytes(pkts))])
+    rows = db.execute("SELECT frame, flow_id, from_client FROM packets ORDER BY frame").fetchall()
+    assert [r[1] for r in rows] == [0, 0, 0, 0, 0, 0, 1, 1, 1]
+    assert [r[2] for r in rows] == [True, False, True, True, False, True, True, False, True]
+    flows = db.execute("SELECT flow_id, syn_count, packets_c2s, packets_s2c, handshake_rtt_ns "
+                       "FROM flows ORDER BY flow_id").fetchall()
+    assert flows == [(0, 1, 4, 2, 2_000_000), (1, 2, 2, 1, None)]
+
+
+def test_client_is_syn_ack_receiver_when_the_syn_is_missing(tmp_path, db):
+    pkts = frames(tcp(S, C, 80, 40001, "SA", seq=1, ack=2), tcp(C, S, 40001, 80, "A", seq=2, ack=2))
+    load_captures(db, [write(tmp_path, "synack.pcap", pcap_bytes(pkts))])
+    assert db.execute("SELECT client_addr, client_port, server_port FROM flows").fetchall() == [
+        (C, 40001, 80)]
+
+
+def test_udp_client_is_the_first_sender(tmp_path, db):
+    pkts = frames(Ether() / IP(src=S, dst=C) / UDP(sport=53, dport=5353),
+                  Ether() / IP(src=C, dst=S) / UDP(sport=5353, dport=53) / b"xyz")
+    load_captures(db, [write(tmp_path, "udp.pcap", pcap_bytes(pkts))])
+    assert db.execute("SELECT protocol, client_addr, client_port, payload_bytes_s2c, syn_count "
+                      "FROM flows").fetchall() == [("udp", S, 53, 3, None)]
+
+
+def test_window_scaling_needs_both_sides(tmp_path, db):
+    pkts = frames(
+        tcp(C, S, 40002, 80, "S", options=[("WScale", 7)]),
+        tcp(S, C, 80, 40002, "SA", options=[("WScale", 2)]),
+        tcp(C, S, 40002, 80, "A"), tcp(S, C, 80, 40002, "A"))
+    load_captures(db, [write(tmp_path, "ws.pcap", pcap_bytes(pkts))])
+    rows = db.execute("SELECT tcp_window_shift, tcp_window, tcp_window_bytes FROM packets "
+                      "ORDER BY frame").fetchall()
+    assert rows == [(-1, 8192, 8192), (-1, 8192, 8192), (7, 8192, 8192 << 7), (2, 8192, 8192 << 2)]
+
+
+def test_same_file_twice_adds_nothing_and_replace_reingests(tmp_path):
+    path = write(tmp_path, "a.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    db = str(tmp_path / "t.duckdb")
+    runner = CliRunner()
+    r1 = runner.invoke(main, ["ingest", str(path), "--db", db])
+    assert r1.exit_code == 0
+    r2 = runner.invoke(main, ["ingest", str(path), "--db", db])
+    assert r2.exit_code == 0
+    assert r2.output.splitlines()[0] == (
+        "a.pcap: already in the store as capture 1 (same sha256); nothing added. "
+        "Use --replace to ingest it again.")
+    r3 = runner.invoke(main, ["ingest", str(path), "--db", db, "--replace"])
+    assert r3.output.splitlines()[0] == "a.pcap: replaced as capture 1: 1 packet, 1 flow, none skipped"
+    con = connect(db, read_only=True)
+    assert counts(con) == {"captures": 1, "interfaces": 1, "packets": 1, "flows": 1}
+
+
+def test_failed_ingest_leaves_the_database_exactly_as_before(tmp_path, db):
+    good = write(tmp_path, "good.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    load_captures(db, [good])
+    before = counts(db)
+    other = write(tmp_path, "other.pcap", pcap_bytes(frames(tcp(C, S, 3, 4, "S"))))
+    bad = write(tmp_path, "bad.pcap", b"not a capture at all")
+    with pytest.raises(NotACaptureError):
+        load_captures(db, [other, bad])
+    assert counts(db) == before
+
+
+def test_failure_in_the_middle_of_a_file_rolls_back(tmp_path, db, monkeypatch):
+    pkts = frames(*[tcp(C, S, 1000 + i, 80, "S") for i in range(20)])
+    path = write(tmp_path, "mid.pcap", pcap_bytes(pkts))
+    calls = []
+    real = ingest_module.decode_packets
+
+    def failing(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise TracekitError("disk on fire")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ingest_module, "decode_packets", failing)
+    monkeypatch.setattr(ingest_module, "INSERT_ROWS", 2)  # rows reach DuckDB before the failure
+    with pytest.raises(TracekitError, match="disk on fire"):
+        load_captures(db, [path], batch_packets=4)
+    assert counts(db) == {"captures": 0, "interfaces": 0, "packets": 0, "flows": 0}
+
+
+def test_locked_database_gives_a_clear_message(tmp_path):
+    db = str(tmp_path / "locked.duckdb")
+    connect(db).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, sys, time
+            con = duckdb.connect({db!r})
+            print("ready", flush=True)
+            sys.stdin.read()
+        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        path = write(tmp_path, "a.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+        r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+        assert r.exit_code == 2
+        assert r.output.strip() == (
+            f"tracekit: error: {db} is in use by another process (PID {holder.pid}); "
+            f"close that process or choose another database with --db")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+def test_truncated_last_record_is_reported_and_the_rest_kept(tmp_path):
+    data = pcap_bytes(frames(*[tcp(C, S, 1, 2, "A", seq=i) for i in range(3)]))
+    path = write(tmp_path, "cut.pcap", data[:-5])
+    db = str(tmp_path / "t.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+    assert r.exit_code == 0
+    record = 16 + 54
+    assert (f"tracekit: warning: {path}: truncated at byte offset {24 + 2 * record}: the last "
+            f"record is cut short: 65 of 70 bytes present (the file ends inside record 3); "
+            f"the 2 packets before it were ingested") in r.output
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT packets, read_stop, read_stop_offset FROM captures").fetchall() == [
+        (2, "truncated", 24 + 2 * record)]
+
+
+def test_impossible_record_length_keeps_records_before_it(tmp_path):
+    data = bytearray(pcap_bytes(frames(*[tcp(C, S, 1, 2, "A", seq=i) for i in range(3)])))
+    at = 24 + 16 + 54
+    data[at + 8:at + 12] = (0x7FFFFFFF).to_bytes(4, "little")
+    path = write(tmp_path, "corrupt.pcap", bytes(data))
+    db = str(tmp_path / "t.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+    assert r.exit_code == 0
+    assert (f"corrupt at byte offset {at}: record 2 claims 2147483647 captured bytes, more than "
+            f"the largest possible (262144); the file is corrupt from here and the rest was not "
+            f"read; the 1 packets before it were ingested") in r.output
+    assert connect(db, read_only=True).execute("SELECT count(*) FROM packets").fetchall() == [(1,)]
+
+
+def test_unknown_link_type_is_named_and_other_interfaces_decoded(tmp_path):
+    eth = bytes(tcp(C, S, 1, 2, "S"))
+    data = shb() + idb(147) + idb(1) + epb(0, 1, b"\x00" * 20) + epb(1, 2, eth)
+    path = write(tmp_path, "mixed.pcapng", data)
+    db = str(tmp_path / "t.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+    assert r.exit_code == 0
+    assert (f"tracekit: warning: {path}: link type 147 is not decoded: its packets are stored "
+            f"undecoded (decode_status link_type_unsupported, 1 in this file); other interfaces "
+            f"were decoded") in r.output
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT interface_id, decode_status, flow_id FROM packets ORDER BY frame"
+                       ).fetchall() == [(0, "link_type_unsupported", None), (1, None, 0)]
+    assert con.execute("SELECT link_type_name, packets FROM interfaces ORDER BY interface_id"
+                       ).fetchall() == [("link type 147", 1), ("Ethernet", 1)]
+
+
+def test_empty_capture_is_zero_packets(tmp_path):
+    path = write(tmp_path, "empty.pcap", pcap_bytes([]))
+    db = str(tmp_path / "t.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+    assert r.exit_code == 0
+    assert r.output.splitlines()[0] == "empty.pcap: ingested as capture 1: 0 packets, 0 flows, none skipped"
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["ndpi__alexa-app.pcapng", "zeek__206_example_a.pcap"])
+def test_compiled_and_python_kernels_store_the_same_rows(tmp_path, monkeypatch, name):
+    """The numba-compiled and the plain-Python run of each kernel agree exactly."""
+    dbs = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv("TRACEKIT_JIT", mode)
+        con = connect(tmp_path / f"{mode}.duckdb")
+        load_captures(con, [SHARED / name])
+        con.close()
+        dbs.append(str(tmp_path / f"{mode}.duckdb"))
+    con = connect(dbs[0], read_only=True)
+    con.execute(f"ATTACH '{dbs[1]}' AS other (READ_ONLY)")
+    for table in ("packets", "flows"):
+        diff = con.execute(f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL "
+                           f"SELECT * FROM other.{table})").fetchall()[0][0]
+        assert diff == 0, table
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == \
+            con.execute(f"SELECT count(*) FROM other.{table}").fetchall()
+
+
+@needs_shared
+@pytest.mark.parametrize("batch", [1, 7, 100000])
+def test_batch_size_never_changes_the_tables(tmp_path, batch):
+    path = SHARED / "zeek__206_example_a.pcap"
+    ref = connect(tmp_path / "ref.duckdb")
+    load_captures(ref, [path])
+    ref.close()
+    con = connect(tmp_path / f"b{batch}.duckdb")
+    load_captures(con, [path], batch_packets=batch, chunk_bytes=4096)
+    con.execute(f"ATTACH '{tmp_path / 'ref.duckdb'}' AS ref (READ_ONLY)")
+    for table in ("packets", "flows"):
+        assert con.execute(f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL "
+                           f"SELECT * FROM ref.{table})").fetchall() == [(0,)]
+
+
+def test_store_is_a_plain_duckdb_file(tmp_path):
+    """Any DuckDB client opens it: here the duckdb module with no tracekit code."""
+    path = write(tmp_path, "a.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    db = tmp_path / "plain.duckdb"
+    con = connect(db)
+    load_captures(con, [path])
+    con.close()
+    out = subprocess.run([sys.executable, "-c", f"import duckdb; print(duckdb.connect({str(db)!r}, "
+                          f"read_only=True).execute('SELECT src_addr, tcp_flags FROM packets').fetchall())"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"[('{C}', 2)]"
