@@ -1,0 +1,123 @@
+"""The command line: exact output, formats, errors (one line, exit status 2)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import SHARED, needs_shared
+from tracekit.cli import main
+
+GET = str(SHARED / "zeek__get.pcap")
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = str(tmp_path / "cli.duckdb")
+    r = CliRunner().invoke(main, ["ingest", GET, "--db", db, "--label", "path=direct",
+                                  "--label", "conn=fresh"])
+    assert r.exit_code == 0, r.output
+    return db
+
+
+@needs_shared
+def test_ingest_prints_one_line_per_file_and_a_summary(store, tmp_path):
+    r = CliRunner().invoke(main, ["ingest", GET, str(SHARED / "ndpi__ipp.pcap"),
+                                  "--db", str(tmp_path / "two.duckdb")])
+    lines = r.output.splitlines()
+    assert lines[0] == "zeek__get.pcap: ingested as capture 1: 14 packets, 1 flow, none skipped"
+    assert lines[1] == "ndpi__ipp.pcap: ingested as capture 2: 279 packets, 3 flows, skipped not_ip 2"
+    assert lines[2].startswith("total: 293 packets, 4 flows, skipped not_ip 2; ")
+    assert lines[2].endswith(" packets/s")
+
+
+@needs_shared
+def test_sessions_csv_exact(store):
+    # tshark's oracle for this capture: conv,tcp 7 + 7 frames over 0.2116 s,
+    # initial_rtt 0.070034 s, tcp.len summing to 136 and 5007 bytes.
+    r = CliRunner().invoke(main, ["sessions", "--db", store, "--format", "csv"])
+    assert r.exit_code == 0
+    assert r.output == (
+        "capture,flow,protocol,client,server,handshake_rtt_ms,duration_s,packets_c2s,"
+        "packets_s2c,bytes_c2s,bytes_s2c\n"
+        "1,0,tcp,141.142.228.5:59856,192.150.187.43:80,70.034,0.211628,7,7,136,5007\n")
+
+
+@needs_shared
+def test_sessions_table_is_aligned(store):
+    r = CliRunner().invoke(main, ["sessions", "--db", store])
+    header, rule, row = r.output.splitlines()
+    assert header.split() == ["capture", "flow", "protocol", "client", "server", "handshake_rtt_ms",
+                              "duration_s", "packets_c2s", "packets_s2c", "bytes_c2s", "bytes_s2c"]
+    assert len(header) == len(rule) and rule.startswith("-------  ----")
+    assert row.index("70.034") + len("70.034") == header.index("handshake_rtt_ms") + len("handshake_rtt_ms")
+
+
+@needs_shared
+def test_captures_markdown_and_labels(store):
+    r = CliRunner().invoke(main, ["captures", "--db", store, "--format", "markdown"])
+    lines = r.output.splitlines()
+    assert lines[0].startswith("| capture | file | format | link_types | packets | flows |")
+    assert "| 1 | zeek__get.pcap | pcap | 1 | 14 | 1 |" in lines[2]
+    assert lines[2].endswith("| path=direct conn=fresh |")  # in the order given
+
+
+@needs_shared
+def test_sql_from_argument_and_stdin(store):
+    q = "SELECT count(*) AS n, sum(payload_bytes) AS bytes FROM packets"
+    r = CliRunner().invoke(main, ["sql", q, "--db", store, "--format", "json"])
+    assert json.loads(r.output) == [{"n": 14, "bytes": 5143}]
+    r = CliRunner().invoke(main, ["sql", "--db", store, "--format", "csv"], input=q)
+    assert r.output == "n,bytes\n14,5143\n"
+
+
+@needs_shared
+def test_sql_error_is_one_line(store):
+    r = CliRunner().invoke(main, ["sql", "SELECT * FROM nope", "--db", store])
+    assert r.exit_code == 2
+    assert r.output == ("tracekit: error: query failed: Catalog Error: Table with name nope "
+                        "does not exist!\n")
+
+
+def test_not_a_capture_exit_2(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello world")
+    r = CliRunner().invoke(main, ["ingest", str(p), "--db", str(tmp_path / "x.duckdb")])
+    assert r.exit_code == 2
+    assert r.output == (f"tracekit: error: {p} is not a pcap or pcapng capture: its first bytes "
+                        f"are 68656c6c ('hell'); expected the magic a1b2c3d4 or a1b23c4d in either "
+                        f"byte order (pcap) or 0a0d0d0a (pcapng)\n")
+
+
+def test_missing_file_and_bad_label(tmp_path):
+    db = str(tmp_path / "x.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(tmp_path / "nope.pcap"), "--db", db])
+    assert r.exit_code == 2
+    assert r.output == f"tracekit: error: {tmp_path / 'nope.pcap'}: cannot read: No such file or directory\n"
+    r = CliRunner().invoke(main, ["ingest", GET, "--db", db, "--label", "oops"])
+    assert r.exit_code == 2
+    assert r.output == ("tracekit: error: --label 'oops' is not KEY=VALUE "
+                        "(e.g. --label path=direct)\n")
+
+
+def test_reading_a_missing_database_says_how_to_make_one(tmp_path):
+    db = str(tmp_path / "none.duckdb")
+    r = CliRunner().invoke(main, ["sessions", "--db", db])
+    assert r.exit_code == 2
+    assert r.output == (f"tracekit: error: {db}: no such database; ingest a capture first "
+                        f"(tracekit ingest FILE --db {db})\n")
+
+
+def test_db_from_environment(tmp_path, monkeypatch):
+    db = str(tmp_path / "env.duckdb")
+    monkeypatch.setenv("TRACEKIT_DB", db)
+    r = CliRunner().invoke(main, ["sql", "SELECT 42 AS answer"])
+    assert r.exit_code == 2  # the store does not exist yet: nothing is created by a query
+    assert db in r.output
+
+
+@pytest.mark.parametrize("command", ["ingest", "captures", "sessions", "sql"])
+def test_every_command_has_help_with_an_example(command):
+    r = CliRunner().invoke(main, [command, "-h"])
+    assert r.exit_code == 0
+    assert "Example:" in r.output
