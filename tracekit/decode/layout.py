@@ -138,7 +138,10 @@ def read_uint(hb, rows, pos, end, width):
     `rows`, `pos` and `end` are arrays of the same length.
     """
     ok = (pos >= 0) & (pos + width <= end)
-    block = _block(hb, rows, pos, ok, width)
+    # one 2-D gather per byte is cheapest unless every packet has the field
+    # at the same offset (then it is a column slice)
+    uniform = len(pos) and width > 1 and pos.min() == pos.max()
+    block = _block(hb, rows, pos, ok, width) if uniform else None
     if block is not None:
         value = block.view(">u%d" % width).reshape(-1).astype(_DTYPES[width])
     else:

@@ -29,7 +29,8 @@ from ..decode.status import STATUS
 from ..errors import TracekitError
 from .arrow import FLOWS_SCHEMA, flows_table, packets_table
 
-INSERT_ROWS = 1 << 20  # rows per DuckDB append: larger appends commit faster
+INSERT_ROWS = 1 << 19  # rows per DuckDB append (bigger: a little faster, more memory)
+INGEST_MEMORY_LIMIT = "512MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
 @dataclass
@@ -77,9 +78,11 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     # reordering them at checkpoint: halves the cost of persisting packets.
     # Row order on disk is then by batch, not strictly by frame: queries that
     # need capture order say ORDER BY frame (they must anyway).
-    (keep_order,), = con.execute(
-        "SELECT current_setting('preserve_insertion_order')").fetchall()
+    (keep_order, keep_limit), = con.execute(
+        "SELECT current_setting('preserve_insertion_order'), "
+        "current_setting('memory_limit')").fetchall()
     con.execute("SET preserve_insertion_order = false")
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     con.execute("BEGIN TRANSACTION")
     try:
         for path in paths:
@@ -91,6 +94,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         raise
     finally:
         con.execute(f"SET preserve_insertion_order = {bool(keep_order)}")
+        con.execute(f"SET memory_limit = '{keep_limit}'")
     return summaries
 
 
