@@ -31,8 +31,10 @@ def tcp(src, dst, sport, dport, flags, seq=0, ack=0, options=(), payload=b""):
 
 
 def counts(con):
-    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
-            for t in ("captures", "interfaces", "packets", "flows")}
+    out = {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+           for t in ("captures", "interfaces", "packets", "flows")}
+    assert con.execute("SELECT count(*) FROM ingests_in_progress").fetchall() == [(0,)]
+    return out
 
 
 def test_port_reuse_after_fin_starts_a_new_flow(tmp_path, db):
@@ -91,9 +93,34 @@ def test_same_file_twice_adds_nothing_and_replace_reingests(tmp_path):
         "a.pcap: already in the store as capture 1 (same sha256); nothing added. "
         "Use --replace to ingest it again.")
     r3 = runner.invoke(main, ["ingest", str(path), "--db", db, "--replace"])
-    assert r3.output.splitlines()[0] == "a.pcap: replaced as capture 1: 1 packet, 1 flow, none skipped"
+    assert r3.output.splitlines()[0] == (
+        "a.pcap: ingested as capture 2, replacing capture 1: 1 packet, 1 flow, none skipped")
     con = connect(db, read_only=True)
     assert counts(con) == {"captures": 1, "interfaces": 1, "packets": 1, "flows": 1}
+    assert con.execute("SELECT DISTINCT capture_id FROM packets").fetchall() == [(2,)]
+
+
+def test_same_file_twice_in_one_call_is_added_once(tmp_path, db):
+    path = write(tmp_path, "a.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    first, second = load_captures(db, [path, path])
+    assert (first.outcome, second.outcome, second.duplicate_of) == ("ingested", "duplicate", 1)
+    assert counts(db) == {"captures": 1, "interfaces": 1, "packets": 1, "flows": 1}
+
+
+def test_rows_of_a_crashed_ingest_are_removed_by_the_next(tmp_path, db):
+    """A killed ingest leaves appended rows under an id listed in ingests_in_progress."""
+    good = write(tmp_path, "good.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    load_captures(db, [good])
+    db.execute("INSERT INTO packets (capture_id, frame, ts_ns, file_offset, captured_bytes, "
+               "wire_bytes, truncated) VALUES (2, 1, 0, 24, 60, 60, false)")
+    db.execute("INSERT INTO ingests_in_progress VALUES (2, '/x.pcap', now())")
+    other = write(tmp_path, "other.pcap", pcap_bytes(frames(tcp(C, S, 3, 4, "S"))))
+    load_captures(db, [other])
+    assert db.execute("SELECT capture_id, count(*) FROM packets GROUP BY 1 ORDER BY 1").fetchall() \
+        == [(1, 1), (2, 1)]
+    assert db.execute("SELECT file_name FROM captures ORDER BY 1").fetchall() == [
+        ("good.pcap",), ("other.pcap",)]
+    assert db.execute("SELECT count(*) FROM ingests_in_progress").fetchall() == [(0,)]
 
 
 def test_failed_ingest_leaves_the_database_exactly_as_before(tmp_path, db):

@@ -159,9 +159,10 @@ def ingest(files, db, labels, replace):
             click.echo(f"{name}: already in the store as capture {s.duplicate_of} "
                        f"(same sha256); nothing added. Use --replace to ingest it again.")
             continue
-        verb = "replaced" if s.outcome == "replaced" else "ingested"
-        click.echo(f"{name}: {verb} as capture {s.capture_id}: {_plural(s.packets, 'packet')}, "
-                   f"{_plural(s.flows, 'flow')}, {_skipped_text(s.decode_status)}")
+        replacing = f", replacing capture {s.duplicate_of}" if s.outcome == "replaced" else ""
+        click.echo(f"{name}: ingested as capture {s.capture_id}{replacing}: "
+                   f"{_plural(s.packets, 'packet')}, {_plural(s.flows, 'flow')}, "
+                   f"{_skipped_text(s.decode_status)}")
         if s.read_stop:
             click.echo(f"tracekit: warning: {s.path}: {s.read_stop.reason} at byte offset "
                        f"{s.read_stop.offset}: {s.read_stop.message}; the "
@@ -203,7 +204,7 @@ def captures(db, fmt):
                array_to_string(c.link_types, ',') AS link_types, c.packets,
                (SELECT count(*) FROM flows f WHERE f.capture_id = c.capture_id) AS flows,
                strftime(make_timestamp(c.first_ts_ns // 1000), '%Y-%m-%d %H:%M:%S') AS first_utc,
-               round((c.last_ts_ns - c.first_ts_ns) / 1e9, 3) AS duration_s,
+               round((c.last_ts_ns - c.first_ts_ns) / 1e9, 6) AS duration_s,
                c.size_bytes, c.read_stop,
                nullif(array_to_string(list_transform(map_entries(c.labels),
                       lambda e: e.key || '=' || e.value), ' '), '') AS labels

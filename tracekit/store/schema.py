@@ -16,7 +16,7 @@ class Column(NamedTuple):
 
 CAPTURES = (
     Column("capture_id", "INTEGER PRIMARY KEY", "Capture number in this database, from 1"),
-    Column("path", "VARCHAR NOT NULL", "Path of the file as given to `tracekit ingest` (absolute)"),
+    Column("path", "VARCHAR NOT NULL", "Absolute path of the file when it was ingested"),
     Column("file_name", "VARCHAR NOT NULL", "Base name of the file"),
     Column("sha256", "VARCHAR NOT NULL UNIQUE", "SHA-256 of the whole file; re-ingesting the same content is refused"),
     Column("size_bytes", "BIGINT NOT NULL", "File size"),
@@ -148,7 +148,14 @@ FLOWS = (
     Column("rst_ts_ns", "BIGINT", "TCP: first RST either way"),
 )
 
-TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS}
+INGESTS_IN_PROGRESS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture id an unfinished ingest is appending rows under"),
+    Column("path", "VARCHAR NOT NULL", "The file"),
+    Column("started_at", "TIMESTAMPTZ NOT NULL", "When"),
+)
+
+TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
+          "ingests_in_progress": INGESTS_IN_PROGRESS}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {
@@ -179,3 +186,8 @@ def markdown_reference(name):
         sql = c.sql.replace(" PRIMARY KEY", "").replace(" NOT NULL", "").replace(" UNIQUE", "")
         lines.append(f"| `{c.name}` | {sql} | {c.doc} |")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # print the README's table reference
+    for table in TABLES:
+        print(f"### `{table}`\n\n{markdown_reference(table)}\n")
