@@ -99,7 +99,7 @@ def main():
     tk_s = results["tracekit ingest"][0]
     print(f"\n{os.path.basename(args.capture)}: {packets:,} packets, {size_mb:,.0f} MB "
           f"(whole process, file in page cache, best of {args.runs} except tshark: 1 run)\n")
-    print("| tool | seconds | packets/s | tracekit is ... x faster | peak memory |")
+    print("| tool | seconds | packets/s | its time / tracekit's | peak memory |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, (sec, mb) in results.items():
         print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {sec / tk_s:.2f} | {mb:,.0f} MB |")

@@ -233,22 +233,16 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         st[fid, 11 + d] += wire[i]
         if not is_tcp[i]:
             continue
-        # handshake
-        if pure_syn and fc:
-            if st[fid, 13] == NONE:
-                st[fid, 13] = ts[i]
-                st[fid, 20] = mss[i] if mss[i] >= 0 else NONE
-                st[fid, 22] = wscale[i] if wscale[i] >= 0 else NONE
-                st[fid, 24] = 1 if sack_perm[i] else 0
-            st[fid, 14] += 1
-            st[fid, 17] = ts[i]
-        elif syn and ack and not fc:
-            if st[fid, 15] == NONE:
-                st[fid, 15] = ts[i]
-                st[fid, 21] = mss[i] if mss[i] >= 0 else NONE
-                st[fid, 23] = wscale[i] if wscale[i] >= 0 else NONE
-                st[fid, 25] = 1 if sack_perm[i] else 0
-            st[fid, 16] += 1
+        # handshake: the client's SYN (d = 0) or the server's SYN-ACK (d = 1)
+        if (pure_syn and fc) or (syn and ack and not fc):
+            if st[fid, 13 + 2 * d] == NONE:  # syn_ts_ns / synack_ts_ns
+                st[fid, 13 + 2 * d] = ts[i]
+                st[fid, 20 + d] = mss[i] if mss[i] >= 0 else NONE
+                st[fid, 22 + d] = wscale[i] if wscale[i] >= 0 else NONE
+                st[fid, 24 + d] = 1 if sack_perm[i] else 0
+            st[fid, 14 + 2 * d] += 1  # syn_count / synack_count
+            if d == 0:
+                st[fid, 17] = ts[i]  # last_syn_ts_ns
         elif (st[fid, 13] != NONE and st[fid, 18] == NONE and ack and not syn
               and (not fc or tcp_ack[i] != 0)):
             st[fid, 18] = ts[i]

@@ -54,7 +54,7 @@ class CaptureSummary:
     unsupported_link_types: list = field(default_factory=list)
     read_stop: object = None
     seconds: float = 0.0
-    duplicate_of: int | None = None
+    duplicate_of: int | None = None  # the stored capture this file duplicates or replaces
 
 
 class _Duplicate(Exception):
@@ -152,9 +152,10 @@ class _Run:
             if self.replaced:
                 _delete_rows(con, self.replaced, ("packets", "flows", "interfaces", "captures"))
             for capture_row, interface_rows in self.finals:
-                con.executemany(
-                    "INSERT INTO interfaces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    interface_rows) if interface_rows else None
+                if interface_rows:
+                    con.executemany(
+                        "INSERT INTO interfaces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        interface_rows)
                 con.execute(CAPTURE_INSERT, capture_row)
             if self.started:
                 con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
