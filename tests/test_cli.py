@@ -121,3 +121,18 @@ def test_every_command_has_help_with_an_example(command):
     r = CliRunner().invoke(main, [command, "-h"])
     assert r.exit_code == 0
     assert "Example:" in r.output
+
+
+def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch, capsys):
+    from tracekit import cli
+
+    clock = iter([100.0, 100.5, 101.5, 200.0])
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    p = cli.Progress(enabled=True)  # started at 100.0
+    p("/x/big.pcap", 10, 100)  # 0.5 s: too early to show
+    assert capsys.readouterr().err == ""
+    p("/x/big.pcap", 50, 200_000_000)  # 1.5 s
+    assert capsys.readouterr().err == "\ringesting big.pcap:   0.0% of 200 MB"
+    quiet = cli.Progress(enabled=False)
+    quiet("/x/big.pcap", 1, 2)
+    assert capsys.readouterr().err == ""
