@@ -225,7 +225,7 @@ def sessions(db, fmt, capture_id):
     Example:
       tracekit sessions --capture 2 --format csv > flows.csv
     """
-    from .analyses import run_analysis
+    from .runner import run_analysis
     from .store.db import connect
 
     con = connect(db, read_only=True)
