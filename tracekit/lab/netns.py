@@ -1,0 +1,72 @@
+"""Network namespaces and TUN devices, through iproute2 and two system calls."""
+
+import ctypes
+import fcntl
+import os
+import struct
+import subprocess
+
+from ..errors import TracekitError
+
+CLONE_NEWNET = 0x40000000
+TUNSETIFF = 0x400454CA
+IFF_TUN = 0x0001
+IFF_NO_PI = 0x1000
+PREFIX = "tk-"  # every namespace the lab makes starts with this
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        raise TracekitError("the lab needs root (CAP_NET_ADMIN) to create network namespaces "
+                            "and TUN devices; run it as root")
+
+
+def run(*cmd):
+    """Run an iproute2 command; failures become TracekitError with its stderr."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TracekitError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def in_ns(ns, *cmd):
+    return ["ip", "netns", "exec", ns, *cmd]
+
+
+def add(ns):
+    run("ip", "netns", "add", ns)
+    run(*in_ns(ns, "ip", "link", "set", "lo", "up"))
+
+
+def delete(ns):
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def leftovers():
+    """Namespaces made by the lab that still exist (after a crash)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def open_tun_in(ns, name):
+    """Create TUN device `name` inside namespace `ns`; return its fd.
+
+    The calling thread enters the namespace only for the ioctl and comes back;
+    the device lives as long as the fd stays open.
+    """
+    here = os.open("/proc/self/ns/net", os.O_RDONLY)
+    there = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if _libc.setns(there, CLONE_NEWNET) != 0:
+            raise TracekitError(f"cannot enter namespace {ns}: {os.strerror(ctypes.get_errno())}")
+        try:
+            fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
+            fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
+        finally:
+            _libc.setns(here, CLONE_NEWNET)
+    finally:
+        os.close(here)
+        os.close(there)
+    return fd

@@ -1,0 +1,255 @@
+"""An emulated wide-area path between two network namespaces.
+
+Strategy: each namespace gets a TUN device; one forwarder process holds both
+devices' file descriptors and moves every IP packet across in user space.
+What happens to a packet is decided by `Link` (one per direction), a pure
+object that is given the time (`now`) instead of reading a clock: a seeded
+Bernoulli loss, then an optional bottleneck (serialisation at `rate_mbps`
+behind a tail-drop queue of `queue_bytes`), then the one-way delay. The
+forwarder logs every dropped packet (JSON lines: time, direction, reason,
+IP and TCP identifiers), counts how late it delivered packets against their
+schedule, and writes both out when it stops, so a test can tell whether the
+emulator kept up.
+
+Addresses: client 198.18.0.1, server 198.19.0.1 (RFC 2544's benchmarking
+range), each reaching the other's /16 through its TUN device `tk0`.
+"""
+
+import gc
+import heapq
+import json
+import os
+import random
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+from . import netns
+
+CLIENT_ADDR = "198.18.0.1"
+SERVER_ADDR = "198.19.0.1"
+DEVICE = "tk0"
+MTU = 1500
+READ_BURST = 8
+SPIN_S = 0.0005
+
+
+@dataclass(frozen=True)
+class Direction:
+    """What the path does to packets going one way."""
+
+    delay_ms: float = 0.0
+    loss: float = 0.0  # probability that a packet is dropped (Bernoulli)
+    rate_mbps: float | None = None  # bottleneck rate (Mbit/s = 1e6 bit/s); None: unlimited
+    queue_bytes: int = 256_000  # bottleneck queue (tail drop)
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    up: Direction = field(default_factory=Direction)  # client -> server
+    down: Direction = field(default_factory=Direction)  # server -> client
+    seed: int = 1
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(up=Direction(**d["up"]), down=Direction(**d["down"]), seed=d["seed"])
+
+
+class Link:
+    """One direction of the path: when each packet arrives, or why it never does."""
+
+    def __init__(self, spec, rng):
+        self.spec = spec
+        self.rng = rng
+        self.busy_until = 0.0  # when the bottleneck finishes sending what it holds
+        self.in_queue = deque()  # (departure time, size) of packets still queued
+        self.queued_bytes = 0
+
+    def admit(self, now, size):
+        """Return (arrival time, None) or (None, reason) for a packet seen at `now` (s)."""
+        s = self.spec
+        if s.loss and self.rng.random() < s.loss:
+            return None, "loss"
+        depart = now
+        if s.rate_mbps:
+            while self.in_queue and self.in_queue[0][0] <= now:
+                self.queued_bytes -= self.in_queue.popleft()[1]
+            if self.queued_bytes + size > s.queue_bytes:
+                return None, "queue"
+            depart = max(now, self.busy_until) + size * 8 / (s.rate_mbps * 1e6)
+            self.busy_until = depart
+            self.in_queue.append((depart, size))
+            self.queued_bytes += size
+        return depart + s.delay_ms / 1000.0, None
+
+
+def describe(packet):
+    """IP/TCP/UDP identifiers of a raw IPv4 packet, for the drop log."""
+    out = {"bytes": len(packet)}
+    if len(packet) < 20 or packet[0] >> 4 != 4:
+        return out
+    ihl = (packet[0] & 0x0F) * 4
+    total, ident, _, _, proto = struct.unpack(">HHHBB", packet[2:10])
+    out.update(ip_id=ident, protocol=proto,
+               src=".".join(map(str, packet[12:16])), dst=".".join(map(str, packet[16:20])))
+    l4 = packet[ihl:]
+    if proto in (6, 17) and len(l4) >= 4:
+        out["src_port"], out["dst_port"] = struct.unpack(">HH", l4[:4])
+    if proto == 6 and len(l4) >= 20:
+        seq, ack = struct.unpack(">II", l4[4:12])
+        doff = (l4[12] >> 4) * 4
+        out.update(tcp_seq=seq, tcp_ack=ack, tcp_flags=l4[13] | ((l4[12] & 1) << 8),
+                   payload_bytes=total - ihl - doff)
+    return out
+
+
+def forward(fd_client, fd_server, spec, log, clock=time.monotonic, wall=time.time_ns):
+    """Move packets between the two TUN fds until SIGTERM; return statistics."""
+    links = {"up": Link(spec.up, random.Random(f"{spec.seed}/up")),
+             "down": Link(spec.down, random.Random(f"{spec.seed}/down"))}
+    route = {fd_client: ("up", fd_server), fd_server: ("down", fd_client)}
+    heap = []
+    seq = 0
+    stats = {"forwarded": {"up": 0, "down": 0}, "dropped": {"up": {}, "down": {}},
+             "late_over_0_2ms": 0, "late_over_1ms": 0, "max_late_ms": 0.0}
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    while not stop:
+        now = clock()
+        # sleep until shortly before the next packet is due, then spin: waking
+        # from select() can take a few hundred microseconds on a busy machine
+        timeout = min(0.2, max(0.0, heap[0][0] - now - SPIN_S)) if heap else 0.2
+        try:
+            readable, _, _ = select.select([fd_client, fd_server], [], [], timeout)
+        except InterruptedError:
+            continue
+        for fd in readable:
+            direction, out = route[fd]
+            for _ in range(READ_BURST):  # then deliver what is due before reading more
+                try:
+                    packet = os.read(fd, 65535)
+                except BlockingIOError:
+                    break
+                arrive, reason = links[direction].admit(clock(), len(packet))
+                if reason:
+                    counts = stats["dropped"][direction]
+                    counts[reason] = counts.get(reason, 0) + 1
+                    log.write(json.dumps({"t_ns": wall(), "direction": direction,
+                                          "reason": reason, **describe(packet)}) + "\n")
+                    continue
+                heapq.heappush(heap, (arrive, seq, out, packet, direction))
+                seq += 1
+        now = clock()
+        if heap and not readable and heap[0][0] - now < SPIN_S:
+            while clock() < heap[0][0]:
+                pass
+            now = clock()
+        while heap and heap[0][0] <= now:
+            due, _, out, packet, direction = heapq.heappop(heap)
+            late = (now - due) * 1000.0
+            if late > 0.2:
+                stats["late_over_0_2ms"] += 1
+                if late > 1.0:
+                    stats["late_over_1ms"] += 1
+            stats["max_late_ms"] = max(stats["max_late_ms"], late)
+            try:
+                os.write(out, packet)
+            except OSError:  # the device's queue is full: the kernel drops it there
+                continue
+            stats["forwarded"][direction] += 1
+            now = clock()
+    log.flush()
+    return stats
+
+
+def _serve(argv):
+    """Forwarder process: python -m tracekit.lab.wan CLIENT_NS SERVER_NS SPEC_JSON LOG STATS."""
+    client_ns, server_ns, spec_json, log_path, stats_path = argv
+    spec = PathSpec.from_dict(json.loads(spec_json))
+    fd_c = netns.open_tun_in(client_ns, DEVICE)
+    fd_s = netns.open_tun_in(server_ns, DEVICE)
+    gc.disable()  # the loop makes no reference cycles: never pause to collect
+    try:  # the forwarder is the path: it runs before the programs it carries packets for
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+    except (OSError, AttributeError):
+        pass
+    print("ready", flush=True)
+    with open(log_path, "w") as log:
+        stats = forward(fd_c, fd_s, spec, log)
+    with open(stats_path, "w") as f:
+        json.dump(stats, f)
+
+
+class EmulatedPath:
+    """Two namespaces joined by the forwarder; a context manager that cleans up.
+
+        with EmulatedPath(PathSpec(up=Direction(10), down=Direction(10)), workdir) as path:
+            subprocess.run(path.client(["curl", f"http://{SERVER_ADDR}/"]))
+    """
+
+    count = 0
+
+    def __init__(self, spec, workdir):
+        EmulatedPath.count += 1
+        tag = f"{os.getpid()}-{EmulatedPath.count}"
+        self.spec = spec
+        self.client_ns = f"{netns.PREFIX}c{tag}"
+        self.server_ns = f"{netns.PREFIX}s{tag}"
+        self.drop_log = os.path.join(workdir, "drops.jsonl")
+        self.stats_path = os.path.join(workdir, "forwarder.json")
+        self.forwarder = None
+        self.stats = None
+
+    def client(self, cmd):
+        return netns.in_ns(self.client_ns, *cmd)
+
+    def server(self, cmd):
+        return netns.in_ns(self.server_ns, *cmd)
+
+    def __enter__(self):
+        netns.require_root()
+        try:
+            netns.add(self.client_ns)
+            netns.add(self.server_ns)
+            self.forwarder = subprocess.Popen(
+                [sys.executable, "-m", "tracekit.lab.wan", self.client_ns, self.server_ns,
+                 json.dumps(asdict(self.spec)), self.drop_log, self.stats_path],
+                stdout=subprocess.PIPE, text=True)
+            if self.forwarder.stdout.readline().strip() != "ready":
+                raise netns.TracekitError("the path forwarder did not start")
+            for ns, mine, peer in ((self.client_ns, CLIENT_ADDR, SERVER_ADDR),
+                                   (self.server_ns, SERVER_ADDR, CLIENT_ADDR)):
+                netns.run(*netns.in_ns(ns, "ip", "addr", "add", f"{mine}/32", "dev", DEVICE))
+                netns.run(*netns.in_ns(ns, "ip", "link", "set", DEVICE, "mtu", str(MTU), "up"))
+                netns.run(*netns.in_ns(ns, "ip", "route", "add", peer.rsplit(".", 2)[0] + ".0.0/16",
+                                       "dev", DEVICE, "src", mine))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.forwarder is not None:
+            if self.forwarder.poll() is None:
+                self.forwarder.terminate()
+                try:
+                    self.forwarder.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.forwarder.kill()
+                    self.forwarder.wait()
+            self.forwarder.stdout.close()
+            if os.path.exists(self.stats_path):
+                with open(self.stats_path) as f:
+                    self.stats = json.load(f)
+        netns.delete(self.client_ns)
+        netns.delete(self.server_ns)
+        return False
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1:])
