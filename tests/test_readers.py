@@ -173,3 +173,16 @@ def test_timestamps_stepping_backwards_keep_capture_order():
     assert [r[0] for r in rows] == [1, 2, 3]
     assert [r[1] for r in rows] == ts
     assert np.all(np.diff([r[0] for r in rows]) == 1)
+
+
+def test_pcapng_snaplen_is_a_32_bit_field(tmp_path):
+    """Found by the fuzz test: an IDB snaplen above 2^31 must still be stored."""
+    from tracekit.store.db import connect
+    from tracekit.store.ingest import load_captures
+
+    path = tmp_path / "big-snaplen.pcapng"
+    path.write_bytes(shb() + idb(1, snaplen=2147745792) + epb(0, 1, ETH_IPV4_TCP))
+    con = connect(tmp_path / "s.duckdb")
+    load_captures(con, [path])
+    assert con.execute("SELECT snaplen FROM interfaces").fetchall() == [(2147745792,)]
+    assert con.execute("SELECT snaplen FROM captures").fetchall() == [(2147745792,)]

@@ -1,6 +1,5 @@
 """The store: transactions, de-duplication, locking, flows, bad input end to end."""
 
-import os
 import subprocess
 import sys
 import textwrap

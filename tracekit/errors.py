@@ -27,9 +27,5 @@ class StoreError(TracekitError):
     """The database cannot be opened or written."""
 
 
-class EventLogError(TracekitError):
-    """An event log cannot be read."""
-
-
 class QueryError(TracekitError):
     """A SQL query given by the user failed."""

@@ -1,7 +1,6 @@
 """Open a capture file by its magic number."""
 
 import hashlib
-import os
 
 from ..errors import CaptureFormatError, NotACaptureError
 from .base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
@@ -23,17 +22,6 @@ def describe_magic(head):
     shown = head[:4].hex()
     text = "".join(chr(b) if 32 <= b < 127 else "." for b in head[:4])
     return f"its first bytes are {shown} ({text!r})"
-
-
-def sniff_format(path):
-    """Return "pcap" or "pcapng" for a capture file, or None."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if sniff_pcapng(head):
-        return "pcapng"
-    if sniff_pcap(head):
-        return "pcap"
-    return None
 
 
 def open_capture(path, fileobj, chunk_bytes=DEFAULT_CHUNK_BYTES,
@@ -62,7 +50,3 @@ def hash_file(path, block=8 << 20):
                 break
             h.update(view[:n])
     return h.hexdigest()
-
-
-def file_size(path):
-    return os.stat(path).st_size
