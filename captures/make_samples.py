@@ -107,7 +107,7 @@ def main():
         server.stdout.readline()
         http_pcap = os.path.join(HERE, "http-fresh-vs-persistent.pcap")
         udp_pcapng = os.path.join(HERE, "udp-echo.pcapng")
-        dump = subprocess.Popen(in_ns(CLIENT_NS, "tcpdump", "-i", "tkc0", "-n", "-s", "128",
+        dump = subprocess.Popen(in_ns(CLIENT_NS, "tcpdump", "-i", "tkc0", "-n", "--immediate-mode", "-s", "128",
                                       "--time-stamp-precision", "nano", "-w", http_pcap, "tcp"),
                                 stderr=subprocess.DEVNULL)
         procs.append(dump)

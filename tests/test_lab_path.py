@@ -65,18 +65,22 @@ def run_transfers(path, workdir, connections, response_bytes):
         assert server.stdout.readline().strip() == "up"
         for side, cmd in (("client", path.client), ("server", path.server)):
             out = os.path.join(workdir, f"{side}.pcap")
-            dumps.append((out, subprocess.Popen(
-                cmd(["tcpdump", "-i", "tk0", "-n", "-U", "-s", "128",
-                     "--time-stamp-precision", "nano", "-w", out]), stderr=subprocess.DEVNULL)))
-        time.sleep(1.5)  # tcpdump is listening
+            dump = subprocess.Popen(
+                cmd(["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode", "-s", "128",
+                     "--time-stamp-precision", "nano", "-w", out]),
+                stderr=subprocess.PIPE, text=True)
+            dumps.append((out, dump))
+            # tcpdump says "listening on tk0" once its capture is open
+            assert "listening on" in dump.stderr.readline()
         subprocess.run(path.client([sys.executable, "-c", CLIENT, str(connections),
                                     str(response_bytes)]), check=True, timeout=120)
         server.wait(timeout=30)
-        time.sleep(0.3)
+        time.sleep(0.2)  # let tcpdump write the last packets before SIGINT
     finally:
         for _, d in dumps:
             d.send_signal(signal.SIGINT)
             d.wait(timeout=30)
+            d.stderr.close()
         if server.poll() is None:
             server.kill()
             server.wait()
@@ -130,7 +134,7 @@ def test_every_dropped_segment_is_logged_and_delivered_later(tmp_path):
     con = connect(tmp_path / "lab.duckdb")
     load_captures(con, [client_pcap])
     delivered = set(con.execute(
-        "SELECT tcp_seq, payload_bytes FROM packets WHERE NOT from_client AND payload_bytes > 0"
-    ).fetchall())
+        "SELECT tcp_seq, payload_bytes FROM packets WHERE src_addr = ? AND payload_bytes > 0",
+        [SERVER_ADDR]).fetchall())
     lost_data = {(d["tcp_seq"], d["payload_bytes"]) for d in drops if d.get("payload_bytes", 0) > 0}
     assert lost_data and lost_data <= delivered  # each lost segment arrived in a retransmission
