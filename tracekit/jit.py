@@ -11,6 +11,7 @@ ways and compare).
 """
 
 import os
+import types
 
 import numpy as np
 
@@ -28,10 +29,15 @@ def use_jit(input_bytes):
 
 
 class Kernel:
-    """A function that runs compiled (numba, cached on disk) or as plain Python."""
+    """A function that runs compiled (numba, cached on disk) or as plain Python.
 
-    def __init__(self, fn):
+    `helpers` are module-level functions the kernel calls: plain Python in
+    the Python run, compiled alongside it in the compiled run.
+    """
+
+    def __init__(self, fn, helpers=()):
         self.py_func = fn
+        self.helpers = tuple(helpers)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._compiled = None
@@ -40,7 +46,16 @@ class Kernel:
         if self._compiled is None:
             from numba import njit
 
-            self._compiled = njit(cache=True, nogil=True)(self.py_func)
+            fn = self.py_func
+            if self.helpers:  # the same code, seeing compiled helpers
+                scope = dict(fn.__globals__)
+                for helper in self.helpers:
+                    scope[helper.__name__] = njit(cache=True, nogil=True)(helper)
+                fn = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
+                                        fn.__closure__)
+                fn.__qualname__ = self.py_func.__qualname__
+                fn.__module__ = self.py_func.__module__
+            self._compiled = njit(cache=True, nogil=True)(fn)
         return self._compiled
 
     def __call__(self, jit, *args):
@@ -50,5 +65,8 @@ class Kernel:
             return self.py_func(*args)
 
 
-def kernel(fn):
-    return Kernel(fn)
+def kernel(fn=None, *, helpers=()):
+    """Decorator: `@kernel` or `@kernel(helpers=(f, g))`."""
+    if fn is None:
+        return lambda f: Kernel(f, helpers)
+    return Kernel(fn, helpers)

@@ -30,20 +30,28 @@ SPB = 3
 PB = 2
 
 
-@kernel
+def _u16(buf, p, big_endian):
+    a = np.int64(buf[p])
+    b = np.int64(buf[p + 1])
+    if big_endian:
+        return (a << 8) | b
+    return (b << 8) | a
+
+
+def _u32(buf, p, big_endian):
+    a = np.int64(buf[p])
+    b = np.int64(buf[p + 1])
+    c = np.int64(buf[p + 2])
+    d = np.int64(buf[p + 3])
+    if big_endian:
+        return (a << 24) | (b << 16) | (c << 8) | d
+    return (d << 24) | (c << 16) | (b << 8) | a
+
+
+@kernel(helpers=(_u32,))
 def scan_pcap(buf, pos, end, big_endian, max_caplen,
               out_hdr, out_caplen, out_wirelen, out_sec, out_frac):
     """Walk classic pcap records in buf[pos:end]; return (count, pos, why)."""
-
-    def _u32(buf, p, big_endian):
-        a = np.int64(buf[p])
-        b = np.int64(buf[p + 1])
-        c = np.int64(buf[p + 2])
-        d = np.int64(buf[p + 3])
-        if big_endian:
-            return (a << 24) | (b << 16) | (c << 8) | d
-        return (d << 24) | (c << 16) | (b << 8) | a
-
     n = 0
     cap = out_hdr.shape[0]
     while n < cap:
@@ -64,7 +72,7 @@ def scan_pcap(buf, pos, end, big_endian, max_caplen,
     return n, pos, FULL
 
 
-@kernel
+@kernel(helpers=(_u16, _u32))
 def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
                 out_hdr, out_data, out_caplen, out_wirelen, out_ts, out_iface):
     """Walk pcapng packet blocks (EPB, SPB, PB) in buf[pos:end].
@@ -73,23 +81,6 @@ def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
     the offset of the packet bytes, ``out_ts`` the raw 64-bit timestamp in
     the interface's units (0 for SPB, which has none).
     """
-
-    def _u16(buf, p, big_endian):
-        a = np.int64(buf[p])
-        b = np.int64(buf[p + 1])
-        if big_endian:
-            return (a << 8) | b
-        return (b << 8) | a
-
-    def _u32(buf, p, big_endian):
-        a = np.int64(buf[p])
-        b = np.int64(buf[p + 1])
-        c = np.int64(buf[p + 2])
-        d = np.int64(buf[p + 3])
-        if big_endian:
-            return (a << 24) | (b << 16) | (c << 8) | d
-        return (d << 24) | (c << 16) | (b << 8) | a
-
     n = 0
     cap = out_hdr.shape[0]
     while n < cap:
