@@ -63,7 +63,6 @@ class ReadStop:
 
 @dataclass
 class ReadStats:
-    records: int = 0
     skipped_blocks: dict = field(default_factory=dict)  # block name -> count
 
 

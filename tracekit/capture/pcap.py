@@ -87,7 +87,6 @@ class PcapReader:
                     ts += frac[:n] * np.int64(1000)
                 else:
                     ts += frac[:n]
-                self.stats.records += n
                 yield PacketBatch(
                     data=c.buf,
                     data_offset=hdr[:n] + RECORD_HEADER_BYTES,

@@ -184,7 +184,6 @@ class PcapngReader:
                 loc = local[:n]
                 iface = ids[np.where((loc >= 0) & (loc < len(self.section_interfaces)),
                                      loc, len(self.section_interfaces))]
-                self.stats.records += n
                 yield PacketBatch(
                     data=c.buf,
                     data_offset=data[:n].copy(),

@@ -194,8 +194,6 @@ def read_bytes16(hb, rows, pos, end):
 
 # --- the headers tracekit decodes -------------------------------------------
 
-ETHERNET = Layout("ethernet", (Field("ethertype", 12, 2),))
-
 IPV4 = Layout("ipv4", (
     Field("version", 0, 1, 4, 0x0F),
     Field("ihl", 0, 1, 0, 0x0F),

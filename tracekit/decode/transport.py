@@ -21,8 +21,6 @@ MAX_SACK_BLOCKS = 4
 QUIC_V1 = 0x00000001
 QUIC_V2 = 0x6B3343CF  # RFC 9369
 QUIC_DRAFTS = tuple(range(0xFF00001D, 0xFF000023))  # drafts 29-34
-QUIC_LONG_TYPES_V1 = ("initial", "0rtt", "handshake", "retry")
-QUIC_LONG_TYPES_V2 = ("retry", "initial", "0rtt", "handshake")
 QUIC_TYPE_NAMES = ("initial", "0rtt", "handshake", "retry", "version_negotiation")
 
 
