@@ -1,7 +1,8 @@
 """Ground truth from the real kernel over the emulated path (root and tcpdump needed).
 
-The path's delays are known, so the handshake RTT that tracekit reads from a
-capture must equal the configured RTT; the forwarder's drop log says which
+The path's delays are known and the forwarder logs how late it delivered each
+packet, so the handshake RTT that tracekit reads from a capture must equal the
+configured RTT plus that lateness; the forwarder's drop log says which
 segments were lost, and each must reach the receiver later all the same.
 """
 
@@ -41,9 +42,12 @@ for _ in range(int(sys.argv[1])):
 """
 
 CLIENT = f"""
-import socket, sys
+import socket, struct, sys
 for _ in range(int(sys.argv[1])):
     s = socket.create_connection(("{SERVER_ADDR}", 9000))
+    # the kernel's own first RTT sample, from the handshake: tcp_info.tcpi_rtt (us)
+    rtt_us = struct.unpack_from("I", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104), 68)[0]
+    print(s.getsockname()[1], rtt_us, flush=True)
     s.sendall(b"GET")
     n = 0
     while True:
@@ -72,8 +76,9 @@ def run_transfers(path, workdir, connections, response_bytes):
             dumps.append((out, dump))
             # tcpdump says "listening on tk0" once its capture is open
             assert "listening on" in dump.stderr.readline()
-        subprocess.run(path.client([sys.executable, "-c", CLIENT, str(connections),
-                                    str(response_bytes)]), check=True, timeout=120)
+        client = subprocess.run(path.client([sys.executable, "-c", CLIENT, str(connections),
+                                             str(response_bytes)]),
+                                check=True, timeout=120, capture_output=True, text=True)
         server.wait(timeout=30)
         time.sleep(0.2)  # let tcpdump write the last packets before SIGINT
     finally:
@@ -85,47 +90,83 @@ def run_transfers(path, workdir, connections, response_bytes):
             server.kill()
             server.wait()
         server.stdout.close()
-    return [out for out, _ in dumps]
+    kernel_rtt_ns = {int(port): int(us) * 1000
+                     for port, us in (line.split() for line in client.stdout.splitlines())}
+    return [out for out, _ in dumps], kernel_rtt_ns
+
+
+def handshake_holds(deliveries_path):
+    """{client port: {"syn"|"synack"|"ack": ns the forwarder held it}} from the delivery log.
+
+    A packet is held from the forwarder's read until it is handed to the
+    write; the receiving kernel's turnaround (tens of microseconds) and the
+    forwarder's wake-up on a read are outside it.
+    """
+    late = {}
+    with open(deliveries_path) as f:
+        for d in map(json.loads, f):
+            flags = d.get("tcp_flags", 0) & 0x1F
+            if flags == 0x02:  # SYN, client to server
+                late.setdefault(d["src_port"], {})["syn"] = d["sent_ns"] - d["read_ns"]
+            elif flags == 0x12:  # SYN-ACK
+                late.setdefault(d["dst_port"], {})["synack"] = d["sent_ns"] - d["read_ns"]
+            elif flags == 0x10 and d["direction"] == "up" and d["payload_bytes"] == 0:
+                late.setdefault(d["src_port"], {}).setdefault("ack", d["sent_ns"] - d["read_ns"])
+    return late
 
 
 def test_handshake_rtt_equals_the_configured_rtt(tmp_path):
-    """Within 1 ms, on a run where the forwarder kept every packet's schedule.
+    """Two independent truths: the forwarder's hold times and the kernel's tcpi_rtt.
 
-    The forwarder measures how late it delivered each packet; on a busy
-    2-core machine a run can miss by a millisecond or two, and the emulator
-    says so. Up to three runs are made and the first one that kept up is
-    checked; if none did, the test fails saying that.
+    The configured 15 + 25 ms is a lower bound of the time the forwarder
+    holds the two handshake packets: on a busy 2-core machine it can deliver
+    a packet a millisecond or two after its schedule. It logs how long it
+    held every packet, and the run's statistics must own up to any
+    lateness. Near the client, the SYN -> SYN-ACK interval is also the
+    kernel's first RTT sample (tcp_info.tcpi_rtt read right after connect),
+    which must agree within 0.3 ms (seen: 12-83 us).
     """
     spec = PathSpec(up=Direction(delay_ms=15), down=Direction(delay_ms=25), seed=7)
-    for attempt in range(3):
-        work = tmp_path / f"run{attempt}"
-        work.mkdir()
-        with EmulatedPath(spec, str(work)) as path:
-            client_pcap, server_pcap = run_transfers(path, str(work), 3, 20_000)
-            names = (path.client_ns, path.server_ns)
-        assert not set(names) & set(netns.leftovers())  # the path cleaned up after itself
-        if path.stats["max_late_ms"] < 0.5:
-            break
-    else:
-        pytest.fail(f"the forwarder could not keep its schedule in 3 runs: {path.stats}")
-    con = connect(work / "lab.duckdb")
+    with EmulatedPath(spec, str(tmp_path)) as path:
+        (client_pcap, server_pcap), kernel_rtt = run_transfers(path, str(tmp_path), 3, 20_000)
+        names = (path.client_ns, path.server_ns)
+    assert not set(names) & set(netns.leftovers())  # the path cleaned up after itself
+    held = handshake_holds(path.deliveries)
+    with open(path.deliveries) as f:
+        logged = [json.loads(line) for line in f]
+    assert len(logged) == sum(path.stats["forwarded"].values())
+    assert max(d["late_ns"] for d in logged) / 1e6 == pytest.approx(path.stats["max_late_ms"], abs=1e-3)
+    for d in logged:  # never early, and late by no more than the run admits
+        held_ns = d["sent_ns"] - d["read_ns"]
+        assert held_ns >= {"up": 15e6, "down": 25e6}[d["direction"]]
+        assert d["late_ns"] <= path.stats["max_late_ms"] * 1e6 + 1
+    con = connect(tmp_path / "lab.duckdb")
     load_captures(con, [client_pcap, server_pcap])
     rows = con.execute("""
-        SELECT c.file_name, f.handshake_rtt_ns, f.synack_ts_ns - f.syn_ts_ns, f.ack_ts_ns - f.synack_ts_ns
+        SELECT c.file_name, f.client_port, f.handshake_rtt_ns,
+               f.synack_ts_ns - f.syn_ts_ns, f.ack_ts_ns - f.synack_ts_ns
         FROM flows f JOIN captures c USING (capture_id) ORDER BY c.file_name, f.flow_id""").fetchall()
     assert [r[0] for r in rows] == ["client.pcap"] * 3 + ["server.pcap"] * 3
-    for name, rtt, syn_to_synack, synack_to_ack in rows:
-        assert abs(rtt - 40e6) < 1e6, (name, rtt)  # 15 ms up + 25 ms down
+    for name, port, rtt, syn_to_synack, synack_to_ack in rows:
+        own = held[port]
         if name == "client.pcap":  # the SYN-ACK comes back one round trip after the SYN
-            assert abs(syn_to_synack - 40e6) < 1e6
+            expected = own["syn"] + own["synack"]
+            measured = syn_to_synack
         else:  # near the server the round trip is between SYN-ACK and ACK
-            assert abs(synack_to_ack - 40e6) < 1e6
+            expected = own["synack"] + own["ack"]
+            measured = synack_to_ack
+        # what the forwarder did not hold: its wake-ups and the peer's turnaround,
+        # well under 1 ms on a quiet machine; a busy one can add a millisecond
+        assert 0 <= measured - expected < 3e6, (name, port, measured, own)
+        if name == "client.pcap":  # the kernel's first RTT sample is the same interval
+            assert abs(kernel_rtt[port] - measured) < 0.3e6, (port, kernel_rtt[port], measured)
+        assert rtt == syn_to_synack + synack_to_ack  # ACK - SYN, wherever the capture is
 
 
 def test_every_dropped_segment_is_logged_and_delivered_later(tmp_path):
     spec = PathSpec(up=Direction(delay_ms=5), down=Direction(delay_ms=5, loss=0.05), seed=11)
     with EmulatedPath(spec, str(tmp_path)) as path:
-        client_pcap, _ = run_transfers(path, str(tmp_path), 1, 300_000)
+        (client_pcap, _), _ = run_transfers(path, str(tmp_path), 1, 300_000)
     with open(path.drop_log) as f:
         drops = [json.loads(line) for line in f]
     assert sum(path.stats["dropped"]["down"].values()) == len(drops) > 0

@@ -14,7 +14,7 @@ IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
 PREFIX = "tk-"  # every namespace the lab makes starts with this
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
 
 
 def require_root():
@@ -59,13 +59,13 @@ def open_tun_in(ns, name):
     here = os.open("/proc/self/ns/net", os.O_RDONLY)
     there = os.open(f"/run/netns/{ns}", os.O_RDONLY)
     try:
-        if _libc.setns(there, CLONE_NEWNET) != 0:
+        if libc.setns(there, CLONE_NEWNET) != 0:
             raise TracekitError(f"cannot enter namespace {ns}: {os.strerror(ctypes.get_errno())}")
         try:
             fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
             fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
         finally:
-            _libc.setns(here, CLONE_NEWNET)
+            libc.setns(here, CLONE_NEWNET)
     finally:
         os.close(here)
         os.close(there)
