@@ -215,6 +215,45 @@ def captures(db, fmt):
 
 @main.command(context_settings=CONTEXT)
 @db_option
+@handle_errors
+def analyze(db):
+    """Build the derived tables (tcp_analysis, retransmissions, ...), incrementally.
+
+    Only captures not yet analysed by the current version of each analysis
+    are processed; a changed analysis is rebuilt for every capture.
+
+    \b
+    Example:
+      tracekit ingest run*.pcap && tracekit analyze && tracekit retransmissions
+    """
+    from .analyze import analyze as run
+    from .store.db import connect
+
+    con = connect(db)
+    shown = [False]
+    started = time.monotonic()
+
+    def progress(table, capture_id):
+        if sys.stderr.isatty() and time.monotonic() - started > 1.0:
+            click.echo(f"\ranalysing: {table} for capture {capture_id}" + " " * 10,
+                       err=True, nl=False)
+            shown[0] = True
+    try:
+        summary = run(con, progress)
+    finally:
+        if shown[0]:
+            click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
+        con.close()
+    for table, built, rows, seconds in summary:
+        if built:
+            click.echo(f"{table}: {_plural(built, 'capture')} analysed, "
+                       f"{_plural(rows, 'row')}, {seconds:.2f} s")
+        else:
+            click.echo(f"{table}: up to date")
+
+
+@main.command(context_settings=CONTEXT)
+@db_option
 @format_option
 @click.option("--capture", "capture_id", type=int, default=None, help="Only this capture id.")
 @handle_errors

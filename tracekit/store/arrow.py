@@ -44,6 +44,13 @@ def _col(values, null, typ):
     return pa.Array.from_buffers(typ, n, [_validity(null), data])
 
 
+def numpy_table(columns, values):
+    """An Arrow table from {name: (numpy values, null mask or None)} in the order
+    of `columns` (schema Column tuples)."""
+    arrays = [_col(*values[c.name], _ARROW[c.sql.replace(" NOT NULL", "")]) for c in columns]
+    return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
+
+
 def _strings(items):
     """A string array from a Python sequence of str."""
     encoded = [x.encode() for x in items]

@@ -154,8 +154,54 @@ INGESTS_IN_PROGRESS = (
     Column("started_at", "TIMESTAMPTZ NOT NULL", "When"),
 )
 
+# Derived by `tracekit analyze` (tracekit/transport): one row per TCP packet.
+_WS = "Wireshark 4.0's tcp.analysis."
+TCP_ANALYSIS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("frame", "BIGINT NOT NULL", "Packet (`packets.frame`)"),
+    Column("flow_id", "BIGINT NOT NULL", "Flow"),
+    Column("from_client", "BOOLEAN NOT NULL", "Sent by the flow's client"),
+    Column("ts_ns", "BIGINT NOT NULL", "Timestamp, ns since the epoch"),
+    Column("rel_seq", "BIGINT NOT NULL", "Sequence number relative to the sender's ISN (tcp.seq)"),
+    Column("rel_ack", "BIGINT", "Acknowledgment number relative to the receiver's ISN (tcp.ack); NULL without ACK"),
+    Column("payload_bytes", "INTEGER NOT NULL", "TCP payload bytes (tcp.len)"),
+    Column("ws_retransmission", "BOOLEAN NOT NULL", _WS + "retransmission (set on the fast and spurious kinds too, as tshark prints it)"),
+    Column("ws_fast_retransmission", "BOOLEAN NOT NULL", _WS + "fast_retransmission"),
+    Column("ws_spurious_retransmission", "BOOLEAN NOT NULL", _WS + "spurious_retransmission"),
+    Column("ws_out_of_order", "BOOLEAN NOT NULL", _WS + "out_of_order"),
+    Column("ws_lost_segment", "BOOLEAN NOT NULL", _WS + "lost_segment (previous segment not captured)"),
+    Column("ws_ack_lost_segment", "BOOLEAN NOT NULL", _WS + "ack_lost_segment (ACKed segment not captured)"),
+    Column("ws_duplicate_ack", "BOOLEAN NOT NULL", _WS + "duplicate_ack"),
+    Column("ws_duplicate_ack_num", "INTEGER", _WS + "duplicate_ack_num"),
+    Column("ws_duplicate_ack_frame", "BIGINT", _WS + "duplicate_ack_frame (the ACK it repeats)"),
+    Column("ws_zero_window", "BOOLEAN NOT NULL", _WS + "zero_window"),
+    Column("ws_zero_window_probe", "BOOLEAN NOT NULL", _WS + "zero_window_probe"),
+    Column("ws_zero_window_probe_ack", "BOOLEAN NOT NULL", _WS + "zero_window_probe_ack"),
+    Column("ws_window_full", "BOOLEAN NOT NULL", _WS + "window_full"),
+    Column("ws_window_update", "BOOLEAN NOT NULL", _WS + "window_update"),
+    Column("ws_keep_alive", "BOOLEAN NOT NULL", _WS + "keep_alive"),
+    Column("ws_keep_alive_ack", "BOOLEAN NOT NULL", _WS + "keep_alive_ack"),
+    Column("ws_bytes_in_flight", "BIGINT", _WS + "bytes_in_flight (segments with payload)"),
+    Column("ws_acks_frame", "BIGINT", _WS + "acks_frame: the segment whose end this ACK equals"),
+    Column("ws_ack_rtt_ns", "BIGINT", _WS + "ack_rtt in ns (tshark leaves a 0 ns RTT out; it is kept here)"),
+    Column("ws_rto_ns", "BIGINT", _WS + "rto: time since the oldest unacknowledged segment (retransmissions)"),
+    Column("ws_rto_frame", "BIGINT", _WS + "rto_frame"),
+)
+
+ANALYSIS_RUNS = (
+    Column("analysis", "VARCHAR NOT NULL", "Derived table"),
+    Column("capture_id", "INTEGER NOT NULL", "Capture it was built for"),
+    Column("version", "VARCHAR NOT NULL", "Hash of the code that built it; a change rebuilds the table"),
+    Column("rows", "BIGINT NOT NULL", "Rows written for this capture"),
+    Column("seconds", "DOUBLE NOT NULL", "Time taken"),
+    Column("built_at", "TIMESTAMPTZ NOT NULL", "When"),
+)
+
 TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
-          "ingests_in_progress": INGESTS_IN_PROGRESS}
+          "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS}
+# Tables `tracekit analyze` builds in code (the SQL-built ones document
+# themselves in their analyses/*.sql header).
+DERIVED = {"tcp_analysis": TCP_ANALYSIS}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {
@@ -176,18 +222,18 @@ DECODE_STATUS_DOC = {
 
 
 def create_table_sql(name):
-    cols = ",\n  ".join(f"{c.name} {c.sql}" for c in TABLES[name])
+    cols = ",\n  ".join(f"{c.name} {c.sql}" for c in {**TABLES, **DERIVED}[name])
     return f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols}\n)"
 
 
 def markdown_reference(name):
     lines = ["| column | type | meaning |", "| --- | --- | --- |"]
-    for c in TABLES[name]:
+    for c in {**TABLES, **DERIVED}[name]:
         sql = c.sql.replace(" PRIMARY KEY", "").replace(" NOT NULL", "").replace(" UNIQUE", "")
         lines.append(f"| `{c.name}` | {sql} | {c.doc} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":  # print the README's table reference
-    for table in TABLES:
+    for table in {**TABLES, **DERIVED}:
         print(f"### `{table}`\n\n{markdown_reference(table)}\n")

@@ -1,0 +1,119 @@
+"""`tracekit analyze`: build the derived tables, only what new captures need.
+
+Each analysis is a step: a kernel in tracekit/transport (code) or a SQL file
+in analyses/ whose final SELECT is run once per capture with $capture_id.
+Steps run in the order of STEPS, each one after the tables it reads. The
+table `analysis_runs` records, per analysis and capture, the version (a hash
+of the code or SQL text) it was built with: a capture already built with the
+current version is skipped, and a changed version rebuilds that analysis for
+every capture. Each (analysis, capture) is written in one transaction, so an
+interrupted run leaves complete results behind and the next run resumes.
+"""
+
+import hashlib
+import inspect
+import time
+
+from .errors import QueryError
+from .runner import analysis_sql
+from .store.schema import DERIVED, create_table_sql
+
+
+class CodeStep:
+    """A table built by `module.build(con, capture_id)`; its version hashes the
+    source of that module and of the modules it names in `SOURCES`."""
+
+    def __init__(self, table, module):
+        self.table = table
+        self.module = module
+
+    def version(self):
+        digest = hashlib.sha256()
+        for m in (self.module, *getattr(self.module, "SOURCES", ())):
+            digest.update(inspect.getsource(m).encode())
+        return digest.hexdigest()[:16]
+
+    def write(self, con, capture_id):
+        table = self.module.build(con, capture_id)
+        con.execute(create_table_sql(self.table))
+        con.register("_tracekit_rows", table)
+        try:
+            con.execute(f"INSERT INTO {self.table} SELECT * FROM _tracekit_rows")
+        finally:
+            con.unregister("_tracekit_rows")
+        return table.num_rows
+
+
+class SqlStep:
+    def __init__(self, table):
+        self.table = table
+
+    def version(self):
+        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+
+    def write(self, con, capture_id):
+        sql = analysis_sql(self.table)
+        exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
+                             [self.table]).fetchall()[0][0]
+        head = f"INSERT INTO {self.table}" if exists else f"CREATE TABLE {self.table} AS"
+        try:
+            con.execute(f"{head} SELECT * FROM (\n{sql}\n)", {"capture_id": capture_id})
+        except Exception as e:  # a bug in an analysis: name it
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        return con.execute(f"SELECT count(*) FROM {self.table} WHERE capture_id = ?",
+                           [capture_id]).fetchall()[0][0]
+
+
+def _steps():
+    from .transport import sequence
+    return [CodeStep("tcp_analysis", sequence)]
+
+
+def analyze(con, progress=None):
+    """Bring every derived table up to date; return [(analysis, captures built, rows, s)]."""
+    captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
+    summary = []
+    for step in _steps():
+        version = step.version()
+        stale = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version <> ?",
+                            [step.table, version]).fetchall()[0][0]
+        if stale:
+            con.execute("BEGIN")
+            con.execute(f"DROP TABLE IF EXISTS {step.table}")
+            con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+            con.execute("COMMIT")
+        done = {r[0] for r in con.execute(
+            "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
+        built = rows = 0
+        started = time.perf_counter()
+        for cid in captures:
+            if cid in done:
+                continue
+            if progress:
+                progress(step.table, cid)
+            t0 = time.perf_counter()
+            con.execute("BEGIN")
+            try:
+                if step.table in DERIVED or _exists(con, step.table):
+                    _delete(con, step.table, cid)
+                n = step.write(con, cid)
+                con.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now())",
+                            [step.table, cid, version, n, time.perf_counter() - t0])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            built += 1
+            rows += n
+        summary.append((step.table, built, rows, time.perf_counter() - started))
+    return summary
+
+
+def _exists(con, table):
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
+                       [table]).fetchall()[0][0] > 0
+
+
+def _delete(con, table, capture_id):
+    if _exists(con, table):
+        con.execute(f"DELETE FROM {table} WHERE capture_id = ?", [capture_id])
