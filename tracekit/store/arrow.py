@@ -46,8 +46,15 @@ def _col(values, null, typ):
 
 def numpy_table(columns, values):
     """An Arrow table from {name: (numpy values, null mask or None)} in the order
-    of `columns` (schema Column tuples)."""
-    arrays = [_col(*values[c.name], _ARROW[c.sql.replace(" NOT NULL", "")]) for c in columns]
+    of `columns` (schema Column tuples); a VARCHAR column is given as
+    (indices, None, names): index -1 is NULL."""
+    arrays = []
+    for c in columns:
+        v = values[c.name]
+        if len(v) == 3:
+            arrays.append(_dict(v[0], _strings(v[2])))
+        else:
+            arrays.append(_col(*v, _ARROW[c.sql.replace(" NOT NULL", "")]))
     return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
 
 

@@ -186,6 +186,18 @@ TCP_ANALYSIS = (
     Column("ws_ack_rtt_ns", "BIGINT", _WS + "ack_rtt in ns (tshark leaves a 0 ns RTT out; it is kept here)"),
     Column("ws_rto_ns", "BIGINT", _WS + "rto: time since the oldest unacknowledged segment (retransmissions)"),
     Column("ws_rto_frame", "BIGINT", _WS + "rto_frame"),
+    Column("segment", "VARCHAR", "tracekit's class of a segment with payload/SYN/FIN: `new`, `repeat` (bytes seen before here: a retransmission), `hole_fill` (only bytes never seen here: the retransmission of a segment lost before this vantage), `reordered` (a late original), `duplicate` (a network copy); NULL for pure ACKs"),
+    Column("gap_bytes", "BIGINT", "`new` segment starting beyond the highest byte seen: bytes skipped (a hole)"),
+    Column("retransmission_trigger", "VARCHAR", "`repeat`/`hole_fill`: `fast`, `rto`, `tlp`, `rack` or `other` (see Definitions)"),
+    Column("silence_before_ns", "BIGINT", "`repeat`/`hole_fill`: time since the sender last sent or had data newly acknowledged"),
+    Column("peer_dupacks", "INTEGER", "`repeat`/`hole_fill`: duplicate ACKs the peer had sent for the current ACK number"),
+    Column("spurious", "BOOLEAN", "`repeat`/`hole_fill` proven unnecessary: D-SACK (RFC 2883) or Eifel timestamps (RFC 3522)"),
+    Column("dsack", "BOOLEAN NOT NULL", "This packet's first SACK block is a D-SACK"),
+    Column("inflight_bytes", "BIGINT NOT NULL", "Sender's bytes in flight after this packet, SACK-aware: snd_max - snd_una - SACKed"),
+    Column("peer_inflight_bytes", "BIGINT", "The other direction's bytes in flight after this packet (an ACK lowers it)"),
+    Column("acked_bytes", "BIGINT", "Bytes this ACK newly acknowledges cumulatively"),
+    Column("rtt_ns", "BIGINT", "RTT sample of this ACK: newest newly acknowledged segment, Karn's rule (RFC 6298)"),
+    Column("ts_rtt_ns", "BIGINT", "RTT sample from this ACK's TSecr (RFC 7323): time since that TSval was first sent"),
 )
 
 ANALYSIS_RUNS = (

@@ -1,8 +1,10 @@
-"""Build `tcp_analysis` for one capture: Wireshark's verdicts on every TCP packet.
+"""Build `tcp_analysis` for one capture: two readings of every TCP packet.
 
-The packets of a capture are read in frame order as numpy columns, the
-kernel of wireshark.py runs over them once (compiled when the capture is
-large), and the result is stored as one row per TCP packet.
+The packets of a capture are read in frame order as numpy columns; the
+kernel of wireshark.py (Wireshark's verdicts, for comparison) and then the
+kernel of segments.py (tracekit's own, which the analyses use) each run over
+them once, compiled when the capture is large; the result is stored as one
+row per TCP packet.
 """
 
 import numpy as np
@@ -10,15 +12,20 @@ import numpy as np
 from ..jit import use_jit
 from ..store.arrow import numpy_table
 from ..store.schema import TCP_ANALYSIS
+from . import segments as sg
 from . import wireshark as ws
 
-SOURCES = (ws,)  # code whose change rebuilds the table
+SOURCES = (ws, sg)  # code whose change rebuilds the table
+DUPTHRESH = 3
+RTO_MIN_NS = 200_000_000  # Linux's TCP_RTO_MIN
+REORDER_WINDOW_NS = 3_000_000
 TH_ACK = 0x10
 
 # TCP packets that carry a full header and belong to a flow, in capture order
 PACKETS_SQL = """
 SELECT frame, ts_ns, flow_id, from_client, tcp_seq, tcp_ack, tcp_flags,
-       payload_bytes, tcp_window, tcp_window_shift,
+       payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_tsval, -1) AS tsval,
+       coalesce(tcp_tsecr, -1) AS tsecr, coalesce(ip_id, -1) AS ip_id,
        coalesce(len(tcp_sack_left), 0) AS sack_n,
        coalesce(tcp_sack_left[1], 0) AS l1, coalesce(tcp_sack_right[1], 0) AS r1,
        coalesce(tcp_sack_left[2], 0) AS l2, coalesce(tcp_sack_right[2], 0) AS r2,
@@ -58,7 +65,31 @@ def wireshark_analysis(p):
     return out
 
 
-def tcp_analysis_table(capture_id, p, w):
+def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
+                      reorder_window_ns=REORDER_WINDOW_NS):
+    """Run segments.classify over read_tcp()'s columns and the Wireshark pass's
+    relative numbers; dict of outputs."""
+    n = len(p["frame"])
+    nflows = int(p["flow_id"].max()) + 1 if n else 0
+    # SACK edges relative to the acknowledged side's ISN, as the ACK number is
+    peer_base = (p["tcp_ack"] - w["rel_ack"]) & 0xFFFFFFFF
+    sack_l = (p["sack_l"] - peer_base[:, None]) & 0xFFFFFFFF
+    sack_r = (p["sack_r"] - peer_base[:, None]) & 0xFFFFFFFF
+    out = {}
+    for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack"):
+        out[name] = np.zeros(n, np.int64)
+    for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt"):
+        out[name] = np.full(n, -1, np.int64)
+    sg.classify(use_jit(n * 64), p["ts_ns"], p["flow_id"], p["from_client"], w["rel_seq"],
+                w["rel_ack"], p["tcp_flags"], p["payload_bytes"], p["tsval"], p["tsecr"],
+                p["ip_id"], p["sack_n"], sack_l, sack_r, nflows, dupthresh, rto_min_ns,
+                reorder_window_ns, out["seg_class"], out["gap_bytes"], out["trigger"],
+                out["silence"], out["peer_dupacks"], out["spurious"], out["inflight"],
+                out["peer_inflight"], out["acked"], out["rtt"], out["ts_rtt"], out["dsack"])
+    return out
+
+
+def tcp_analysis_table(capture_id, p, w, t):
     """The `tcp_analysis` rows of one capture as an Arrow table."""
     n = len(p["frame"])
     flags = w["ws_flags"]
@@ -91,10 +122,27 @@ def tcp_analysis_table(capture_id, p, w):
     for mask, name in ws.FLAG_NAMES.items():
         if mask != ws.RETRANSMISSION:
             values[f"ws_{name}"] = bit(mask)
+    cls = t["seg_class"]
+    resent = (cls == sg.REPEAT) | (cls == sg.HOLE_FILL)
+    values.update({
+        "segment": (cls - 1, None, sg.SEG_CLASS[1:]),
+        "gap_bytes": (t["gap_bytes"], cls != sg.NEW),
+        "retransmission_trigger": (np.where(resent, t["trigger"] - 1, -1), None, sg.TRIGGER[1:]),
+        "silence_before_ns": (t["silence"], ~resent),
+        "peer_dupacks": (t["peer_dupacks"].astype(np.int32), ~resent),
+        "spurious": (t["spurious"] != 0, ~resent),
+        "dsack": (t["dsack"] != 0, None),
+        "inflight_bytes": (t["inflight"], None),
+        "peer_inflight_bytes": (t["peer_inflight"], t["peer_inflight"] < 0),
+        "acked_bytes": (t["acked"], t["acked"] < 0),
+        "rtt_ns": (t["rtt"], t["rtt"] < 0),
+        "ts_rtt_ns": (t["ts_rtt"], t["ts_rtt"] < 0),
+    })
     return numpy_table(TCP_ANALYSIS, values)
 
 
 def build(con, capture_id):
     """Arrow table of `tcp_analysis` for one capture."""
     p = read_tcp(con, capture_id)
-    return tcp_analysis_table(capture_id, p, wireshark_analysis(p))
+    w = wireshark_analysis(p)
+    return tcp_analysis_table(capture_id, p, w, tracekit_analysis(p, w))
