@@ -6,7 +6,8 @@ Steps run in the order of STEPS, each one after the tables it reads. The
 table `analysis_runs` records, per analysis and capture, the version (a hash
 of the code or SQL text) it was built with: a capture already built with the
 current version is skipped, and a changed version rebuilds that analysis for
-every capture. Each (analysis, capture) is written in one transaction, so an
+every capture. A version also covers the steps before it, so a change
+upstream rebuilds everything downstream. Each (analysis, capture) is written in one transaction, so an
 interrupted run leaves complete results behind and the next run resumes.
 """
 
@@ -66,15 +67,19 @@ class SqlStep:
 
 def _steps():
     from .transport import sequence
-    return [CodeStep("tcp_analysis", sequence)]
+    return [CodeStep("tcp_analysis", sequence), SqlStep("retransmissions"),
+            SqlStep("recovery_rounds")]
 
 
 def analyze(con, progress=None):
     """Bring every derived table up to date; return [(analysis, captures built, rows, s)]."""
     captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
     summary = []
+    upstream = ""
     for step in _steps():
-        version = step.version()
+        # a step depends on the ones before it: their change rebuilds it too
+        version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
+        upstream = version
         stale = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version <> ?",
                             [step.table, version]).fetchall()[0][0]
         if stale:

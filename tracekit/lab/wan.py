@@ -49,6 +49,10 @@ class Direction:
     loss: float = 0.0  # probability that a packet is dropped (Bernoulli)
     rate_mbps: float | None = None  # bottleneck rate (Mbit/s = 1e6 bit/s); None: unlimited
     queue_bytes: int = 256_000  # bottleneck queue (tail drop)
+    # scripted loss: ((relative seq, times), ...) drops the first `times`
+    # transmissions of each TCP segment that starts at that relative sequence
+    # number (data starts at 1), in every connection
+    drop_segments: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,38 @@ class PathSpec:
 
     @classmethod
     def from_dict(cls, d):
-        return cls(up=Direction(**d["up"]), down=Direction(**d["down"]), seed=d["seed"])
+        def direction(x):
+            return Direction(**{**x, "drop_segments": tuple(map(tuple, x.get("drop_segments", ())))})
+        return cls(up=direction(d["up"]), down=direction(d["down"]), seed=d["seed"])
+
+
+class ScriptedLoss:
+    """Drops chosen TCP segments by relative sequence number (Direction.drop_segments)."""
+
+    def __init__(self, rules):
+        self.rules = dict(rules)
+        self.isn = {}  # (src, sport, dst, dport) -> initial sequence number
+        self.sent = {}  # (connection, relative seq) -> transmissions seen
+
+    def drop(self, packet):
+        if not self.rules or len(packet) < 40 or packet[0] >> 4 != 4 or packet[9] != 6:
+            return False
+        ihl = (packet[0] & 0x0F) * 4
+        sport, dport, seq = struct.unpack(">HHI", packet[ihl:ihl + 8])
+        key = (packet[12:16], sport, packet[16:20], dport)
+        if packet[ihl + 13] & 0x02:  # SYN
+            self.isn[key] = seq
+            return False
+        if key not in self.isn:
+            return False
+        rel = (seq - self.isn[key]) & 0xFFFFFFFF
+        times = self.rules.get(rel)
+        total = struct.unpack(">H", packet[2:4])[0]
+        if times is None or total - ihl - (packet[ihl + 12] >> 4) * 4 <= 0:
+            return False
+        seen = self.sent.get((key, rel), 0)
+        self.sent[(key, rel)] = seen + 1
+        return seen < times
 
 
 class Link:
@@ -120,6 +155,8 @@ def forward(fd_client, fd_server, spec, log, deliveries=None, clock=time.monoton
     """
     links = {"up": Link(spec.up, random.Random(f"{spec.seed}/up")),
              "down": Link(spec.down, random.Random(f"{spec.seed}/down"))}
+    scripted = {"up": ScriptedLoss(spec.up.drop_segments),
+                "down": ScriptedLoss(spec.down.drop_segments)}
     route = {fd_client: ("up", fd_server), fd_server: ("down", fd_client)}
     fds = [fd_client, fd_server]
     heap = []
@@ -146,7 +183,10 @@ def forward(fd_client, fd_server, spec, log, deliveries=None, clock=time.monoton
                 except BlockingIOError:
                     break
                 read_ns = wall()
-                arrive, reason = links[direction].admit(clock(), len(packet))
+                if scripted[direction].drop(packet):
+                    arrive, reason = None, "scripted"
+                else:
+                    arrive, reason = links[direction].admit(clock(), len(packet))
                 if reason:
                     counts = stats["dropped"][direction]
                     counts[reason] = counts.get(reason, 0) + 1

@@ -165,6 +165,7 @@ TCP_ANALYSIS = (
     Column("rel_seq", "BIGINT NOT NULL", "Sequence number relative to the sender's ISN (tcp.seq)"),
     Column("rel_ack", "BIGINT", "Acknowledgment number relative to the receiver's ISN (tcp.ack); NULL without ACK"),
     Column("payload_bytes", "INTEGER NOT NULL", "TCP payload bytes (tcp.len)"),
+    Column("rel_end", "BIGINT NOT NULL", "rel_seq + payload, SYN and FIN counting one (tcp.nxtseq when that is not rel_seq)"),
     Column("ws_retransmission", "BOOLEAN NOT NULL", _WS + "retransmission (set on the fast and spurious kinds too, as tshark prints it)"),
     Column("ws_fast_retransmission", "BOOLEAN NOT NULL", _WS + "fast_retransmission"),
     Column("ws_spurious_retransmission", "BOOLEAN NOT NULL", _WS + "spurious_retransmission"),

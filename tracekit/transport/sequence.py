@@ -110,6 +110,7 @@ def tcp_analysis_table(capture_id, p, w, t):
         "rel_seq": (w["rel_seq"], None),
         "rel_ack": (w["rel_ack"], (p["tcp_flags"] & TH_ACK) == 0),
         "payload_bytes": (p["payload_bytes"].astype(np.int32), None),
+        "rel_end": (w["rel_seq"] + p["payload_bytes"] + ((p["tcp_flags"] & 0x03) != 0), None),
         "ws_retransmission": bit(retrans),
         "ws_duplicate_ack_num": (w["dupack_num"].astype(np.int32), w["dupack_num"] < 0),
         "ws_duplicate_ack_frame": opt("dupack_frame"),
