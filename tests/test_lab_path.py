@@ -27,8 +27,16 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which("tcpdump"), reason="tcpdump is not installed"),
 ]
 
+# struct tcp_info (linux/tcp.h): the fields the tests read, by offset
+TCP_INFO_FIELDS = {
+    "total_retrans": (100, "I"), "min_rtt_us": (148, "I"), "data_segs_out": (156, "I"),
+    "busy_time_us": (168, "Q"), "rwnd_limited_us": (176, "Q"), "sndbuf_limited_us": (184, "Q"),
+    "bytes_retrans": (208, "Q"), "srtt_us": (68, "I"),
+}
+
 SERVER = f"""
-import socket, sys
+import json, socket, struct, sys, time
+FIELDS = {TCP_INFO_FIELDS!r}
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("{SERVER_ADDR}", 9000))
@@ -38,6 +46,14 @@ for _ in range(int(sys.argv[1])):
     c, _ = s.accept()
     c.recv(100)
     c.sendall(b"x" * int(sys.argv[2]))
+    # the sender kernel's own account, once everything is acknowledged
+    for _ in range(1000):
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+        if struct.unpack_from("I", info, 24)[0] == 0:  # tcpi_unacked
+            break
+        time.sleep(0.01)
+    fields = {{k: struct.unpack_from(t, info, o)[0] for k, (o, t) in FIELDS.items()}}
+    print(json.dumps({{"port": c.getpeername()[1], **fields}}), flush=True)
     c.close()
 """
 
@@ -79,6 +95,7 @@ def run_transfers(path, workdir, connections, response_bytes):
         client = subprocess.run(path.client([sys.executable, "-c", CLIENT, str(connections),
                                              str(response_bytes)]),
                                 check=True, timeout=120, capture_output=True, text=True)
+        server_lines = server.stdout.read().splitlines()
         server.wait(timeout=30)
         time.sleep(0.2)  # let tcpdump write the last packets before SIGINT
     finally:
@@ -92,7 +109,8 @@ def run_transfers(path, workdir, connections, response_bytes):
         server.stdout.close()
     kernel_rtt_ns = {int(port): int(us) * 1000
                      for port, us in (line.split() for line in client.stdout.splitlines())}
-    return [out for out, _ in dumps], kernel_rtt_ns
+    sender_info = {d["port"]: d for d in map(json.loads, server_lines)}
+    return [out for out, _ in dumps], kernel_rtt_ns, sender_info
 
 
 def handshake_holds(deliveries_path):
@@ -128,7 +146,7 @@ def test_handshake_rtt_equals_the_configured_rtt(tmp_path):
     """
     spec = PathSpec(up=Direction(delay_ms=15), down=Direction(delay_ms=25), seed=7)
     with EmulatedPath(spec, str(tmp_path)) as path:
-        (client_pcap, server_pcap), kernel_rtt = run_transfers(path, str(tmp_path), 3, 20_000)
+        (client_pcap, server_pcap), kernel_rtt, _ = run_transfers(path, str(tmp_path), 3, 20_000)
         names = (path.client_ns, path.server_ns)
     assert not set(names) & set(netns.leftovers())  # the path cleaned up after itself
     held = handshake_holds(path.deliveries)
@@ -166,7 +184,7 @@ def test_handshake_rtt_equals_the_configured_rtt(tmp_path):
 def test_every_dropped_segment_is_logged_and_delivered_later(tmp_path):
     spec = PathSpec(up=Direction(delay_ms=5), down=Direction(delay_ms=5, loss=0.05), seed=11)
     with EmulatedPath(spec, str(tmp_path)) as path:
-        (client_pcap, _), _ = run_transfers(path, str(tmp_path), 1, 300_000)
+        (client_pcap, _), _, _ = run_transfers(path, str(tmp_path), 1, 300_000)
     with open(path.drop_log) as f:
         drops = [json.loads(line) for line in f]
     assert sum(path.stats["dropped"]["down"].values()) == len(drops) > 0

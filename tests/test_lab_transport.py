@@ -39,7 +39,7 @@ def lossy_download(tmp_path_factory):
     work = tmp_path_factory.mktemp("lossy")
     spec = PathSpec(up=Direction(delay_ms=10), down=Direction(delay_ms=10, loss=0.04), seed=23)
     with EmulatedPath(spec, str(work)) as path:
-        (client_pcap, server_pcap), _ = run_transfers(path, str(work), 1, 300_000)
+        (client_pcap, server_pcap), _, _ = run_transfers(path, str(work), 1, 300_000)
     with open(path.drop_log) as f:
         drops = [json.loads(line) for line in f]
     con = connect(work / "lab.duckdb")
@@ -99,24 +99,24 @@ def scripted_download(tmp_path_factory):
     down = Direction(delay_ms=10, drop_segments=((TWICE, 2), (ONCE, 1)))
     spec = PathSpec(up=Direction(delay_ms=10), down=down, seed=5)
     with EmulatedPath(spec, str(work)) as path:
-        run_transfers(path, str(work), 1, 200_000)
+        _, _, info = run_transfers(path, str(work), 1, 200_000)
     with open(path.drop_log) as f:
         drops = [json.loads(line) for line in f]
     con = connect(work / "lab.duckdb")
     load_captures(con, [work / "client.pcap", work / "server.pcap"])
     analyze(con)
-    yield con, drops
+    yield con, drops, next(iter(info.values()))
     con.close()
 
 
 def test_scripted_drops_happened(scripted_download):
-    _, drops = scripted_download
+    _, drops, _ = scripted_download
     assert [d["reason"] for d in drops] == ["scripted"] * 3
 
 
 def test_rounds_follow_the_drop_pattern(scripted_download):
     """Lost twice: two rounds in its episode; lost once: one round."""
-    con, _ = scripted_download
+    con, _, _ = scripted_download
     rows = con.execute("""
         SELECT c.file_name, r.rel_seq, r.round, r.episode, rr.episode_rounds
         FROM retransmissions r JOIN captures c USING (capture_id)
@@ -131,3 +131,30 @@ def test_rounds_follow_the_drop_pattern(scripted_download):
         SELECT episode_rounds, cost_ns FROM recovery_rounds JOIN captures USING (capture_id)
         WHERE file_name = 'server.pcap' AND direction = 's2c' ORDER BY episode, round""").fetchall()
     assert all(cost >= 20e6 * 0.95 for _, cost in costs)  # a round costs at least one RTT
+
+
+def test_retransmissions_equal_the_senders_tcp_info(scripted_download):
+    """The sender kernel counts its own: tcpi_total_retrans and tcpi_bytes_retrans."""
+    con, _, info = scripted_download
+    n, nbytes = con.execute("""
+        SELECT count(*), sum(payload_bytes) FROM retransmissions JOIN captures USING (capture_id)
+        WHERE file_name = 'server.pcap' AND direction = 's2c' AND kind = 'retransmission'
+        """).fetchall()[0]
+    assert (n, nbytes) == (info["total_retrans"], info["bytes_retrans"]) == (3, 3 * MSS)
+
+
+def test_vantage_and_path_rtt(scripted_download):
+    """client.pcap was taken in the client's namespace, server.pcap in the server's;
+    both see the 20 ms path RTT as the sum of the two legs."""
+    con, _, info = scripted_download
+    rows = con.execute("""
+        SELECT file_name, direction, vantage, path_rtt_ns, min_rtt_ns
+        FROM rtt_summary JOIN captures USING (capture_id) ORDER BY file_name, direction""").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("client.pcap", "c2s", "client"), ("client.pcap", "s2c", "client"),
+        ("server.pcap", "c2s", "server"), ("server.pcap", "s2c", "server")]
+    for _, _, _, path_rtt, _ in rows:
+        assert 20e6 <= path_rtt < 22e6
+    # near the sender, its data's smallest ACK RTT is the kernel's tcpi_min_rtt
+    sender_min = [r[4] for r in rows if r[0] == "server.pcap" and r[1] == "s2c"][0]
+    assert abs(sender_min / 1e3 - info["min_rtt_us"]) < 300

@@ -68,7 +68,7 @@ class SqlStep:
 def _steps():
     from .transport import sequence
     return [CodeStep("tcp_analysis", sequence), SqlStep("retransmissions"),
-            SqlStep("recovery_rounds")]
+            SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary")]
 
 
 def analyze(con, progress=None):

@@ -1,0 +1,61 @@
+-- rtt_summary: per flow and direction, the RTT and where the capture was taken.
+--
+-- Parameters: $capture_id.
+-- Source: rtt_samples.
+-- Vantage point: an ACK-based RTT measured in a capture is the round trip
+-- between the capture point and the data's receiver. Each flow has two legs:
+-- the client's (s2c samples: server data out past the capture point, the
+-- client's ACK back) and the server's (c2s samples). Their sum is the end-to-
+-- end RTT; their ratio places the capture point. The legs come from the
+-- handshake when it was captured (its single samples are undelayed), else
+-- from the smallest ACK or timestamp sample (delayed ACKs only add).
+--   client   client leg < 10 % of the sum: captured on or near the client
+--   server   server leg < 10 % of the sum
+--   between  otherwise; `client_leg_fraction` says where
+--   unknown  a leg has no sample
+-- Near the client, a sender's in-flight and ACK-RTT are what the client
+-- sees of the server's data only after a full round trip; near the server,
+-- s2c in-flight is the server's own.
+-- Columns:
+--   capture_id, flow_id, direction
+--   samples, ack_samples, timestamp_samples
+--   min_rtt_ns, median_rtt_ns, p90_rtt_ns, max_rtt_ns   over ack and timestamp samples
+--   handshake_rtt_ns    this direction's handshake leg
+--   client_leg_ns, server_leg_ns, path_rtt_ns (their sum)
+--   client_leg_fraction client_leg / path_rtt
+--   vantage             client | server | between | unknown
+WITH s AS (SELECT * FROM rtt_samples WHERE capture_id = $capture_id),
+
+per_dir AS (
+    SELECT capture_id, flow_id, direction,
+        count(*) FILTER (kind <> 'handshake') AS samples,
+        count(*) FILTER (kind = 'ack') AS ack_samples,
+        count(*) FILTER (kind = 'timestamp') AS timestamp_samples,
+        min(rtt_ns) FILTER (kind <> 'handshake') AS min_rtt_ns,
+        CAST(quantile_cont(rtt_ns, 0.5) FILTER (kind <> 'handshake') AS BIGINT) AS median_rtt_ns,
+        CAST(quantile_cont(rtt_ns, 0.9) FILTER (kind <> 'handshake') AS BIGINT) AS p90_rtt_ns,
+        max(rtt_ns) FILTER (kind <> 'handshake') AS max_rtt_ns,
+        min(rtt_ns) FILTER (kind = 'handshake') AS handshake_rtt_ns
+    FROM s GROUP BY ALL
+),
+
+legs AS (
+    SELECT flow_id,
+        any_value(coalesce(handshake_rtt_ns, min_rtt_ns)) FILTER (direction = 's2c') AS client_leg_ns,
+        any_value(coalesce(handshake_rtt_ns, min_rtt_ns)) FILTER (direction = 'c2s') AS server_leg_ns
+    FROM per_dir GROUP BY flow_id
+),
+
+final AS (
+    SELECT d.*, l.client_leg_ns, l.server_leg_ns,
+        l.client_leg_ns + l.server_leg_ns AS path_rtt_ns,
+        round(l.client_leg_ns / nullif(l.client_leg_ns + l.server_leg_ns, 0), 3) AS client_leg_fraction,
+        CASE WHEN l.client_leg_ns IS NULL OR l.server_leg_ns IS NULL
+                  OR l.client_leg_ns + l.server_leg_ns = 0 THEN 'unknown'
+             WHEN l.client_leg_ns < 0.1 * (l.client_leg_ns + l.server_leg_ns) THEN 'client'
+             WHEN l.server_leg_ns < 0.1 * (l.client_leg_ns + l.server_leg_ns) THEN 'server'
+             ELSE 'between' END AS vantage
+    FROM per_dir d JOIN legs l USING (flow_id)
+)
+
+SELECT * FROM final ORDER BY flow_id, direction
