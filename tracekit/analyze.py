@@ -68,7 +68,8 @@ class SqlStep:
 def _steps():
     from .transport import sequence
     return [CodeStep("tcp_analysis", sequence), SqlStep("retransmissions"),
-            SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary")]
+            SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
+            SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights")]
 
 
 def analyze(con, progress=None):

@@ -199,6 +199,7 @@ TCP_ANALYSIS = (
     Column("acked_bytes", "BIGINT", "Bytes this ACK newly acknowledges cumulatively"),
     Column("rtt_ns", "BIGINT", "RTT sample of this ACK: newest newly acknowledged segment, Karn's rule (RFC 6298)"),
     Column("ts_rtt_ns", "BIGINT", "RTT sample from this ACK's TSecr (RFC 7323): time since that TSval was first sent"),
+    Column("flight", "BIGINT", "`new` segment: flight (round trip of sending) of its direction, from 1"),
 )
 
 ANALYSIS_RUNS = (

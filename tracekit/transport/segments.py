@@ -47,6 +47,12 @@ above snd_una, for the sender of each packet after it; `peer_inflight_bytes`
 is the same for the other direction after this packet (an ACK lowers it).
 It falls to zero when everything sent is acknowledged.
 
+Flights (`flight`, on new data): a flight is what a sender sends in one
+round trip: it begins with the first new segment sent after the ACK of the
+previous flight's first segment arrived (the round counting of RFC 9406's
+HyStart++ and of BBR). Its size is the effective window of that round. Near
+the receiver the boundaries are seen half a round trip late but in order.
+
 RTT samples (on packets that advance the cumulative ACK): `rtt_ns` from
 the newest segment this ACK newly covers, only if no covered segment was
 ever sent twice (Karn's rule, RFC 6298); `ts_rtt_ns` from the TSecr: the
@@ -67,15 +73,16 @@ TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
 # per-direction state (int64 columns)
 (SND_MAX, SND_UNA, STARTED, LAST_SEND, LAST_ADVANCE, DUPACKS, LAST_ACK, SACKED, HIGH_SACK,
  SRTT, RTTVAR, HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, MSS, LAST_TSVAL,
- PREV_TS, PREV_SEQ, PREV_ACK, PREV_LEN, PREV_FLAGS, PREV_IPID, PREV_TSVAL) = range(26)
-NSTATE = 26
+ PREV_TS, PREV_SEQ, PREV_ACK, PREV_LEN, PREV_FLAGS, PREV_IPID, PREV_TSVAL, FLIGHT, FLIGHT_MARK,
+ FLIGHT_DONE) = range(29)
+NSTATE = 29
 
 
 @kernel
 def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id, sack_n,
              sack_l, sack_r, nflows, dupthresh, rto_min_ns, reorder_window_ns,
              seg_class, gap_bytes, trigger, silence_ns, peer_dupacks, spurious, inflight,
-             peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack):
+             peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack, flight):
     """One pass over a capture's TCP packets (relative seq/ack, SACK edges relative)."""
     n = len(ts)
     st = np.zeros((2 * nflows, NSTATE), np.int64)
@@ -178,6 +185,8 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
             st[rv, SACKED] = sacked
             st[rv, HIGH_SACK] = high
             if a > st[rv, SND_UNA]:
+                if a >= st[rv, FLIGHT_MARK]:  # the flight's first segment is acknowledged
+                    st[rv, FLIGHT_DONE] = 1
                 acked_bytes[i] = a - st[rv, SND_UNA]
                 st[rv, SND_UNA] = a
                 st[rv, LAST_ADVANCE] = now
@@ -225,6 +234,11 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
             smax = st[fw, SND_MAX]
             if s >= smax:
                 seg_class[i] = NEW
+                if st[fw, FLIGHT] == 0 or st[fw, FLIGHT_DONE]:
+                    st[fw, FLIGHT] += 1
+                    st[fw, FLIGHT_MARK] = end
+                    st[fw, FLIGHT_DONE] = 0
+                flight[i] = st[fw, FLIGHT]
                 if s > smax:
                     gap_bytes[i] = s - smax
                     h_lo[h_used] = smax

@@ -76,7 +76,7 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
     sack_l = (p["sack_l"] - peer_base[:, None]) & 0xFFFFFFFF
     sack_r = (p["sack_r"] - peer_base[:, None]) & 0xFFFFFFFF
     out = {}
-    for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack"):
+    for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack", "flight"):
         out[name] = np.zeros(n, np.int64)
     for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt"):
         out[name] = np.full(n, -1, np.int64)
@@ -85,7 +85,8 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
                 p["ip_id"], p["sack_n"], sack_l, sack_r, nflows, dupthresh, rto_min_ns,
                 reorder_window_ns, out["seg_class"], out["gap_bytes"], out["trigger"],
                 out["silence"], out["peer_dupacks"], out["spurious"], out["inflight"],
-                out["peer_inflight"], out["acked"], out["rtt"], out["ts_rtt"], out["dsack"])
+                out["peer_inflight"], out["acked"], out["rtt"], out["ts_rtt"], out["dsack"],
+                out["flight"])
     return out
 
 
@@ -138,6 +139,7 @@ def tcp_analysis_table(capture_id, p, w, t):
         "acked_bytes": (t["acked"], t["acked"] < 0),
         "rtt_ns": (t["rtt"], t["rtt"] < 0),
         "ts_rtt_ns": (t["ts_rtt"], t["ts_rtt"] < 0),
+        "flight": (t["flight"], t["flight"] == 0),
     })
     return numpy_table(TCP_ANALYSIS, values)
 

@@ -1,0 +1,109 @@
+-- ack_gaps: every ACK, how long after the previous one, what it acknowledged.
+--
+-- Parameters: $capture_id.
+-- Sources: tcp_analysis, packets (SACK blocks, window), rtt_summary (vantage).
+-- Definitions:
+--   an ACK         a packet with the ACK flag that acknowledges the other
+--                  direction's data (pure ACKs and data segments alike)
+--   gap_ns         time since the previous ACK of the same direction
+--   acked_segments data segments newly covered by the cumulative ACK
+--                  (ACK frequency: 2 is RFC 5681's "every second segment")
+--   stretch        acked_segments > 2 (RFC 2525 sec. 2.13)
+--   ack_delay_ns   time from the arrival of the newest segment it covers to the
+--                  ACK; a receiver's delay only where the capture is near the
+--                  receiver (`receiver_side`), else it includes a path leg
+--   delayed        receiver_side and it covers one segment after >= 1 ms
+--                  (a delayed-ACK timer fired, RFC 1122 sec. 4.2.3.2; Linux's
+--                  minimum is 40 ms, its quick-ack mode acknowledges at once)
+--   duplicate_ack, duplicate_ack_num   as Wireshark counts them
+--   sack_blocks, sacked_bytes           SACK option of this ACK
+--   dsack          its first block reports bytes received twice (RFC 2883)
+--   window_bytes   advertised receive window; zero_window; window_update
+--   window_full_segments  the other direction's segments that filled this
+--                  side's window since its previous ACK (Wireshark's window_full)
+-- Columns: capture_id, flow_id, direction (of the data acknowledged), frame,
+--   ts_ns, rel_ack, gap_ns, acked_bytes, acked_segments, stretch, ack_delay_ns,
+--   receiver_side, delayed, duplicate_ack, duplicate_ack_num, sack_blocks,
+--   sacked_bytes, dsack, window_bytes, zero_window, window_update,
+--   window_full_segments
+WITH t AS (
+    SELECT t.*, p.tcp_window_bytes, p.tcp_sack_left, p.tcp_sack_right, p.tcp_flags
+    FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
+    WHERE t.capture_id = $capture_id
+),
+
+data AS (  -- new data each way, in sequence order: how many segments end at or below x
+    SELECT flow_id, from_client, rel_end, ts_ns,
+        row_number() OVER (PARTITION BY flow_id, from_client ORDER BY rel_end, frame) AS n
+    FROM t WHERE segment = 'new' AND payload_bytes > 0
+),
+
+acks AS (
+    SELECT *,
+        CASE WHEN from_client THEN 's2c' ELSE 'c2s' END AS direction,
+        NOT from_client AS data_from_client,
+        ts_ns - lag(ts_ns) OVER w AS gap_ns,
+        lag(frame) OVER w AS prev_frame,
+        max(rel_ack) OVER (PARTITION BY flow_id, from_client ORDER BY frame
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_cum_ack
+    FROM t
+    WHERE tcp_flags & 16 = 16 AND tcp_flags & 2 = 0
+    WINDOW w AS (PARTITION BY flow_id, from_client ORDER BY frame)
+),
+
+covered AS (
+    SELECT a.*, d.n AS n_now, d.ts_ns AS newest_arrival_ns
+    FROM acks a ASOF LEFT JOIN data d
+        ON d.flow_id = a.flow_id AND d.from_client = a.data_from_client AND d.rel_end <= a.rel_ack
+),
+
+counted AS (
+    SELECT c.*, d.n AS n_before
+    FROM covered c ASOF LEFT JOIN data d
+        ON d.flow_id = c.flow_id AND d.from_client = c.data_from_client
+        AND d.rel_end <= c.prev_cum_ack
+),
+
+full_window AS (  -- segments that filled the window, attributed to the next ACK the other way
+    SELECT a.flow_id, a.frame, count(*) AS n
+    FROM t s JOIN acks a ON s.flow_id = a.flow_id AND s.from_client = a.data_from_client
+        AND s.frame < a.frame AND s.frame > coalesce(a.prev_frame, -1)
+    WHERE s.ws_window_full
+    GROUP BY ALL
+),
+
+vantage AS (
+    SELECT flow_id, direction, vantage FROM rtt_summary WHERE capture_id = $capture_id
+),
+
+final AS (
+    SELECT
+        c.capture_id, c.flow_id, c.direction, c.frame, c.ts_ns, c.rel_ack, c.gap_ns,
+        greatest(c.acked_bytes, 0) AS acked_bytes,
+        CASE WHEN c.acked_bytes > 0 THEN coalesce(c.n_now, 0) - coalesce(c.n_before, 0)
+             ELSE 0 END AS acked_segments,
+        CASE WHEN c.acked_bytes > 0 THEN coalesce(c.n_now, 0) - coalesce(c.n_before, 0) > 2
+             ELSE false END AS stretch,
+        CASE WHEN c.acked_bytes > 0 THEN c.ts_ns - c.newest_arrival_ns END AS ack_delay_ns,
+        -- the ACK's sender is the data receiver: near it when the capture is on its side
+        coalesce(v.vantage = CASE WHEN c.from_client THEN 'client' ELSE 'server' END, false)
+            AS receiver_side,
+        coalesce(v.vantage = CASE WHEN c.from_client THEN 'client' ELSE 'server' END, false)
+            AND c.acked_bytes > 0 AND coalesce(c.n_now, 0) - coalesce(c.n_before, 0) = 1
+            AND c.ts_ns - c.newest_arrival_ns >= 1000000 AS delayed,
+        c.ws_duplicate_ack AS duplicate_ack,
+        c.ws_duplicate_ack_num AS duplicate_ack_num,
+        coalesce(len(c.tcp_sack_left), 0) AS sack_blocks,
+        coalesce(list_sum(list_transform(list_zip(c.tcp_sack_left, c.tcp_sack_right),
+                 lambda b: (b[2] - b[1]) % 4294967296)), 0) AS sacked_bytes,
+        c.dsack,
+        c.tcp_window_bytes AS window_bytes,
+        c.ws_zero_window AS zero_window,
+        c.ws_window_update AS window_update,
+        coalesce(fw.n, 0) AS window_full_segments
+    FROM counted c
+    LEFT JOIN vantage v ON v.flow_id = c.flow_id AND v.direction = c.direction
+    LEFT JOIN full_window fw ON fw.flow_id = c.flow_id AND fw.frame = c.frame
+)
+
+SELECT * FROM final ORDER BY flow_id, frame
