@@ -31,7 +31,8 @@ pytestmark = [
 TCP_INFO_FIELDS = {
     "total_retrans": (100, "I"), "min_rtt_us": (148, "I"), "data_segs_out": (156, "I"),
     "busy_time_us": (168, "Q"), "rwnd_limited_us": (176, "Q"), "sndbuf_limited_us": (184, "Q"),
-    "bytes_retrans": (208, "Q"), "srtt_us": (68, "I"),
+    "bytes_retrans": (208, "Q"), "srtt_us": (68, "I"), "snd_cwnd": (80, "I"),
+    "snd_wnd": (228, "I"),
 }
 
 SERVER = f"""

@@ -69,7 +69,8 @@ def _steps():
     from .transport import sequence
     return [CodeStep("tcp_analysis", sequence), SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
-            SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights")]
+            SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
+            SqlStep("stalls")]
 
 
 def analyze(con, progress=None):
