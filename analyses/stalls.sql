@@ -105,7 +105,7 @@ stated AS (
                          AND c.ts_ns < coalesce(e.episode_end_ns, 9223372036854775807))
                  THEN 'loss_recovery'
             WHEN c.next_new_ns IS NULL
-                 OR c.next_new_ns > coalesce(c.next_drain_ns, 9223372036854775807) + 1000000
+                 OR (c.next_drain_ns IS NOT NULL AND c.next_new_ns > c.next_drain_ns + 1000000)
                  THEN 'application_limited'
             WHEN c.peer_window = 0 THEN 'zero_window'
             WHEN c.inflight + coalesce(c.mss, 0) > c.peer_window THEN 'receive_window_limited'

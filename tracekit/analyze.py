@@ -66,8 +66,9 @@ class SqlStep:
 
 
 def _steps():
-    from .transport import sequence
-    return [CodeStep("tcp_analysis", sequence), SqlStep("retransmissions"),
+    from .transport import sequence, tls
+    return [CodeStep("tcp_analysis", sequence), CodeStep("tls_messages", tls),
+            SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
             SqlStep("stalls")]

@@ -202,6 +202,27 @@ TCP_ANALYSIS = (
     Column("flight", "BIGINT", "`new` segment: flight (round trip of sending) of its direction, from 1"),
 )
 
+# Derived by `tracekit analyze` (tracekit/transport/tls.py): TLS over TCP.
+TLS_MESSAGES = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
+    Column("direction", "VARCHAR NOT NULL", "`c2s` or `s2c`"),
+    Column("message", "VARCHAR NOT NULL", "Plaintext handshake message (`client_hello`, `server_hello`, `hello_retry_request`, `certificate`, `finished`...), `change_cipher_spec`, `alert`, or an encrypted record: `encrypted_handshake` (TLS 1.2 Finished), `application_data` (TLS 1.2), `encrypted` (TLS 1.3: handshake or data)"),
+    Column("stream_offset", "BIGINT NOT NULL", "Offset of its first byte in the direction's byte stream"),
+    Column("first_frame", "BIGINT NOT NULL", "Segment carrying its first byte"),
+    Column("frame", "BIGINT NOT NULL", "Segment that completed it"),
+    Column("ts_ns", "BIGINT NOT NULL", "Time of that segment"),
+    Column("record_type", "VARCHAR NOT NULL", "TLS record content type"),
+    Column("version", "VARCHAR", "ServerHello: negotiated version (supported_versions, else legacy_version)"),
+    Column("offered_versions", "VARCHAR", "ClientHello: supported_versions offered"),
+    Column("sni", "VARCHAR", "ClientHello: server_name"),
+    Column("alpn", "VARCHAR", "ClientHello: protocols offered; TLS 1.2 ServerHello: chosen"),
+    Column("psk", "BOOLEAN", "Hello: pre_shared_key extension present (offered / accepted)"),
+    Column("early_data", "BOOLEAN", "ClientHello: early_data (0-RTT) extension"),
+    Column("resumed", "BOOLEAN", "ServerHello: session resumed (PSK accepted, or TLS 1.2 session id echoed)"),
+    Column("complete", "BOOLEAN NOT NULL", "false on the last row of a stream cut by the snaplen or a capture gap"),
+)
+
 ANALYSIS_RUNS = (
     Column("analysis", "VARCHAR NOT NULL", "Derived table"),
     Column("capture_id", "INTEGER NOT NULL", "Capture it was built for"),
@@ -215,7 +236,7 @@ TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "f
           "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
-DERIVED = {"tcp_analysis": TCP_ANALYSIS}
+DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {
