@@ -74,3 +74,23 @@ def test_versions_and_alpn(analyzed, name):
             assert rows[frame][1] == versions[0]
             checked += 1
     assert checked >= 1
+
+
+@pytest.mark.parametrize("name", TLS_CAPTURES)
+def test_handshake_times_are_the_oracles_hello_frames(analyzed, name):
+    """handshakes.start_ns / server_hello_ns are the times tshark gives the
+    frames that completed the first ClientHello and the last ServerHello."""
+    con, ids = analyzed
+    from oracle import epoch_ns
+    hellos = {}
+    for row in read_tsv(name, "handshake"):
+        types = row["tls.handshake.type"].split(",") if row["tls.handshake.type"] else []
+        key = row["tcp.stream"]
+        if "1" in types:
+            hellos.setdefault((key, "ch"), epoch_ns(row["frame.time_epoch"]))
+        if "2" in types:
+            hellos[(key, "sh")] = epoch_ns(row["frame.time_epoch"])
+    ours = con.execute("SELECT start_ns, server_hello_ns FROM handshakes "
+                       "WHERE capture_id = ? AND protocol = 'tls'", [ids[name]]).fetchall()
+    assert sorted(ch for ch, _ in ours) == sorted(v for (k, kind), v in hellos.items() if kind == "ch")
+    assert sorted(sh for _, sh in ours if sh) == sorted(v for (k, kind), v in hellos.items() if kind == "sh")

@@ -71,7 +71,7 @@ def _steps():
             SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
-            SqlStep("stalls")]
+            SqlStep("stalls"), SqlStep("handshakes")]
 
 
 def analyze(con, progress=None):
