@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 setup: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e ".[charts]"
 
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -15,7 +15,7 @@ import hashlib
 import inspect
 import time
 
-from .errors import QueryError
+from .errors import QueryError, TracekitError
 from .runner import analysis_sql
 from .store.schema import DERIVED, create_table_sql
 
@@ -77,6 +77,10 @@ def _steps():
 def analyze(con, progress=None):
     """Bring every derived table up to date; return [(analysis, captures built, rows, s)]."""
     captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
+    if not captures:
+        raise TracekitError("the database holds no captures; ingest some first "
+                            "(tracekit ingest FILE...)")
+    _forget_replaced(con)
     summary = []
     upstream = ""
     for step in _steps():
@@ -115,6 +119,21 @@ def analyze(con, progress=None):
             rows += n
         summary.append((step.table, built, rows, time.perf_counter() - started))
     return summary
+
+
+def _forget_replaced(con):
+    """Drop results of captures that were removed or ingested again since."""
+    gone = con.execute("""
+        SELECT DISTINCT r.analysis, r.capture_id FROM analysis_runs r
+        LEFT JOIN captures c USING (capture_id)
+        WHERE c.capture_id IS NULL OR r.built_at < c.ingested_at""").fetchall()
+    if not gone:
+        return
+    con.execute("BEGIN")
+    for table, cid in gone:
+        _delete(con, table, cid)
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ? AND capture_id = ?", [table, cid])
+    con.execute("COMMIT")
 
 
 def _exists(con, table):

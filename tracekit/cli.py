@@ -272,6 +272,73 @@ def sessions(db, fmt, capture_id):
     emit(columns, rows, fmt)
 
 
+def _view(name, doc):
+    """A CLI command showing analyses/views/<name>.sql, with --capture/--flow filters."""
+    @main.command(name=name, context_settings=CONTEXT, help=doc)
+    @db_option
+    @format_option
+    @click.option("--capture", "capture_id", type=int, default=None, help="Only this capture id.")
+    @click.option("--flow", "flow_id", type=int, default=None, help="Only this flow id.")
+    @handle_errors
+    def command(db, fmt, capture_id, flow_id):
+        from .runner import run_analysis
+        from .store.db import connect
+
+        con = connect(db, read_only=True)
+        _require_analyzed(con, db)
+        columns, rows = run_analysis(con, f"views/{name}", capture_id=capture_id, flow_id=flow_id)
+        emit(columns, rows, fmt)
+    return command
+
+
+def _require_analyzed(con, db):
+    n = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'handshakes'"
+                    ).fetchall()[0][0]
+    if not n:
+        raise TracekitError(f"{db} has not been analysed yet; run: tracekit analyze --db {db}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("kind", type=click.Choice(["time-sequence", "inflight", "rtt"]))
+@click.option("--flow", "flow_id", type=int, required=True, help="Flow id (see tracekit sessions).")
+@click.option("--capture", "capture_id", type=int, default=None,
+              help="Capture id (needed when the store holds several).")
+@click.option("--direction", type=click.Choice(["s2c", "c2s"]), default="s2c", show_default=True,
+              help="Data direction to draw.")
+@click.option("--out", "stem", default=None, metavar="STEM",
+              help="Output path without extension (default: KIND-cCAPTURE-fFLOW).")
+@db_option
+@handle_errors
+def plot(kind, flow_id, capture_id, direction, stem, db):
+    """Chart one flow: STEM.html (self-contained, works offline) and STEM.png.
+
+    \b
+    Example:
+      tracekit plot time-sequence --capture 1 --flow 0 --out tseq
+    """
+    from .report import charts
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    _require_analyzed(con, db)
+    if capture_id is None:
+        ids = [r[0] for r in con.execute("SELECT capture_id FROM captures").fetchall()]
+        if len(ids) != 1:
+            raise TracekitError(f"the store holds {len(ids)} captures; choose one with --capture")
+        capture_id = ids[0]
+    chart = charts.build(con, kind, capture_id, flow_id, direction)
+    html, png = charts.save(chart, stem or f"{kind}-c{capture_id}-f{flow_id}")
+    click.echo(f"wrote {html} and {png}")
+
+
+_view("handshakes", "TCP, TLS and QUIC connection setups: duration, first data, round trips.")
+_view("rtt", "RTT per flow and direction (min/median/p90/max) and the capture's vantage point.")
+_view("retransmissions", "Retransmissions per flow direction by trigger, beside Wireshark's calls.")
+_view("rounds", "Loss-recovery rounds: segments, triggers and what each round cost.")
+_view("stalls", "Share of each flow direction's life in each limitation state.")
+_view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.")
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("query", required=False)
 @db_option

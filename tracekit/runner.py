@@ -1,10 +1,13 @@
 """Run the SQL files of analyses/ against the store."""
 
-from .errors import TracekitError
+import duckdb
+
+from .errors import QueryError, TracekitError
 from .store.db import analyses_dir
 
 
 def analysis_sql(name):
+    """Text of analyses/<name>.sql (`views/<name>` for a CLI view)."""
     path = analyses_dir() / f"{name}.sql"
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in analyses_dir().glob("*.sql")))
@@ -14,6 +17,10 @@ def analysis_sql(name):
 
 def run_analysis(con, name, **params):
     """Execute analyses/<name>.sql with named parameters; return (columns, rows)."""
-    cur = con.execute(analysis_sql(name), params)
+    sql = analysis_sql(name)
+    try:
+        cur = con.execute(sql, params)
+    except duckdb.Error as e:
+        raise QueryError(f"analyses/{name}.sql failed: {str(e).splitlines()[0]}") from None
     columns = [d[0] for d in cur.description]
     return columns, cur.fetchall()
