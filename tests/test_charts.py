@@ -16,7 +16,8 @@ def test_chart_files(shared_db, tmp_path, kind):
     analyze(con)
     cid = ids["zeek__206_example_a.pcap"]
     html, png = charts.save(charts.build(con, kind, cid, 1, "s2c"), str(tmp_path / kind))
-    text = open(html).read()
+    with open(html) as f:
+        text = f.read()
     assert "<script src=" not in text  # the Vega libraries are inlined
     assert '"$schema"' in text or "vega" in text
     with open(png, "rb") as f:
