@@ -15,15 +15,22 @@ setup: $(BIN)/python
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 
-# Ingest the sample captures in captures/ and show what talked to what.
+# Ingest the sample captures in captures/, analyse them, show what the
+# transport did and draw the lossy download's time-sequence graph.
 demo: setup
 	rm -f demo.duckdb
 	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng --db demo.duckdb --label source=sample
 	$(BIN)/tracekit captures --db demo.duckdb
 	$(BIN)/tracekit sessions --db demo.duckdb
+	$(BIN)/tracekit analyze --db demo.duckdb
+	$(BIN)/tracekit handshakes --db demo.duckdb
+	$(BIN)/tracekit retransmissions --db demo.duckdb
+	$(BIN)/tracekit rounds --db demo.duckdb
+	$(BIN)/tracekit stalls --db demo.duckdb --capture 3
+	$(BIN)/tracekit plot time-sequence --db demo.duckdb --capture 3 --flow 0 --out demo-time-sequence
 
 test: setup-test
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo.duckdb .pytest_cache
+	rm -rf $(VENV) demo.duckdb demo-time-sequence.* .pytest_cache

@@ -43,7 +43,6 @@ acks AS (
         CASE WHEN from_client THEN 's2c' ELSE 'c2s' END AS direction,
         NOT from_client AS data_from_client,
         ts_ns - lag(ts_ns) OVER w AS gap_ns,
-        lag(frame) OVER w AS prev_frame,
         max(rel_ack) OVER (PARTITION BY flow_id, from_client ORDER BY frame
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_cum_ack
     FROM t
@@ -64,11 +63,11 @@ counted AS (
         AND d.rel_end <= c.prev_cum_ack
 ),
 
-full_window AS (  -- segments that filled the window, attributed to the next ACK the other way
+full_window AS (  -- segments that filled the window, counted on the next ACK the other way
     SELECT a.flow_id, a.frame, count(*) AS n
-    FROM t s JOIN acks a ON s.flow_id = a.flow_id AND s.from_client = a.data_from_client
-        AND s.frame < a.frame AND s.frame > coalesce(a.prev_frame, -1)
-    WHERE s.ws_window_full
+    FROM (SELECT flow_id, from_client, frame FROM t WHERE ws_window_full) s
+    ASOF JOIN (SELECT flow_id, data_from_client, frame FROM acks) a
+        ON a.flow_id = s.flow_id AND a.data_from_client = s.from_client AND a.frame > s.frame
     GROUP BY ALL
 ),
 

@@ -16,7 +16,7 @@
 --   peak_inflight_bytes    largest bytes in flight while it was sent
 --   growth                 bytes / the previous flight's bytes
 --   retransmissions        retransmitted segments sent during the flight
---   peer_window_bytes      the smallest receive window the peer advertised during it
+--   peer_window_bytes      the receive window the peer last advertised before it began
 WITH t AS (SELECT * FROM tcp_analysis WHERE capture_id = $capture_id),
 
 new_data AS (
@@ -37,21 +37,21 @@ bounded AS (
     FROM per_flight
 ),
 
-resent AS (
+resent AS (  -- retransmissions, each counted in the latest flight begun before it
     SELECT b.flow_id, b.from_client, b.flight, count(*) AS n
-    FROM bounded b JOIN t ON t.flow_id = b.flow_id AND t.from_client = b.from_client
-        AND t.ts_ns >= b.start_ns AND t.ts_ns < coalesce(b.next_ns, b.end_ns + 1)
-    WHERE t.segment IN ('repeat', 'hole_fill')
+    FROM (SELECT flow_id, from_client, ts_ns FROM t WHERE segment IN ('repeat', 'hole_fill')) r
+    ASOF JOIN bounded b
+        ON b.flow_id = r.flow_id AND b.from_client = r.from_client AND b.start_ns <= r.ts_ns
     GROUP BY ALL
 ),
 
-peer_window AS (
-    SELECT b.flow_id, b.from_client, b.flight, min(p.tcp_window_bytes) AS w
-    FROM bounded b JOIN packets p ON p.capture_id = $capture_id AND p.flow_id = b.flow_id
-        AND p.from_client <> b.from_client
-        AND p.ts_ns >= b.start_ns AND p.ts_ns <= b.end_ns
-    WHERE p.tcp_flags & 18 = 16
-    GROUP BY ALL
+peer_window AS (  -- the window the peer last advertised when the flight began
+    SELECT b.flow_id, b.from_client, b.flight, w.tcp_window_bytes AS w
+    FROM bounded b
+    ASOF LEFT JOIN (
+        SELECT flow_id, NOT from_client AS data_from_client, ts_ns, tcp_window_bytes
+        FROM packets WHERE capture_id = $capture_id AND tcp_flags & 18 = 16
+    ) w ON w.flow_id = b.flow_id AND w.data_from_client = b.from_client AND w.ts_ns <= b.start_ns
 ),
 
 final AS (

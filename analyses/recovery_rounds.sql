@@ -12,7 +12,8 @@
 --   segments, bytes        retransmitted in this round
 --   spurious_segments      of which proven unnecessary (D-SACK / Eifel)
 --   triggers               the triggers seen, e.g. `fast,rto`
---   first_ts_ns, last_ts_ns  first and last retransmission of the round
+--   first_ts_ns, last_ts_ns  first and last retransmission of the round (near
+--                          the receiver, round 1 starts when its hole opened)
 --   cost_ns                until the next round began, or for the last round
 --                          until the episode ended (NULL if it never did)
 --   episode_rounds         rounds in the episode
@@ -29,7 +30,7 @@ per_round AS (
         sum(payload_bytes) AS bytes,
         count(*) FILTER (spurious) AS spurious_segments,
         string_agg(DISTINCT trigger, ',' ORDER BY trigger) AS triggers,
-        min(ts_ns) AS first_ts_ns,
+        min(coalesce(CASE WHEN round = 1 THEN hole_opened_ns END, ts_ns)) AS first_ts_ns,
         max(ts_ns) AS last_ts_ns,
         any_value(episode_start_ns) AS episode_start_ns,
         any_value(episode_end_ns) AS episode_end_ns

@@ -18,11 +18,15 @@
 --   peer_dupacks        duplicate ACKs the peer had sent for the current ACK number
 --   original_frame      the previous transmission of the same rel_seq in this
 --                       capture (NULL for a hole fill: never seen)
+--   hole_opened_ns      hole fill / reordered: when the segment beyond the gap
+--                       arrived, i.e. when the loss became visible here; a
+--                       receiver-side episode starts then
 --   wireshark           what Wireshark 4.0 calls it: retransmission,
 --                       fast_retransmission, spurious_retransmission,
 --                       out_of_order or NULL
 --   episode             recovery episode of the flow direction, from 1: it starts
---                       at a retransmission sent after the previous episode
+--                       at a retransmission (or, near the receiver, at the
+--                       opening of the hole it fills) after the previous episode
 --                       ended and ends when the peer acknowledges everything
 --                       that had been sent when each of its retransmissions
 --                       went out (RFC 6675's recovery point); NULL if not a
@@ -35,13 +39,18 @@
 --   episode_start_ns, episode_end_ns   the episode (end NULL if never completed)
 -- Reference: RFC 5681 / 6675 / 8985 for the kinds of loss recovery; Wireshark's
 -- tcp.analysis flags are kept beside for comparison (tcp_analysis.ws_*).
-WITH seg AS (
+WITH lossy AS (  -- only flows with something to report
+    SELECT DISTINCT flow_id FROM tcp_analysis
+    WHERE capture_id = $capture_id AND segment IN ('repeat', 'hole_fill', 'reordered', 'duplicate')
+),
+
+seg AS (
     SELECT *,
         CASE WHEN from_client THEN 'c2s' ELSE 's2c' END AS direction,
         max(rel_end) OVER (PARTITION BY flow_id, from_client ORDER BY frame
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS sent_max
     FROM tcp_analysis
-    WHERE capture_id = $capture_id
+    WHERE capture_id = $capture_id AND flow_id IN (SELECT flow_id FROM lossy)
 ),
 
 previous AS (  -- the last earlier transmission of the same first byte
@@ -51,11 +60,22 @@ previous AS (  -- the last earlier transmission of the same first byte
     WHERE segment IS NOT NULL
 ),
 
+holes AS (  -- segments that arrived beyond a gap: [hole_lo, hole_hi) was missing here
+    SELECT flow_id, from_client, ts_ns AS opened_ns, rel_seq - gap_bytes AS hole_lo,
+        rel_seq AS hole_hi
+    FROM seg WHERE gap_bytes > 0
+),
+
 marked AS (
-    SELECT *,
-        segment IN ('repeat', 'hole_fill') AS is_retransmission
-    FROM previous
-    WHERE segment IN ('repeat', 'hole_fill', 'reordered', 'duplicate')
+    SELECT p.*,
+        p.segment IN ('repeat', 'hole_fill') AS is_retransmission,
+        (SELECT max(h.opened_ns) FROM holes h
+         WHERE h.flow_id = p.flow_id AND h.from_client = p.from_client
+           AND p.segment IN ('hole_fill', 'reordered')
+           AND h.hole_lo <= p.rel_seq AND p.rel_seq < h.hole_hi AND h.opened_ns <= p.ts_ns)
+            AS hole_opened_ns
+    FROM previous p
+    WHERE p.segment IN ('repeat', 'hole_fill', 'reordered', 'duplicate')
 ),
 
 -- the peer's cumulative ACK over time: when each ACK level was first reached
@@ -76,8 +96,9 @@ peer_packets AS (
 
 with_end AS (  -- done: the first peer ACK after it, once the recovery point is reached
     SELECT r.*,
+        coalesce(r.hole_opened_ns, r.ts_ns) AS start_ns,
         CASE WHEN a.reached_ns IS NOT NULL AND p.ts_ns IS NOT NULL
-             THEN greatest(a.reached_ns, p.ts_ns) END AS done_ns
+             THEN greatest(a.reached_ns, p.ts_ns, r.ts_ns) END AS done_ns
     FROM (SELECT * FROM marked WHERE is_retransmission) r
     ASOF LEFT JOIN acks a
         ON a.flow_id = r.flow_id AND a.data_from_client = r.from_client
@@ -97,7 +118,7 @@ islands AS (
 
 episodes AS (
     SELECT *,
-        sum(CASE WHEN open_until IS NULL OR ts_ns >= open_until THEN 1 ELSE 0 END) OVER (
+        sum(CASE WHEN open_until IS NULL OR start_ns >= open_until THEN 1 ELSE 0 END) OVER (
             PARTITION BY flow_id, from_client ORDER BY frame) AS episode
     FROM islands
 ),
@@ -105,7 +126,7 @@ episodes AS (
 rounds AS (
     SELECT *,
         row_number() OVER (PARTITION BY flow_id, from_client, episode, rel_seq ORDER BY frame) AS round,
-        min(ts_ns) OVER (PARTITION BY flow_id, from_client, episode) AS episode_start_ns,
+        min(start_ns) OVER (PARTITION BY flow_id, from_client, episode) AS episode_start_ns,
         CASE WHEN count(*) OVER w = count(done_ns) OVER w
              THEN max(done_ns) OVER w END AS episode_end_ns
     FROM episodes
@@ -123,6 +144,7 @@ final AS (
         m.silence_before_ns,
         m.peer_dupacks,
         CASE WHEN m.segment <> 'hole_fill' THEN m.prev_frame END AS original_frame,
+        m.hole_opened_ns,
         CASE WHEN m.ws_fast_retransmission THEN 'fast_retransmission'
              WHEN m.ws_spurious_retransmission THEN 'spurious_retransmission'
              WHEN m.ws_retransmission THEN 'retransmission'

@@ -66,12 +66,12 @@ class SqlStep:
 
 
 def _steps():
-    from .transport import sequence, tls
+    from .transport import sequence, stalls, tls
     return [CodeStep("tcp_analysis", sequence), CodeStep("tls_messages", tls),
             SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
-            SqlStep("stalls"), SqlStep("handshakes")]
+            CodeStep("stalls", stalls), SqlStep("handshakes")]
 
 
 def analyze(con, progress=None):

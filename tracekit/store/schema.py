@@ -223,6 +223,20 @@ TLS_MESSAGES = (
     Column("complete", "BOOLEAN NOT NULL", "false on the last row of a stream cut by the snaplen or a capture gap"),
 )
 
+# Derived by `tracekit analyze` (tracekit/transport/stalls.py): limitation states.
+STALLS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
+    Column("direction", "VARCHAR NOT NULL", "Data direction: `c2s` or `s2c`"),
+    Column("state", "VARCHAR NOT NULL", "`handshake`, `closed`, `application_limited`, `rto_wait`, `loss_recovery`, `zero_window`, `receive_window_limited`, `pacing_idle`, `slow_start`, `congestion_limited` (see Limitation states)"),
+    Column("start_ns", "BIGINT NOT NULL", "Start of the run"),
+    Column("end_ns", "BIGINT NOT NULL", "End of the run (the next run's start)"),
+    Column("duration_ns", "BIGINT NOT NULL", "Its duration; per flow and direction they add up to the flow's duration"),
+    Column("busy", "BOOLEAN NOT NULL", "Data was in flight throughout (tcp_info's busy time)"),
+    Column("packets", "BIGINT NOT NULL", "Packets (either way) that started an interval of the run"),
+    Column("max_inflight_bytes", "BIGINT NOT NULL", "Largest bytes in flight of the direction during the run"),
+)
+
 ANALYSIS_RUNS = (
     Column("analysis", "VARCHAR NOT NULL", "Derived table"),
     Column("capture_id", "INTEGER NOT NULL", "Capture it was built for"),
@@ -236,7 +250,7 @@ TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "f
           "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
-DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES}
+DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES, "stalls": STALLS}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {

@@ -1,0 +1,265 @@
+"""`stalls`: what limited each flow direction at every instant of its life.
+
+A state machine with lookahead, so it is code (one backward and one forward
+pass over a capture's TCP packets, compiled for large captures) rather than
+SQL. Every interval between two consecutive packets of a flow gets exactly
+one state per direction, so per direction the state durations add up to the
+flow's duration (last packet - first packet) exactly; runs of one state are
+stored as one row. The state holds after packet k until packet k+1, decided
+in this order (names after Linux tcp_info's chrono stats and RFC 4898's
+SndLimTime* where they exist):
+
+- handshake: before the TCP handshake completed (flows.ack_ts_ns);
+- closed: after this direction's FIN was acknowledged, or after a RST;
+- application_limited: nothing in flight, the sender had nothing to send
+  (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
+  sent until 1 ms after it drained (a sender held back by its windows sends
+  at once when they open);
+- rto_wait: in flight, and the next packet this direction sends is a
+  retransmission by timeout (segments.py): the sender waits for its timer;
+- loss_recovery: inside a recovery episode (retransmissions.sql);
+- zero_window: the receiver advertises a zero window;
+- receive_window_limited: in flight + 1 MSS exceeds the receiver's window
+  (TCP_CHRONO_RWND_LIMITED, SndLimTimeRwin);
+- pacing_idle: the sender's next packet is new data after a gap >= 1 ms with
+  no packet from the peer in between: it held back by itself;
+- slow_start: congestion limited (below) during a flight that grew >= 1.5x
+  over the previous one (flights.sql), before the first loss episode;
+- congestion_limited: in flight, waiting for ACKs to send more
+  (TCP_CHRONO_BUSY, SndLimTimeCwnd).
+
+`busy` marks time with data in flight (a run is split where it changes):
+its sum is what the sender's tcp_info reports as tcpi_busy_time, which
+includes rwnd- and sndbuf-limited time. Linux counts one chrono state at a
+time, ranks "the writer is blocked on a full send buffer" above "the
+receive window is full", and switches back to busy whenever a transmit
+attempt stops before its window test (small queues, an empty skb while the
+writer sleeps); from the wire these are one state, receive_window_limited,
+whose time is therefore at least tcpi_rwnd_limited + tcpi_sndbuf_limited.
+"""
+
+import numpy as np
+
+from ..jit import kernel, use_jit
+from ..store.arrow import numpy_table
+from ..store.schema import STALLS
+
+SOURCES = ()
+STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recovery",
+          "zero_window", "receive_window_limited", "pacing_idle", "slow_start",
+          "congestion_limited")
+(HANDSHAKE, CLOSED, APP, RTO_WAIT, RECOVERY, ZERO_WINDOW, RWND, PACING, SLOW_START,
+ CONGESTION) = range(10)
+NEVER = np.iinfo(np.int64).max
+DRAIN_SLACK_NS = 1_000_000
+PACING_GAP_NS = 1_000_000
+
+READ_SQL = """
+SELECT t.frame, t.ts_ns, t.flow_id, t.from_client,
+       coalesce(t.segment = 'new' AND t.payload_bytes > 0, false) AS new_data,
+       coalesce(t.retransmission_trigger = 'rto', false) AS rto,
+       t.payload_bytes, t.inflight_bytes, coalesce(t.peer_inflight_bytes, 0) AS peer_inflight,
+       CASE WHEN p.tcp_flags & 16 = 16 THEN coalesce(p.tcp_window_bytes, -1) ELSE -1 END AS window,
+       coalesce(g.growth >= 1.5, false) AS growing
+FROM tcp_analysis t
+JOIN packets p USING (capture_id, frame)
+LEFT JOIN flights g ON g.capture_id = t.capture_id AND g.flow_id = t.flow_id
+     AND g.direction = CASE WHEN t.from_client THEN 'c2s' ELSE 's2c' END AND g.flight = t.flight
+WHERE t.capture_id = $capture_id
+ORDER BY t.frame
+"""
+
+EPISODES_SQL = """
+SELECT DISTINCT flow_id, direction = 'c2s' AS d_client, episode_start_ns,
+       coalesce(episode_end_ns, 9223372036854775807) AS episode_end_ns
+FROM retransmissions WHERE capture_id = $capture_id AND kind = 'retransmission'
+ORDER BY flow_id, d_client DESC, episode_start_ns
+"""
+
+FLOWS_SQL = """
+SELECT flow_id, coalesce(ack_ts_ns, -1), coalesce(fin_c2s_ts_ns, 9223372036854775807),
+       coalesce(fin_s2c_ts_ns, 9223372036854775807), coalesce(rst_ts_ns, 9223372036854775807)
+FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp' ORDER BY flow_id
+"""
+
+
+@kernel
+def limitation_runs(ts, flow, from_client, new_data, rto, payload, inflight, peer_inflight,
+                    window, growing, nflows, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
+                    out_flow, out_client, out_state, out_busy, out_start, out_end, out_duration,
+                    out_packets, out_max_inflight):
+    """Emit (flow, direction, state, busy) runs; returns how many."""
+    n = len(ts)
+    # backward pass: for each packet, what comes next in its flow
+    next_i = np.full(n, -1, np.int64)
+    next_new = np.full((n, 2), NEVER, np.int64)  # next new-data send per direction (0 client)
+    next_drain = np.full((n, 2), NEVER, np.int64)  # next time that direction had 0 in flight
+    last_i = np.full(nflows, -1, np.int64)
+    nn = np.full((nflows, 2), NEVER, np.int64)
+    nd = np.full((nflows, 2), NEVER, np.int64)
+    for i in range(n - 1, -1, -1):
+        fl = flow[i]
+        next_i[i] = last_i[fl]
+        for d in range(2):
+            next_new[i, d] = nn[fl, d]
+            next_drain[i, d] = nd[fl, d]
+        last_i[fl] = i
+        own = 0 if from_client[i] else 1
+        if new_data[i]:
+            nn[fl, own] = ts[i]
+        if inflight[i] == 0:
+            nd[fl, own] = ts[i]
+        if peer_inflight[i] == 0:
+            nd[fl, 1 - own] = ts[i]
+    # forward pass: the state after each packet, per direction; runs merged
+    peer_win = np.full((nflows, 2), -1, np.int64)  # the receiver's window for data of d
+    mss = np.zeros((nflows, 2), np.int64)
+    growth = np.zeros((nflows, 2), np.bool_)
+    first_loss = np.full((nflows, 2), NEVER, np.int64)
+    ep_next = np.zeros((nflows, 2), np.int64)  # next episode index to consider
+    run_state = np.full((nflows, 2), -1, np.int64)
+    run_busy = np.zeros((nflows, 2), np.bool_)
+    run_start = np.zeros((nflows, 2), np.int64)
+    run_end = np.zeros((nflows, 2), np.int64)
+    run_dur = np.zeros((nflows, 2), np.int64)
+    run_pk = np.zeros((nflows, 2), np.int64)
+    run_max = np.zeros((nflows, 2), np.int64)
+    for fl in range(nflows):
+        for d in range(2):
+            k = 2 * fl + d
+            ep_next[fl, d] = ep_ptr[k]
+            if ep_ptr[k] < ep_ptr[k + 1]:
+                first_loss[fl, d] = ep_start[ep_ptr[k]]
+    m = 0
+    for i in range(n):
+        fl = flow[i]
+        own = 0 if from_client[i] else 1
+        if window[i] >= 0:
+            peer_win[fl, 1 - own] = window[i]  # this side's window bounds the other's data
+        if payload[i] > mss[fl, own]:
+            mss[fl, own] = payload[i]
+        if new_data[i]:
+            growth[fl, own] = growing[i]
+        j = next_i[i]
+        if j < 0:
+            continue
+        now = ts[i]
+        for d in range(2):
+            infl = inflight[i] if d == own else peer_inflight[i]
+            k = 2 * fl + d
+            # the latest episode of d that started at or before now
+            e = ep_next[fl, d]
+            while e < ep_ptr[k + 1] and ep_start[e] <= now:
+                e += 1
+            ep_next[fl, d] = e
+            recovering = e > ep_ptr[k] and ep_end[e - 1] > now
+            next_own = (0 if from_client[j] else 1) == d
+            fin = fin_ts[fl, d]
+            if ack_ts[fl] >= 0 and now < ack_ts[fl]:
+                state = HANDSHAKE
+            elif now >= rst_ts[fl] or (now >= fin and infl == 0):
+                state = CLOSED
+            elif infl == 0:
+                state = APP
+            elif next_own and rto[j]:
+                state = RTO_WAIT
+            elif recovering:
+                state = RECOVERY
+            elif next_new[i, d] == NEVER or (next_drain[i, d] != NEVER
+                                             and next_new[i, d] > next_drain[i, d] + DRAIN_SLACK_NS):
+                state = APP
+            elif peer_win[fl, d] == 0:
+                state = ZERO_WINDOW
+            elif peer_win[fl, d] >= 0 and infl + mss[fl, d] > peer_win[fl, d]:
+                state = RWND
+            elif next_own and new_data[j] and ts[j] - now >= PACING_GAP_NS:
+                state = PACING
+            elif growth[fl, d] and now < first_loss[fl, d]:
+                state = SLOW_START
+            else:
+                state = CONGESTION
+            busy = infl > 0 and state != HANDSHAKE and state != CLOSED
+            if run_state[fl, d] != state or run_busy[fl, d] != busy:
+                if run_state[fl, d] >= 0:
+                    out_flow[m] = fl
+                    out_client[m] = d == 0
+                    out_state[m] = run_state[fl, d]
+                    out_busy[m] = run_busy[fl, d]
+                    out_start[m] = run_start[fl, d]
+                    out_end[m] = run_end[fl, d]
+                    out_duration[m] = run_dur[fl, d]
+                    out_packets[m] = run_pk[fl, d]
+                    out_max_inflight[m] = run_max[fl, d]
+                    m += 1
+                run_state[fl, d] = state
+                run_busy[fl, d] = busy
+                run_start[fl, d] = now
+                run_dur[fl, d] = 0
+                run_pk[fl, d] = 0
+                run_max[fl, d] = 0
+            run_end[fl, d] = ts[j]
+            run_dur[fl, d] += ts[j] - now
+            run_pk[fl, d] += 1
+            if infl > run_max[fl, d]:
+                run_max[fl, d] = infl
+    for fl in range(nflows):
+        for d in range(2):
+            if run_state[fl, d] >= 0:
+                out_flow[m] = fl
+                out_client[m] = d == 0
+                out_state[m] = run_state[fl, d]
+                out_busy[m] = run_busy[fl, d]
+                out_start[m] = run_start[fl, d]
+                out_end[m] = run_end[fl, d]
+                out_duration[m] = run_dur[fl, d]
+                out_packets[m] = run_pk[fl, d]
+                out_max_inflight[m] = run_max[fl, d]
+                m += 1
+    return m
+
+
+def build(con, capture_id):
+    p = {k: np.asarray(v) for k, v in
+         con.execute(READ_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
+    n = len(p["frame"])
+    flows = con.execute(FLOWS_SQL, {"capture_id": capture_id}).fetchall()
+    nflows = int(p["flow_id"].max()) + 1 if n else 0
+    ack_ts = np.full(nflows, -1, np.int64)
+    fin_ts = np.full((nflows, 2), NEVER, np.int64)
+    rst_ts = np.full(nflows, NEVER, np.int64)
+    for fid, ack, fin_c, fin_s, rst in flows:
+        if fid < nflows:
+            ack_ts[fid], fin_ts[fid, 0], fin_ts[fid, 1], rst_ts[fid] = ack, fin_c, fin_s, rst
+    eps = con.execute(EPISODES_SQL, {"capture_id": capture_id}).fetchall()
+    keys = np.array([2 * f + (0 if c else 1) for f, c, _, _ in eps], np.int64)
+    order = np.argsort(keys, kind="stable")
+    ep_start = np.array([eps[k][2] for k in order], np.int64)
+    ep_end = np.array([eps[k][3] for k in order], np.int64)
+    ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
+    cap = 2 * n + 2 * nflows + 1
+    out = {name: np.zeros(cap, np.int64) for name in
+           ("flow", "state", "start", "end", "duration", "packets", "max_inflight")}
+    out["client"] = np.zeros(cap, np.bool_)
+    out["busy"] = np.zeros(cap, np.bool_)
+    m = limitation_runs(
+        use_jit(n * 64), p["ts_ns"].astype(np.int64), p["flow_id"].astype(np.int64),
+        p["from_client"].astype(bool), p["new_data"].astype(bool), p["rto"].astype(bool),
+        p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
+        p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
+        p["growing"].astype(bool), nflows, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
+        out["flow"], out["client"], out["state"], out["busy"], out["start"], out["end"],
+        out["duration"], out["packets"], out["max_inflight"])
+    o = {k: v[:m] for k, v in out.items()}
+    values = {
+        "capture_id": (np.full(m, capture_id, np.int32), None),
+        "flow_id": (o["flow"], None),
+        "direction": (np.where(o["client"], 0, 1), None, ("c2s", "s2c")),
+        "state": (o["state"], None, STATES),
+        "start_ns": (o["start"], None),
+        "end_ns": (o["end"], None),
+        "duration_ns": (o["duration"], None),
+        "busy": (o["busy"], None),
+        "packets": (o["packets"], None),
+        "max_inflight_bytes": (o["max_inflight"], None),
+    }
+    return numpy_table(STALLS, values)
