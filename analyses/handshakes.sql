@@ -2,8 +2,9 @@
 --
 -- Parameters: $capture_id.
 -- Sources: flows, packets, tls_messages, rtt_summary.
--- One row per flow and protocol layer. Times are capture timestamps, so the
--- intervals are as seen from the capture point (rtt_summary.vantage).
+-- Definitions: one row per flow and protocol layer. Times are capture
+-- timestamps, so the intervals are as seen from the capture point
+-- (rtt_summary.vantage).
 --   start_ns            tcp: first SYN; tls: ClientHello; quic: first client Initial
 --   server_hello_ns     tcp: first SYN-ACK; tls: ServerHello (after any
 --                       HelloRetryRequest); quic: first server Initial

@@ -2,7 +2,7 @@
 --
 -- Parameters: $capture_id.
 -- Source: rtt_samples.
--- Vantage point: an ACK-based RTT measured in a capture is the round trip
+-- Definitions. Vantage point: an ACK-based RTT measured in a capture is the round trip
 -- between the capture point and the data's receiver. Each flow has two legs:
 -- the client's (s2c samples: server data out past the capture point, the
 -- client's ACK back) and the server's (c2s samples). Their sum is the end-to-

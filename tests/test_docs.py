@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 
 from tracekit.store.db import analyses_dir
-from tracekit.store.schema import DECODE_STATUS_DOC, TABLES, markdown_reference
+from tracekit.store.schema import DECODE_STATUS_DOC, DERIVED, TABLES, markdown_reference
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
-@pytest.mark.parametrize("table", sorted(TABLES))
+@pytest.mark.parametrize("table", sorted({**TABLES, **DERIVED}))
 def test_readme_documents_every_column(table):
     assert f"### `{table}`\n\n{markdown_reference(table)}\n" in README
 
@@ -24,5 +24,28 @@ def test_readme_documents_every_decode_status():
 def test_analysis_files_have_header_and_final(sql):
     text = sql.read_text()
     assert text.startswith(f"-- {sql.stem}: ")
-    assert "Definitions" in text and "final AS (" in text
+    assert "Definition" in text and "final AS (" in text
     assert text.rstrip().splitlines()[-1].startswith("SELECT * FROM final")
+
+
+def test_every_derived_table_is_built_and_listed():
+    from tracekit.analyze import _steps
+    tables = [s.table for s in _steps()]
+    for table in tables:
+        assert f"| `{table}` |" in README
+    assert set(DERIVED) <= set(tables)
+
+
+def test_sql_headers_name_every_column(shared_db):
+    """Each SQL-built table's header comment names every column it produces."""
+    from tracekit.analyze import SqlStep, _steps, analyze
+    con, _ = shared_db
+    analyze(con)
+    for step in _steps():
+        if not isinstance(step, SqlStep):
+            continue
+        header = "\n".join(line for line in (analyses_dir() / f"{step.table}.sql").read_text()
+                           .splitlines() if line.startswith("--"))
+        columns = [r[0] for r in con.execute(f"DESCRIBE {step.table}").fetchall()]
+        missing = [c for c in columns if c not in header]
+        assert not missing, (step.table, missing)
