@@ -193,8 +193,8 @@ c.close()
 """
 
 RECEIVER = f"""
-import socket, sys
-total, rcvbuf = int(sys.argv[1]), int(sys.argv[2])
+import socket, sys, time
+total, rcvbuf, pause = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 s = socket.socket()
 if rcvbuf:
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -202,6 +202,7 @@ s.connect(("{SERVER_ADDR}", 9000))
 s.sendall(b"GET")
 n = 0
 while n < total:
+    time.sleep(pause)
     d = s.recv(65536)
     if not d:
         break
@@ -211,24 +212,24 @@ s.close()
 """
 
 
-def run_sender(tmp_path, chunks, chunk, pause, rcvbuf):
-    """Server-side capture + the sender's tcp_info, over a 20 ms path."""
+def run_sender(tmp_path, chunks, chunk, pause, rcvbuf, side="server", read_pause=0.0):
+    """A capture on `side` + the sender's tcp_info, over a 20 ms path; the
+    sender's states, busy time, tcp_info, and the open store."""
     spec = PathSpec(up=Direction(delay_ms=10), down=Direction(delay_ms=10), seed=3)
     with EmulatedPath(spec, str(tmp_path)) as path:
-        subprocess.run(path.server(["ethtool", "-K", "tk0", "gso", "off"]), check=True)
         server = subprocess.Popen(path.server([sys.executable, "-c", PACED_SERVER, str(chunks),
                                                str(chunk), str(pause)]),
                                   stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout.readline().strip() == "up"
-            out = str(tmp_path / "server.pcap")
+            out = str(tmp_path / f"{side}.pcap")
             dump = subprocess.Popen(
-                path.server(["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode", "-s", "128",
+                getattr(path, side)(["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode", "-s", "128",
                              "--time-stamp-precision", "nano", "-w", out]),
                 stderr=subprocess.PIPE, text=True)
             assert "listening on" in dump.stderr.readline()
             subprocess.run(path.client([sys.executable, "-c", RECEIVER, str(chunks * chunk),
-                                        str(rcvbuf)]), check=True, timeout=120)
+                                        str(rcvbuf), str(read_pause)]), check=True, timeout=120)
             info = json.loads(server.stdout.readline())
             server.wait(timeout=30)
             time.sleep(0.2)
@@ -249,8 +250,10 @@ def run_sender(tmp_path, chunks, chunk, pause, rcvbuf):
     busy = con.execute("""
         SELECT sum(s.duration_ns) FROM stalls s JOIN flows f USING (capture_id, flow_id)
         WHERE s.direction = 's2c' AND s.busy AND s.end_ns <= f.fin_s2c_ts_ns""").fetchall()[0][0]
-    con.close()
-    return states, busy, info
+    if side == "server":
+        con.close()
+        return states, busy, info
+    return con
 
 
 def test_receive_window_limited_transfer(tmp_path):
@@ -282,3 +285,24 @@ def test_application_limited_sender(tmp_path):
     assert max(states, key=states.get) == "application_limited", states
     assert states["application_limited"] > 0.6 * sum(states.values())
     assert busy == pytest.approx(info["busy_time_us"] * 1e3, rel=0.10), (busy, info)
+
+
+def test_delayed_acks_near_the_receiver(tmp_path):
+    """30 one-segment writes 60 ms apart to a reader that looks every 100 ms,
+    captured at the receiver: once Linux leaves its initial quick-ACK mode,
+    nothing but its delayed-ACK timer (40 ms minimum, 200 ms maximum)
+    acknowledges a lone segment; each such ACK covers one segment and is
+    flagged `delayed`, its delay measured from the segment's arrival. (A
+    reader that consumes each segment at once gets it acknowledged at once.)"""
+    con = run_sender(tmp_path, 30, 1448, 0.06, 0, side="client", read_pause=0.1)
+    rows = con.execute("""
+        SELECT delayed, receiver_side, acked_segments, ack_delay_ns FROM ack_gaps
+        WHERE direction = 's2c' AND acked_bytes = 1448""").fetchall()
+    con.close()
+    assert len(rows) >= 25 and all(r[1] for r in rows)  # the client side was detected
+    delayed = [r[3] for r in rows if r[0]]
+    assert len(delayed) >= 5, rows
+    assert all(1e6 <= d <= 205e6 for d in delayed), delayed
+    # the timer's delays (some ACKs come earlier, when the reader looks)
+    assert 38e6 <= sorted(delayed)[len(delayed) // 2] <= 50e6, delayed
+    assert all(r[3] < 1e6 for r in rows if not r[0])  # the others were immediate
