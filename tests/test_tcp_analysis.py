@@ -129,7 +129,7 @@ def test_retransmission_counts_per_capture(analyzed):
 
 
 def test_analyze_is_incremental(analyzed):
-    """A second run finds nothing to do; a capture ingested again is redone."""
+    """A second run finds nothing to do."""
     con, ids = analyzed
     again = analyze(con)
     assert [t for t, *_ in again][:2] == ["tcp_analysis", "tls_messages"]
