@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from ingest import DEFAULT, count_packets, run
+from ingest import DEFAULT, count_packets, report, run, time_tools
 
 TSHARK_ANALYSIS = ["frame.number", "tcp.analysis.bytes_in_flight", "tcp.analysis.ack_rtt",
                    "tcp.analysis.retransmission", "tcp.analysis.fast_retransmission",
@@ -41,7 +41,6 @@ def main():
     with open(args.capture, "rb") as f:
         while f.read(64 << 20):
             pass
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "bench.duckdb")
         subprocess.run(tracekit + ["ingest", args.capture, "--db", db], check=True,
@@ -61,19 +60,10 @@ def main():
             tools["tshark tcp.analysis"] = lambda: run(
                 ["tshark", "-n", "-r", args.capture, "-o", "tcp.desegment_tcp_streams:FALSE",
                  "-T", "fields", *fields, "-Y", "tcp"])
-        for name, fn in tools.items():
-            runs = 1 if name.startswith("tshark") else args.runs
-            best = min((fn() for _ in range(runs)), key=lambda r: r[0])
-            results[name] = best
-            print(f"{name}: {best[0]:.2f} s, {best[1]:.0f} MB", file=sys.stderr)
-    tk_s = results["tracekit analyze"][0]
-    print(f"\n{os.path.basename(args.capture)}: {packets:,} packets (whole process, file in "
-          f"page cache, best of {args.runs} except tshark: 1 run)\n")
-    print("| tool | seconds | packets/s | its time / tracekit's | peak memory |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, (sec, mb) in results.items():
-        print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {sec / tk_s:.2f} | {mb:,.0f} MB |")
-
+        results = time_tools(tools, args.runs)
+    report(results, "tracekit analyze", packets,
+           f"{os.path.basename(args.capture)}: {packets:,} packets (whole process, file in "
+           f"page cache, best of {args.runs} except tshark: 1 run)")
 
 if __name__ == "__main__":
     main()

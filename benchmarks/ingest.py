@@ -74,7 +74,6 @@ def main():
         while f.read(64 << 20):
             pass
     tracekit = [shutil.which("tracekit") or sys.exit("tracekit is not installed")]
-    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "bench.duckdb")
 
@@ -91,19 +90,31 @@ def main():
                  "-T", "fields", *fields])
         if "tcptrace" not in args.skip and shutil.which("tcptrace"):
             tools["tcptrace -l"] = lambda: run(["tcptrace", "-l", args.capture])
-        for name, fn in tools.items():
-            runs = 1 if name.startswith("tshark") else args.runs
-            best = min((fn() for _ in range(runs)), key=lambda r: r[0])
-            results[name] = best
-            print(f"{name}: {best[0]:.2f} s, {best[1]:.0f} MB", file=sys.stderr)
-    tk_s = results["tracekit ingest"][0]
-    print(f"\n{os.path.basename(args.capture)}: {packets:,} packets, {size_mb:,.0f} MB "
-          f"(whole process, file in page cache, best of {args.runs} except tshark: 1 run)\n")
+        results = time_tools(tools, args.runs)
+    report(results, "tracekit ingest", packets,
+           f"{os.path.basename(args.capture)}: {packets:,} packets, {size_mb:,.0f} MB "
+           f"(whole process, file in page cache, best of {args.runs} except tshark: 1 run)")
+
+
+def time_tools(tools, runs):
+    """{name: (best seconds, its peak MB)}; tshark runs once (it is the slowest)."""
+    results = {}
+    for name, fn in tools.items():
+        n = 1 if name.startswith("tshark") else runs
+        best = min((fn() for _ in range(n)), key=lambda r: r[0])
+        results[name] = best
+        print(f"{name}: {best[0]:.2f} s, {best[1]:.0f} MB", file=sys.stderr)
+    return results
+
+
+def report(results, base, packets, title):
+    """The Markdown table the README quotes."""
+    base_s = results[base][0]
+    print(f"\n{title}\n")
     print("| tool | seconds | packets/s | its time / tracekit's | peak memory |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, (sec, mb) in results.items():
-        print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {sec / tk_s:.2f} | {mb:,.0f} MB |")
-
+        print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {sec / base_s:.2f} | {mb:,.0f} MB |")
 
 if __name__ == "__main__":
     main()

@@ -17,6 +17,10 @@ import numpy as np
 
 # Inputs smaller than this many bytes run as plain Python.
 JIT_MIN_BYTES = 8 << 20
+# The analysis kernels do far more per packet than the record scans: they
+# count each packet as this many bytes, so captures of more than ~16,000
+# TCP packets are compiled (36,000 packets: 6.7 s as Python, 1.9 s compiled).
+PYTHON_COST = 512
 
 
 def use_jit(input_bytes):

@@ -9,7 +9,7 @@ row per TCP packet.
 
 import numpy as np
 
-from ..jit import use_jit
+from ..jit import PYTHON_COST, use_jit
 from ..store.arrow import numpy_table
 from ..store.schema import TCP_ANALYSIS
 from . import segments as sg
@@ -57,7 +57,7 @@ def wireshark_analysis(p):
     for name in ("bif", "acks_frame", "ack_rtt", "dupack_num", "dupack_frame", "rto", "rto_frame",
                  "rel_seq", "rel_ack"):
         out[name] = np.full(n, -1, np.int64)
-    ws.analyze(use_jit(n * 64), p["frame"], p["ts_ns"], p["flow_id"], p["from_client"],
+    ws.analyze(use_jit(n * PYTHON_COST), p["frame"], p["ts_ns"], p["flow_id"], p["from_client"],
                p["tcp_seq"], p["tcp_ack"], p["tcp_flags"], p["payload_bytes"], p["tcp_window"],
                p["tcp_window_shift"], p["sack_n"], p["sack_l"], p["sack_r"], nflows,
                out["ws_flags"], out["bif"], out["acks_frame"], out["ack_rtt"], out["dupack_num"],
@@ -80,7 +80,7 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
         out[name] = np.zeros(n, np.int64)
     for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt"):
         out[name] = np.full(n, -1, np.int64)
-    sg.classify(use_jit(n * 64), p["ts_ns"], p["flow_id"], p["from_client"], w["rel_seq"],
+    sg.classify(use_jit(n * PYTHON_COST), p["ts_ns"], p["flow_id"], p["from_client"], w["rel_seq"],
                 w["rel_ack"], p["tcp_flags"], p["payload_bytes"], p["tsval"], p["tsecr"],
                 p["ip_id"], p["sack_n"], sack_l, sack_r, nflows, dupthresh, rto_min_ns,
                 reorder_window_ns, out["seg_class"], out["gap_bytes"], out["trigger"],

@@ -40,7 +40,7 @@ whose time is therefore at least tcpi_rwnd_limited + tcpi_sndbuf_limited.
 
 import numpy as np
 
-from ..jit import kernel, use_jit
+from ..jit import PYTHON_COST, kernel, use_jit
 from ..store.arrow import numpy_table
 from ..store.schema import STALLS
 
@@ -51,6 +51,8 @@ STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recove
 (HANDSHAKE, CLOSED, APP, RTO_WAIT, RECOVERY, ZERO_WINDOW, RWND, PACING, SLOW_START,
  CONGESTION) = range(10)
 NEVER = np.iinfo(np.int64).max
+OUT = ("flow", "client", "state", "busy", "start", "end", "duration", "packets", "max_inflight")
+FLOW, CLIENT, STATE, BUSY, START, END, DURATION, PACKETS, MAX_INFLIGHT = range(len(OUT))
 DRAIN_SLACK_NS = 1_000_000
 PACING_GAP_NS = 1_000_000
 
@@ -86,9 +88,8 @@ FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp' ORDER BY flow_id
 @kernel
 def limitation_runs(ts, flow, from_client, new_data, rto, payload, inflight, peer_inflight,
                     window, growing, nflows, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
-                    out_flow, out_client, out_state, out_busy, out_start, out_end, out_duration,
-                    out_packets, out_max_inflight):
-    """Emit (flow, direction, state, busy) runs; returns how many."""
+                    out):
+    """Write runs as rows of `out` (columns OUT); return how many."""
     n = len(ts)
     # backward pass: for each packet, what comes next in its flow
     next_i = np.full(n, -1, np.int64)
@@ -117,13 +118,8 @@ def limitation_runs(ts, flow, from_client, new_data, rto, payload, inflight, pee
     growth = np.zeros((nflows, 2), np.bool_)
     first_loss = np.full((nflows, 2), NEVER, np.int64)
     ep_next = np.zeros((nflows, 2), np.int64)  # next episode index to consider
-    run_state = np.full((nflows, 2), -1, np.int64)
-    run_busy = np.zeros((nflows, 2), np.bool_)
-    run_start = np.zeros((nflows, 2), np.int64)
-    run_end = np.zeros((nflows, 2), np.int64)
-    run_dur = np.zeros((nflows, 2), np.int64)
-    run_pk = np.zeros((nflows, 2), np.int64)
-    run_max = np.zeros((nflows, 2), np.int64)
+    run = np.zeros((2 * nflows, len(OUT)), np.int64)  # the open run of each (flow, d)
+    run[:, STATE] = -1
     for fl in range(nflows):
         for d in range(2):
             k = 2 * fl + d
@@ -179,42 +175,28 @@ def limitation_runs(ts, flow, from_client, new_data, rto, payload, inflight, pee
             else:
                 state = CONGESTION
             busy = infl > 0 and state != HANDSHAKE and state != CLOSED
-            if run_state[fl, d] != state or run_busy[fl, d] != busy:
-                if run_state[fl, d] >= 0:
-                    out_flow[m] = fl
-                    out_client[m] = d == 0
-                    out_state[m] = run_state[fl, d]
-                    out_busy[m] = run_busy[fl, d]
-                    out_start[m] = run_start[fl, d]
-                    out_end[m] = run_end[fl, d]
-                    out_duration[m] = run_dur[fl, d]
-                    out_packets[m] = run_pk[fl, d]
-                    out_max_inflight[m] = run_max[fl, d]
+            r = run[k]
+            if r[STATE] != state or r[BUSY] != busy:
+                if r[STATE] >= 0:
+                    out[m] = r
                     m += 1
-                run_state[fl, d] = state
-                run_busy[fl, d] = busy
-                run_start[fl, d] = now
-                run_dur[fl, d] = 0
-                run_pk[fl, d] = 0
-                run_max[fl, d] = 0
-            run_end[fl, d] = ts[j]
-            run_dur[fl, d] += ts[j] - now
-            run_pk[fl, d] += 1
-            if infl > run_max[fl, d]:
-                run_max[fl, d] = infl
-    for fl in range(nflows):
-        for d in range(2):
-            if run_state[fl, d] >= 0:
-                out_flow[m] = fl
-                out_client[m] = d == 0
-                out_state[m] = run_state[fl, d]
-                out_busy[m] = run_busy[fl, d]
-                out_start[m] = run_start[fl, d]
-                out_end[m] = run_end[fl, d]
-                out_duration[m] = run_dur[fl, d]
-                out_packets[m] = run_pk[fl, d]
-                out_max_inflight[m] = run_max[fl, d]
-                m += 1
+                r[FLOW] = fl
+                r[CLIENT] = d == 0
+                r[STATE] = state
+                r[BUSY] = busy
+                r[START] = now
+                r[DURATION] = 0
+                r[PACKETS] = 0
+                r[MAX_INFLIGHT] = 0
+            r[END] = ts[j]
+            r[DURATION] += ts[j] - now
+            r[PACKETS] += 1
+            if infl > r[MAX_INFLIGHT]:
+                r[MAX_INFLIGHT] = infl
+    for k in range(2 * nflows):
+        if run[k, STATE] >= 0:
+            out[m] = run[k]
+            m += 1
     return m
 
 
@@ -236,29 +218,24 @@ def build(con, capture_id):
     ep_start = np.array([eps[k][2] for k in order], np.int64)
     ep_end = np.array([eps[k][3] for k in order], np.int64)
     ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
-    cap = 2 * n + 2 * nflows + 1
-    out = {name: np.zeros(cap, np.int64) for name in
-           ("flow", "state", "start", "end", "duration", "packets", "max_inflight")}
-    out["client"] = np.zeros(cap, np.bool_)
-    out["busy"] = np.zeros(cap, np.bool_)
+    rows = np.zeros((2 * n + 2 * nflows + 1, len(OUT)), np.int64)
     m = limitation_runs(
-        use_jit(n * 64), p["ts_ns"].astype(np.int64), p["flow_id"].astype(np.int64),
+        use_jit(n * PYTHON_COST), p["ts_ns"].astype(np.int64), p["flow_id"].astype(np.int64),
         p["from_client"].astype(bool), p["new_data"].astype(bool), p["rto"].astype(bool),
         p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
         p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
         p["growing"].astype(bool), nflows, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
-        out["flow"], out["client"], out["state"], out["busy"], out["start"], out["end"],
-        out["duration"], out["packets"], out["max_inflight"])
-    o = {k: v[:m] for k, v in out.items()}
+        rows)
+    o = {name: rows[:m, col] for col, name in enumerate(OUT)}
     values = {
         "capture_id": (np.full(m, capture_id, np.int32), None),
         "flow_id": (o["flow"], None),
-        "direction": (np.where(o["client"], 0, 1), None, ("c2s", "s2c")),
+        "direction": (np.where(o["client"] != 0, 0, 1), None, ("c2s", "s2c")),
         "state": (o["state"], None, STATES),
         "start_ns": (o["start"], None),
         "end_ns": (o["end"], None),
         "duration_ns": (o["duration"], None),
-        "busy": (o["busy"], None),
+        "busy": (o["busy"] != 0, None),
         "packets": (o["packets"], None),
         "max_inflight_bytes": (o["max_inflight"], None),
     }
