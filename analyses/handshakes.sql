@@ -1,7 +1,7 @@
 -- handshakes: every connection setup -- TCP, TLS over TCP, QUIC -- in one schema.
 --
 -- Parameters: $capture_id.
--- Sources: flows, packets, tls_messages, rtt_summary.
+-- Sources: flows, packets, tls_messages, tls_decrypted, rtt_summary.
 -- Definitions: one row per flow and protocol layer. Times are capture
 -- timestamps, so the intervals are as seen from the capture point
 -- (rtt_summary.vantage).
@@ -16,8 +16,17 @@
 --                       tcp: first payload; tls 1.2: first application_data
 --                       record; tls 1.3: the client's next encrypted record after
 --                       its Finished (or 0-RTT data), the server's first
---                       encrypted record completed after the client's Finished;
+--                       encrypted record completed after the client's first
+--                       data (its earlier records after the client's Finished
+--                       are session tickets; one sent later can still pass for
+--                       data, so this is a lower bound: decrypted timings are
+--                       exact; a server that speaks first is timed from the
+--                       Finished instead);
 --                       quic: first short-header packet each way
+--   timing_source       tls: `decrypted` when an SSLKEYLOGFILE was given
+--                       (tracekit tls-keys: tshark names the client's Finished
+--                       and the application data exactly), else `records` (the
+--                       record-level inference above); tcp and quic: `packets`
 --   duration_ns         done_ns - start_ns
 --   retries             tcp: extra SYNs + extra SYN-ACKs; tls: HelloRetryRequests;
 --                       quic: Retry packets
@@ -31,7 +40,8 @@
 --   measured_round_trips  duration_ns / the flow's path RTT (rtt_summary; for
 --                       quic the first client Initial -> server Initial interval)
 -- Columns: capture_id, flow_id, protocol, version, sni, alpn, start_ns,
---   server_hello_ns, done_ns, first_data_c2s_ns, first_data_s2c_ns, duration_ns,
+--   server_hello_ns, done_ns, first_data_c2s_ns, first_data_s2c_ns, timing_source,
+--   duration_ns,
 --   retries, version_negotiation, resumed, early_data, fast_open, round_trips,
 --   measured_round_trips
 WITH f AS (SELECT * FROM flows WHERE capture_id = $capture_id),
@@ -77,29 +87,49 @@ tls_hello AS (
     FROM m GROUP BY flow_id
 ),
 
-tls_done AS (
+dec AS (  -- decrypted with an SSLKEYLOGFILE (tracekit tls-keys): exact
+    SELECT flow_id,
+        min(ts_ns) FILTER (direction = 'c2s' AND message = 'finished') AS client_finished_ns,
+        min(ts_ns) FILTER (direction = 'c2s' AND message = 'application_data') AS app_c2s_ns,
+        min(ts_ns) FILTER (direction = 's2c' AND message = 'application_data') AS app_s2c_ns
+    FROM tls_decrypted WHERE capture_id = $capture_id GROUP BY flow_id
+),
+
+tls_guess AS (
     SELECT h.*,
         CASE WHEN h.version = 'TLS 1.3'
              THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = h.flow_id AND m.direction = 'c2s'
                    AND m.message = 'encrypted' AND m.ts_ns >= h.sh_ns)
              ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = h.flow_id AND m.direction = 'c2s'
-                   AND m.message = 'encrypted_handshake') END AS done_ns
+                   AND m.message = 'encrypted_handshake') END AS guessed_done_ns
     FROM tls_hello h
+),
+
+tls_done AS (
+    SELECT g.*, coalesce(d.client_finished_ns, g.guessed_done_ns) AS done_ns,
+        d.client_finished_ns IS NOT NULL AS decrypted, d.app_c2s_ns, d.app_s2c_ns
+    FROM tls_guess g LEFT JOIN dec d USING (flow_id)
 ),
 
 tls AS (
     SELECT $capture_id AS capture_id, d.flow_id, 'tls' AS protocol, d.version, d.sni, d.alpn,
         d.ch_ns AS start_ns, d.sh_ns AS server_hello_ns, d.done_ns,
-        CASE WHEN d.version = 'TLS 1.3'
+        CASE WHEN d.decrypted THEN d.app_c2s_ns
+             WHEN d.version = 'TLS 1.3'
              THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 'c2s'
                    AND m.message = 'encrypted' AND (m.ts_ns > d.done_ns OR m.ts_ns < d.sh_ns))
              ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 'c2s'
                    AND m.message = 'application_data') END AS first_data_c2s_ns,
-        CASE WHEN d.version = 'TLS 1.3'
+        CASE WHEN d.decrypted THEN d.app_s2c_ns
+             WHEN d.version = 'TLS 1.3'  -- after the client's first data: not a session ticket
              THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 's2c'
-                   AND m.message = 'encrypted' AND m.ts_ns > d.done_ns)
+                   AND m.message = 'encrypted' AND m.ts_ns > coalesce(
+                       (SELECT min(ts_ns) FROM m m2 WHERE m2.flow_id = d.flow_id
+                        AND m2.direction = 'c2s' AND m2.message = 'encrypted'
+                        AND m2.ts_ns > d.done_ns), d.done_ns))
              ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 's2c'
                    AND m.message = 'application_data') END AS first_data_s2c_ns,
+        CASE WHEN d.decrypted THEN 'decrypted' ELSE 'records' END AS timing_source,
         d.hrr AS retries, NULL::BOOLEAN AS version_negotiation, d.resumed, d.early_data,
         NULL::BOOLEAN AS fast_open,
         CASE WHEN d.version = 'TLS 1.3' THEN CASE WHEN d.early_data THEN 0 ELSE 1 + d.hrr END
@@ -156,6 +186,7 @@ all_layers AS (
 final AS (
     SELECT a.capture_id, a.flow_id, a.protocol, a.version, a.sni, a.alpn, a.start_ns,
         a.server_hello_ns, a.done_ns, a.first_data_c2s_ns, a.first_data_s2c_ns,
+        coalesce(a.timing_source, 'packets') AS timing_source,
         a.done_ns - a.start_ns AS duration_ns,
         a.retries, a.version_negotiation, a.resumed, a.early_data, a.fast_open, a.round_trips,
         round((a.done_ns - a.start_ns)

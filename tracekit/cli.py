@@ -331,6 +331,34 @@ def plot(kind, flow_id, capture_id, direction, stem, db):
     click.echo(f"wrote {html} and {png}")
 
 
+@main.command("tls-keys", context_settings=CONTEXT)
+@click.argument("capture_id", type=int)
+@click.argument("keylog", type=click.Path(dir_okay=False))
+@db_option
+@handle_errors
+def tls_keys(capture_id, keylog, db):
+    """Decrypt capture CAPTURE_ID's TLS with KEYLOG (SSLKEYLOGFILE) for exact handshake times.
+
+    Needs tshark. The decrypted handshake messages go to `tls_decrypted`;
+    `handshakes` is rebuilt for that capture with timing_source `decrypted`.
+
+    \b
+    Example:
+      SSLKEYLOGFILE=keys.log curl https://... ; tracekit tls-keys 1 keys.log
+    """
+    from .analyze import analyze as run
+    from .store.db import connect
+    from .transport.keylog import load_keys
+
+    con = connect(db)
+    try:
+        n = load_keys(con, capture_id, keylog)
+        run(con)
+    finally:
+        con.close()
+    click.echo(f"capture {capture_id}: {_plural(n, 'decrypted TLS message')}; handshakes rebuilt")
+
+
 _view("handshakes", "TCP, TLS and QUIC connection setups: duration, first data, round trips.")
 _view("rtt", "RTT per flow and direction (min/median/p90/max) and the capture's vantage point.")
 _view("retransmissions", "Retransmissions per flow direction by trigger, beside Wireshark's calls.")

@@ -237,6 +237,16 @@ STALLS = (
     Column("max_inflight_bytes", "BIGINT NOT NULL", "Largest bytes in flight of the direction during the run"),
 )
 
+# Written by `tracekit tls-keys` (tracekit/transport/keylog.py).
+TLS_DECRYPTED = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
+    Column("direction", "VARCHAR NOT NULL", "`c2s` or `s2c`"),
+    Column("frame", "BIGINT NOT NULL", "Frame in which tshark completed it"),
+    Column("ts_ns", "BIGINT NOT NULL", "Its time"),
+    Column("message", "VARCHAR NOT NULL", "Decrypted handshake message (`encrypted_extensions`, `certificate`, `finished`...) or `application_data`"),
+)
+
 ANALYSIS_RUNS = (
     Column("analysis", "VARCHAR NOT NULL", "Derived table"),
     Column("capture_id", "INTEGER NOT NULL", "Capture it was built for"),
@@ -247,7 +257,8 @@ ANALYSIS_RUNS = (
 )
 
 TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
-          "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS}
+          "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
+          "tls_decrypted": TLS_DECRYPTED}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
 DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES, "stalls": STALLS}
