@@ -1,7 +1,8 @@
 -- ack_gaps: every ACK, how long after the previous one, what it acknowledged.
 --
 -- Parameters: $capture_id.
--- Sources: tcp_analysis, packets (SACK blocks, window), rtt_summary (vantage).
+-- Sources: tcp_analysis (acked_segments and ack_delay_ns come from its kernel),
+-- packets (SACK blocks, window), rtt_summary (vantage).
 -- Definitions:
 --   an ACK         a packet with the ACK flag that acknowledges the other
 --                  direction's data (pure ACKs and data segments alike)
@@ -32,35 +33,14 @@ WITH t AS (
     WHERE t.capture_id = $capture_id
 ),
 
-data AS (  -- new data each way, in sequence order: how many segments end at or below x
-    SELECT flow_id, from_client, rel_end, ts_ns,
-        row_number() OVER (PARTITION BY flow_id, from_client ORDER BY rel_end, frame) AS n
-    FROM t WHERE segment = 'new' AND payload_bytes > 0
-),
-
 acks AS (
     SELECT *,
         CASE WHEN from_client THEN 's2c' ELSE 'c2s' END AS direction,
         NOT from_client AS data_from_client,
-        ts_ns - lag(ts_ns) OVER w AS gap_ns,
-        max(rel_ack) OVER (PARTITION BY flow_id, from_client ORDER BY frame
-                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_cum_ack
+        ts_ns - lag(ts_ns) OVER w AS gap_ns
     FROM t
     WHERE tcp_flags & 16 = 16 AND tcp_flags & 2 = 0
     WINDOW w AS (PARTITION BY flow_id, from_client ORDER BY frame)
-),
-
-covered AS (
-    SELECT a.*, d.n AS n_now, d.ts_ns AS newest_arrival_ns
-    FROM acks a ASOF LEFT JOIN data d
-        ON d.flow_id = a.flow_id AND d.from_client = a.data_from_client AND d.rel_end <= a.rel_ack
-),
-
-counted AS (
-    SELECT c.*, d.n AS n_before
-    FROM covered c ASOF LEFT JOIN data d
-        ON d.flow_id = c.flow_id AND d.from_client = c.data_from_client
-        AND d.rel_end <= c.prev_cum_ack
 ),
 
 full_window AS (  -- segments that filled the window, counted on the next ACK the other way
@@ -78,18 +58,15 @@ vantage AS (
 final AS (
     SELECT
         c.capture_id, c.flow_id, c.direction, c.frame, c.ts_ns, c.rel_ack, c.gap_ns,
-        greatest(c.acked_bytes, 0) AS acked_bytes,
-        CASE WHEN c.acked_bytes > 0 THEN coalesce(c.n_now, 0) - coalesce(c.n_before, 0)
-             ELSE 0 END AS acked_segments,
-        CASE WHEN c.acked_bytes > 0 THEN coalesce(c.n_now, 0) - coalesce(c.n_before, 0) > 2
-             ELSE false END AS stretch,
-        CASE WHEN c.acked_bytes > 0 THEN c.ts_ns - c.newest_arrival_ns END AS ack_delay_ns,
+        coalesce(c.acked_bytes, 0) AS acked_bytes,
+        coalesce(c.acked_segments, 0) AS acked_segments,
+        coalesce(c.acked_segments, 0) > 2 AS stretch,
+        c.ack_delay_ns,
         -- the ACK's sender is the data receiver: near it when the capture is on its side
         coalesce(v.vantage = CASE WHEN c.from_client THEN 'client' ELSE 'server' END, false)
             AS receiver_side,
         coalesce(v.vantage = CASE WHEN c.from_client THEN 'client' ELSE 'server' END, false)
-            AND c.acked_bytes > 0 AND coalesce(c.n_now, 0) - coalesce(c.n_before, 0) = 1
-            AND c.ts_ns - c.newest_arrival_ns >= 1000000 AS delayed,
+            AND c.acked_segments = 1 AND c.ack_delay_ns >= 1000000 AS delayed,
         c.ws_duplicate_ack AS duplicate_ack,
         c.ws_duplicate_ack_num AS duplicate_ack_num,
         coalesce(len(c.tcp_sack_left), 0) AS sack_blocks,
@@ -100,7 +77,7 @@ final AS (
         c.ws_zero_window AS zero_window,
         c.ws_window_update AS window_update,
         coalesce(fw.n, 0) AS window_full_segments
-    FROM counted c
+    FROM acks c
     LEFT JOIN vantage v ON v.flow_id = c.flow_id AND v.direction = c.direction
     LEFT JOIN full_window fw ON fw.flow_id = c.flow_id AND fw.frame = c.frame
 )

@@ -94,3 +94,27 @@ def test_handshake_times_are_the_oracles_hello_frames(analyzed, name):
                        "WHERE capture_id = ? AND protocol = 'tls'", [ids[name]]).fetchall()
     assert sorted(ch for ch, _ in ours) == sorted(v for (k, kind), v in hellos.items() if kind == "ch")
     assert sorted(sh for _, sh in ours if sh) == sorted(v for (k, kind), v in hellos.items() if kind == "sh")
+
+
+def test_records_read_back_by_offset_equal_the_ingested_lengths(shared_db):
+    """capture/records.py fetches records by file offset, pcap and pcapng alike."""
+    from tracekit.capture.records import read_records
+    con, ids = shared_db
+    for name in ("ndpi__443-curl.pcap", "ndpi__alexa-app.pcapng", "ppp__many_interfaces-1.pcapng"):
+        path, fmt = con.execute("SELECT path, format FROM captures WHERE capture_id = ?",
+                                [ids[name]]).fetchall()[0]
+        rows = con.execute("SELECT file_offset, captured_bytes FROM packets WHERE capture_id = ? "
+                           "ORDER BY frame DESC LIMIT 200", [ids[name]]).fetchall()
+        data, start, caplen = read_records(path, fmt, [r[0] for r in rows])
+        assert list(caplen) == [r[1] for r in rows]
+        assert len(data) == sum(r[1] for r in rows)
+
+
+def test_records_past_the_end_are_a_clear_error(shared_db, tmp_path):
+    from tracekit.capture.records import read_records
+    from tracekit.errors import CaptureFormatError
+    con, ids = shared_db
+    path = con.execute("SELECT path FROM captures WHERE capture_id = ?",
+                       [ids["ndpi__443-curl.pcap"]]).fetchall()[0][0]
+    with pytest.raises(CaptureFormatError, match="record header expected"):
+        read_records(path, "pcap", [10 ** 9])

@@ -200,6 +200,8 @@ TCP_ANALYSIS = (
     Column("rtt_ns", "BIGINT", "RTT sample of this ACK: newest newly acknowledged segment, Karn's rule (RFC 6298)"),
     Column("ts_rtt_ns", "BIGINT", "RTT sample from this ACK's TSecr (RFC 7323): time since that TSval was first sent"),
     Column("flight", "BIGINT", "`new` segment: flight (round trip of sending) of its direction, from 1"),
+    Column("acked_segments", "BIGINT", "ACK advancing the cumulative ACK: new data segments it newly covers"),
+    Column("ack_delay_ns", "BIGINT", "Such an ACK: time since the newest data segment it covers was seen"),
 )
 
 # Derived by `tracekit analyze` (tracekit/transport/tls.py): TLS over TCP.

@@ -53,6 +53,10 @@ previous flight's first segment arrived (the round counting of RFC 9406's
 HyStart++ and of BBR). Its size is the effective window of that round. Near
 the receiver the boundaries are seen half a round trip late but in order.
 
+ACKs that advance the cumulative ACK also get `acked_segments` (new data
+segments they newly cover) and `ack_delay_ns` (time since the newest of them
+was seen: the receiver's delay where the capture is near the receiver).
+
 RTT samples (on packets that advance the cumulative ACK): `rtt_ns` from
 the newest segment this ACK newly covers, only if no covered segment was
 ever sent twice (Karn's rule, RFC 6298); `ts_rtt_ns` from the TSecr: the
@@ -82,7 +86,8 @@ NSTATE = 29
 def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id, sack_n,
              sack_l, sack_r, nflows, dupthresh, rto_min_ns, reorder_window_ns,
              seg_class, gap_bytes, trigger, silence_ns, peer_dupacks, spurious, inflight,
-             peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack, flight):
+             peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack, flight, acked_segments,
+             ack_delay):
     """One pass over a capture's TCP packets (relative seq/ack, SACK edges relative)."""
     n = len(ts)
     st = np.zeros((2 * nflows, NSTATE), np.int64)
@@ -194,8 +199,13 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                 # Karn: a sample from the newest newly covered segment, unless one was resent
                 resent = False
                 newest = -1
+                newest_data = -1
+                covered = 0
                 u = st[rv, SENT_HEAD]
                 while u != -1 and s_end[u] <= a:
+                    if seglen[u] > 0:
+                        covered += 1
+                        newest_data = u
                     if s_retx[u]:
                         resent = True
                         r = s_retx[u] - 1
@@ -206,6 +216,9 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                 st[rv, SENT_HEAD] = u
                 if u == -1:
                     st[rv, SENT_TAIL] = -1
+                acked_segments[i] = covered
+                if newest_data != -1:
+                    ack_delay[i] = now - s_ts[newest_data]
                 if newest != -1 and not resent:
                     sample = now - s_ts[newest]
                     rtt_ns[i] = sample

@@ -26,11 +26,7 @@ PACKETS_SQL = """
 SELECT frame, ts_ns, flow_id, from_client, tcp_seq, tcp_ack, tcp_flags,
        payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_tsval, -1) AS tsval,
        coalesce(tcp_tsecr, -1) AS tsecr, coalesce(ip_id, -1) AS ip_id,
-       coalesce(len(tcp_sack_left), 0) AS sack_n,
-       coalesce(tcp_sack_left[1], 0) AS l1, coalesce(tcp_sack_right[1], 0) AS r1,
-       coalesce(tcp_sack_left[2], 0) AS l2, coalesce(tcp_sack_right[2], 0) AS r2,
-       coalesce(tcp_sack_left[3], 0) AS l3, coalesce(tcp_sack_right[3], 0) AS r3,
-       coalesce(tcp_sack_left[4], 0) AS l4, coalesce(tcp_sack_right[4], 0) AS r4
+       tcp_sack_left, tcp_sack_right
 FROM packets
 WHERE capture_id = $capture_id AND protocol = 6 AND flow_id IS NOT NULL
   AND tcp_flags IS NOT NULL
@@ -38,14 +34,33 @@ ORDER BY frame
 """
 
 
+def _blocks(column):
+    """A list<uint32> Arrow column -> (count per row, (n, 4) int64 edges)."""
+    column = column.combine_chunks()
+    n = len(column)
+    edges = np.zeros((n, 4), np.int64)
+    offsets = column.offsets.to_numpy()
+    values = column.values.to_numpy(zero_copy_only=False).astype(np.int64)
+    count = np.diff(offsets)
+    if column.null_count:
+        count = np.where(column.is_null().to_numpy(zero_copy_only=False), 0, count)
+    for k in range(4):
+        rows = np.nonzero(count > k)[0]
+        edges[rows, k] = values[offsets[rows] + k]
+    return count.astype(np.int64), edges
+
+
 def read_tcp(con, capture_id):
     """The capture's TCP packets as int64 numpy columns (SACK edges as (n, 4))."""
-    cols = {k: np.asarray(v) for k, v in
-            con.execute(PACKETS_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
-    edges = {side: np.stack([cols.pop(f"{side}{k}").astype(np.int64) for k in range(1, 5)], 1)
-             for side in "lr"}
-    out = {k: v.astype(bool if k == "from_client" else np.int64) for k, v in cols.items()}
-    out["sack_l"], out["sack_r"] = edges["l"], edges["r"]
+    table = con.sql(PACKETS_SQL, params={"capture_id": capture_id}).to_arrow_table()
+    out = {}
+    for name in table.column_names:
+        if name.startswith("tcp_sack"):
+            continue
+        col = table.column(name).to_numpy()
+        out[name] = col.astype(bool if name == "from_client" else np.int64)
+    out["sack_n"], out["sack_l"] = _blocks(table.column("tcp_sack_left"))
+    _, out["sack_r"] = _blocks(table.column("tcp_sack_right"))
     return out
 
 
@@ -78,7 +93,8 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
     out = {}
     for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack", "flight"):
         out[name] = np.zeros(n, np.int64)
-    for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt"):
+    for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt",
+                 "acked_segments", "ack_delay"):
         out[name] = np.full(n, -1, np.int64)
     sg.classify(use_jit(n * PYTHON_COST), p["ts_ns"], p["flow_id"], p["from_client"], w["rel_seq"],
                 w["rel_ack"], p["tcp_flags"], p["payload_bytes"], p["tsval"], p["tsecr"],
@@ -86,7 +102,7 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
                 reorder_window_ns, out["seg_class"], out["gap_bytes"], out["trigger"],
                 out["silence"], out["peer_dupacks"], out["spurious"], out["inflight"],
                 out["peer_inflight"], out["acked"], out["rtt"], out["ts_rtt"], out["dsack"],
-                out["flight"])
+                out["flight"], out["acked_segments"], out["ack_delay"])
     return out
 
 
@@ -140,6 +156,8 @@ def tcp_analysis_table(capture_id, p, w, t):
         "rtt_ns": (t["rtt"], t["rtt"] < 0),
         "ts_rtt_ns": (t["ts_rtt"], t["ts_rtt"] < 0),
         "flight": (t["flight"], t["flight"] == 0),
+        "acked_segments": (t["acked_segments"], t["acked_segments"] < 0),
+        "ack_delay_ns": (t["ack_delay"], t["ack_delay"] < 0),
     })
     return numpy_table(TCP_ANALYSIS, values)
 

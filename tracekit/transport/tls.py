@@ -47,11 +47,11 @@ VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TL
             0x0304: "TLS 1.3"}
 
 FIRST_SEGMENTS_SQL = """
-SELECT t.flow_id, min(t.frame) AS frame
-FROM tcp_analysis t
+SELECT t.flow_id, p.file_offset, coalesce(p.link_type, -1) AS link_type, p.wire_bytes
+FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
 WHERE t.capture_id = $capture_id AND t.from_client AND t.payload_bytes > 0
   AND t.segment IN ('new', 'hole_fill', 'reordered') AND t.rel_seq = 1
-GROUP BY t.flow_id
+QUALIFY row_number() OVER (PARTITION BY t.flow_id ORDER BY t.frame) = 1
 """
 
 SEGMENTS_SQL = """
@@ -65,19 +65,30 @@ ORDER BY t.frame
 """
 
 
-def _payloads(path, fmt, rows):
-    """The captured TCP payload bytes of each row (file_offset, link_type, wire_bytes)."""
-    offsets = np.array([r[0] for r in rows], np.int64)
+def _locate(path, fmt, offsets, link, wire):
+    """(buffer, payload start, captured payload length) of TCP records by file offset."""
     data, start, caplen = read_records(path, fmt, offsets)
-    link = np.array([r[1] if r[1] is not None else -1 for r in rows], np.int64)
-    wire = np.array([r[2] for r in rows], np.int64)
     cols = decode_packets(data, start, caplen, wire, link)
     begin = start + cols["l4"] + cols["tcp_header_bytes"].astype(np.int64)
-    out = []
-    for k in range(len(rows)):
-        n = max(0, min(int(cols["payload_bytes"][k]), int(start[k] + caplen[k] - begin[k])))
-        out.append(data[begin[k]:begin[k] + n].tobytes())
-    return out
+    n = np.clip(np.minimum(cols["payload_bytes"].astype(np.int64), start + caplen - begin), 0, None)
+    return data, begin, n
+
+
+def _payloads(path, fmt, offsets, link, wire):
+    """The captured TCP payload bytes of each record."""
+    data, begin, n = _locate(path, fmt, offsets, link, wire)
+    return [data[b:b + k].tobytes() for b, k in zip(begin.tolist(), n.tolist())]
+
+
+def _opens_tls(path, fmt, offsets, link, wire):
+    """Which records' payload starts like a TLS handshake record (0x16 0x03)."""
+    data, begin, n = _locate(path, fmt, offsets, link, wire)
+    ok = n >= 2
+    first = np.zeros(len(n), np.int64)
+    second = np.zeros(len(n), np.int64)
+    first[ok] = data[begin[ok]]
+    second[ok] = data[begin[ok] + 1]
+    return ok & (first == 22) & (second == 3)
 
 
 def _u(b, pos, n):
@@ -233,19 +244,18 @@ def build(con, capture_id):
     (path, fmt), = con.execute("SELECT path, format FROM captures WHERE capture_id = ?",
                                [capture_id]).fetchall()
     out = {c.name: [] for c in TLS_MESSAGES}
-    firsts = con.execute(FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
-    if firsts:
-        flows = []
-        meta = con.execute(
-            "SELECT flow_id, file_offset, link_type, wire_bytes FROM packets "
-            "WHERE capture_id = ? AND frame IN (SELECT unnest(?::BIGINT[])) ORDER BY flow_id",
-            [capture_id, [f for _, f in firsts]]).fetchall()
-        heads = _payloads(path, fmt, [m[1:] for m in meta])
-        flows = [m[0] for m, h in zip(meta, heads) if len(h) >= 2 and h[0] == 22 and h[1] == 3]
+    firsts = {k: np.asarray(v) for k, v in con.execute(
+        FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
+    if len(firsts["flow_id"]):
+        tls = _opens_tls(path, fmt, firsts["file_offset"].astype(np.int64),
+                         firsts["link_type"].astype(np.int64), firsts["wire_bytes"].astype(np.int64))
+        flows = sorted(int(f) for f in firsts["flow_id"][tls])
         if flows:
             rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
                                               "flows": flows}).fetchall()
-            payloads = _payloads(path, fmt, [r[6:] for r in rows])
+            payloads = _payloads(path, fmt, np.array([r[6] for r in rows], np.int64),
+                                 np.array([-1 if r[7] is None else r[7] for r in rows], np.int64),
+                                 np.array([r[8] for r in rows], np.int64))
             per = {}
             for r, payload in zip(rows, payloads):
                 per.setdefault((r[0], r[1]), []).append((r[4], payload, r[2], r[3]))
