@@ -50,3 +50,17 @@ def test_the_lossy_sample_shows_its_scripted_losses(db):
 def test_an_empty_store_is_an_error(db):
     with pytest.raises(TracekitError, match="no captures"):
         analyze(db)
+
+
+def test_thresholds_are_parameters_and_rebuild(db):
+    """With dupthresh 100 no retransmission of the lossy sample is 'fast' any more
+    (they become RACK/other); changing it back rebuilds again."""
+    load_captures(db, [LOSSY])
+    analyze(db)
+    fast = "SELECT count(*) FILTER (trigger = 'fast') FROM retransmissions"
+    assert db.execute(fast).fetchall()[0][0] == 3
+    rebuilt = {t: built for t, built, _, _ in analyze(db, params={"dupthresh": 100})}
+    assert rebuilt["tcp_analysis"] == 1 and rebuilt["handshakes"] == 1
+    assert db.execute(fast).fetchall()[0][0] == 0
+    analyze(db)
+    assert db.execute(fast).fetchall()[0][0] == 3

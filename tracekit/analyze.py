@@ -13,6 +13,7 @@ interrupted run leaves complete results behind and the next run resumes.
 
 import hashlib
 import inspect
+import json
 import time
 
 from .errors import QueryError, TracekitError
@@ -24,18 +25,22 @@ class CodeStep:
     """A table built by `module.build(con, capture_id)`; its version hashes the
     source of that module and of the modules it names in `SOURCES`."""
 
-    def __init__(self, table, module):
+    def __init__(self, table, module, params=None):
         self.table = table
         self.module = module
+        self.params = {k: v for k, v in (params or {}).items()
+                       if k in getattr(module, "PARAMETERS", {})}
 
     def version(self):
         digest = hashlib.sha256()
         for m in (self.module, *getattr(self.module, "SOURCES", ())):
             digest.update(inspect.getsource(m).encode())
+        settings = {**getattr(self.module, "PARAMETERS", {}), **self.params}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
     def write(self, con, capture_id):
-        table = self.module.build(con, capture_id)
+        table = self.module.build(con, capture_id, **self.params)
         con.execute(create_table_sql(self.table))
         con.register("_tracekit_rows", table)
         try:
@@ -65,17 +70,23 @@ class SqlStep:
                            [capture_id]).fetchall()[0][0]
 
 
-def _steps():
+def _steps(params=None):
     from .transport import sequence, stalls, tls
-    return [CodeStep("tcp_analysis", sequence), CodeStep("tls_messages", tls),
+    return [CodeStep("tcp_analysis", sequence, params), CodeStep("tls_messages", tls),
             SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
             CodeStep("stalls", stalls), SqlStep("handshakes")]
 
 
-def analyze(con, progress=None):
-    """Bring every derived table up to date; return [(analysis, captures built, rows, s)]."""
+def analyze(con, progress=None, params=None):
+    """Bring every derived table up to date; return [(analysis, captures built, rows, s)].
+
+    `params` overrides the thresholds of the segment classification
+    (transport/sequence.py PARAMETERS: dupthresh, rto_min_ns,
+    reorder_window_ns); they are part of the version, so a change rebuilds
+    tcp_analysis and everything after it.
+    """
     captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
     if not captures:
         raise TracekitError("the database holds no captures; ingest some first "
@@ -83,7 +94,7 @@ def analyze(con, progress=None):
     _forget_replaced(con)
     summary = []
     upstream = ""
-    for step in _steps():
+    for step in _steps(params):
         # a step depends on the ones before it: their change rebuilds it too
         version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
         upstream = version

@@ -215,12 +215,19 @@ def captures(db, fmt):
 
 @main.command(context_settings=CONTEXT)
 @db_option
+@click.option("--dupthresh", type=click.IntRange(1), default=3, show_default=True,
+              help="Duplicate ACKs (or SACKed segments) that make a retransmission 'fast'.")
+@click.option("--rto-min-ms", type=click.FloatRange(0), default=200.0, show_default=True,
+              help="Smallest RTO estimate (Linux: 200 ms; RFC 6298: 1000 ms).")
+@click.option("--reorder-window-ms", type=click.FloatRange(0), default=3.0, show_default=True,
+              help="Without timestamps, a hole filled sooner than this is reordering.")
 @handle_errors
-def analyze(db):
+def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
     """Build the derived tables (tcp_analysis, retransmissions, ...), incrementally.
 
     Only captures not yet analysed by the current version of each analysis
-    are processed; a changed analysis is rebuilt for every capture.
+    are processed; a changed analysis (or threshold) is rebuilt for every
+    capture.
 
     \b
     Example:
@@ -238,8 +245,10 @@ def analyze(db):
             click.echo(f"\ranalysing: {table} for capture {capture_id}" + " " * 10,
                        err=True, nl=False)
             shown[0] = True
+    params = {"dupthresh": dupthresh, "rto_min_ns": int(rto_min_ms * 1e6),
+              "reorder_window_ns": int(reorder_window_ms * 1e6)}
     try:
-        summary = run(con, progress)
+        summary = run(con, progress, params)
     finally:
         if shown[0]:
             click.echo("\r" + " " * 60 + "\r", err=True, nl=False)

@@ -162,8 +162,14 @@ def tcp_analysis_table(capture_id, p, w, t):
     return numpy_table(TCP_ANALYSIS, values)
 
 
-def build(con, capture_id):
+PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
+              "reorder_window_ns": REORDER_WINDOW_NS}
+
+
+def build(con, capture_id, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
+          reorder_window_ns=REORDER_WINDOW_NS):
     """Arrow table of `tcp_analysis` for one capture."""
     p = read_tcp(con, capture_id)
     w = wireshark_analysis(p)
-    return tcp_analysis_table(capture_id, p, w, tracekit_analysis(p, w))
+    t = tracekit_analysis(p, w, dupthresh, rto_min_ns, reorder_window_ns)
+    return tcp_analysis_table(capture_id, p, w, t)
