@@ -6,6 +6,7 @@ configured RTT plus that lateness; the forwarder's drop log says which
 segments were lost, and each must reach the receiver later all the same.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -77,41 +78,52 @@ for _ in range(int(sys.argv[1])):
 """
 
 
-def run_transfers(path, workdir, connections, response_bytes):
-    """Client-side and server-side captures of `connections` downloads."""
-    server = subprocess.Popen(path.server([sys.executable, "-c", SERVER, str(connections),
-                                           str(response_bytes)]), stdout=subprocess.PIPE, text=True)
-    dumps = []
+@contextlib.contextmanager
+def tcpdump(run_in, out, snaplen=128):
+    """tcpdump on the namespace's tk0 into `out` while the block runs."""
+    cmd = ["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode",
+           "--time-stamp-precision", "nano", "-w", out] + (["-s", str(snaplen)] if snaplen else [])
+    dump = subprocess.Popen(run_in(cmd), stderr=subprocess.PIPE, text=True)
+    try:
+        # tcpdump says "listening on tk0" once its capture is open
+        assert "listening on" in dump.stderr.readline()
+        yield out
+        time.sleep(0.2)  # let it write the last packets before SIGINT
+    finally:
+        dump.send_signal(signal.SIGINT)
+        dump.wait(timeout=30)
+        dump.stderr.close()
+
+
+@contextlib.contextmanager
+def serving(path, script, *args):
+    """A server script in the server namespace, up (it prints "up") for the block."""
+    server = subprocess.Popen(path.server([sys.executable, "-c", script, *map(str, args)]),
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "up"
-        for side, cmd in (("client", path.client), ("server", path.server)):
-            out = os.path.join(workdir, f"{side}.pcap")
-            dump = subprocess.Popen(
-                cmd(["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode", "-s", "128",
-                     "--time-stamp-precision", "nano", "-w", out]),
-                stderr=subprocess.PIPE, text=True)
-            dumps.append((out, dump))
-            # tcpdump says "listening on tk0" once its capture is open
-            assert "listening on" in dump.stderr.readline()
+        yield server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdout.close()
+
+
+def run_transfers(path, workdir, connections, response_bytes):
+    """Client-side and server-side captures of `connections` downloads."""
+    outs = [os.path.join(workdir, f"{side}.pcap") for side in ("client", "server")]
+    with serving(path, SERVER, connections, response_bytes) as server, \
+            tcpdump(path.client, outs[0]), tcpdump(path.server, outs[1]):
         client = subprocess.run(path.client([sys.executable, "-c", CLIENT, str(connections),
                                              str(response_bytes)]),
                                 check=True, timeout=120, capture_output=True, text=True)
         server_lines = server.stdout.read().splitlines()
         server.wait(timeout=30)
-        time.sleep(0.2)  # let tcpdump write the last packets before SIGINT
-    finally:
-        for _, d in dumps:
-            d.send_signal(signal.SIGINT)
-            d.wait(timeout=30)
-            d.stderr.close()
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        server.stdout.close()
     kernel_rtt_ns = {int(port): int(us) * 1000
                      for port, us in (line.split() for line in client.stdout.splitlines())}
     sender_info = {d["port"]: d for d in map(json.loads, server_lines)}
-    return [out for out, _ in dumps], kernel_rtt_ns, sender_info
+    return outs, kernel_rtt_ns, sender_info
 
 
 def handshake_holds(deliveries_path):

@@ -9,12 +9,12 @@ must be the same packet, and the handshake must cost one round trip.
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
 import pytest
 
+from test_lab_path import serving, tcpdump
 from tracekit.analyze import analyze
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 from tracekit.store.db import connect
@@ -72,27 +72,10 @@ def test_inferred_client_finished_is_the_decrypted_one(tmp_path):
     spec = PathSpec(up=Direction(delay_ms=10), down=Direction(delay_ms=10), seed=2)
     pcap = str(tmp_path / "client.pcap")
     with EmulatedPath(spec, str(tmp_path)) as path:
-        server = subprocess.Popen(path.server([sys.executable, "-c", SERVER, str(cert), str(key)]),
-                                  stdout=subprocess.PIPE, text=True)
-        dump = None
-        try:
-            assert server.stdout.readline().strip() == "up"
-            dump = subprocess.Popen(path.client(["tcpdump", "-i", "tk0", "-n", "-U",
-                                                 "--immediate-mode", "-w", pcap]),
-                                    stderr=subprocess.PIPE, text=True)
-            assert "listening on" in dump.stderr.readline()
+        with serving(path, SERVER, cert, key) as server, tcpdump(path.client, pcap, snaplen=None):
             subprocess.run(path.client([sys.executable, "-c", CLIENT, str(keylog)]),
                            check=True, timeout=60)
             server.wait(timeout=30)
-        finally:
-            if dump:
-                dump.send_signal(signal.SIGINT)
-                dump.wait(timeout=30)
-                dump.stderr.close()
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-            server.stdout.close()
     con = connect(tmp_path / "lab.duckdb")
     load_captures(con, [pcap])
     analyze(con)

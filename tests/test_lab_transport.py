@@ -10,14 +10,12 @@ import collections
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from test_lab_path import TCP_INFO_FIELDS, run_transfers
+from test_lab_path import TCP_INFO_FIELDS, run_transfers, serving, tcpdump
 from tracekit.analyze import analyze
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 from tracekit.store.db import connect
@@ -216,31 +214,14 @@ def run_sender(tmp_path, chunks, chunk, pause, rcvbuf, side="server", read_pause
     """A capture on `side` + the sender's tcp_info, over a 20 ms path; the
     sender's states, busy time, tcp_info, and the open store."""
     spec = PathSpec(up=Direction(delay_ms=10), down=Direction(delay_ms=10), seed=3)
+    out = str(tmp_path / f"{side}.pcap")
     with EmulatedPath(spec, str(tmp_path)) as path:
-        server = subprocess.Popen(path.server([sys.executable, "-c", PACED_SERVER, str(chunks),
-                                               str(chunk), str(pause)]),
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout.readline().strip() == "up"
-            out = str(tmp_path / f"{side}.pcap")
-            dump = subprocess.Popen(
-                getattr(path, side)(["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode", "-s", "128",
-                             "--time-stamp-precision", "nano", "-w", out]),
-                stderr=subprocess.PIPE, text=True)
-            assert "listening on" in dump.stderr.readline()
+        with serving(path, PACED_SERVER, chunks, chunk, pause) as server, \
+                tcpdump(getattr(path, side), out):
             subprocess.run(path.client([sys.executable, "-c", RECEIVER, str(chunks * chunk),
                                         str(rcvbuf), str(read_pause)]), check=True, timeout=120)
             info = json.loads(server.stdout.readline())
             server.wait(timeout=30)
-            time.sleep(0.2)
-        finally:
-            dump.send_signal(signal.SIGINT)
-            dump.wait(timeout=30)
-            dump.stderr.close()
-            if server.poll() is None:
-                server.kill()
-                server.wait()
-            server.stdout.close()
     con = connect(tmp_path / "lab.duckdb")
     load_captures(con, [out])
     analyze(con)
