@@ -31,3 +31,11 @@ def test_unknown_flow_is_a_clear_error(shared_db):
     analyze(con)
     with pytest.raises(Exception, match="no flow 999"):
         charts.build(con, "rtt", ids["zeek__206_example_a.pcap"], 999, "s2c")
+
+
+def test_a_udp_flow_is_a_clear_error(shared_db):
+    con, ids = shared_db
+    analyze(con)
+    cid = ids["tcpdump__quic_retry.pcap"]
+    with pytest.raises(Exception, match="is UDP; the charts draw TCP flows"):
+        charts.build(con, "time-sequence", cid, 0, "s2c")

@@ -23,12 +23,15 @@ def _alt():
 
 
 def _flow(con, capture_id, flow_id):
-    rows = con.execute("SELECT first_ts_ns, client_addr, client_port, server_addr, server_port "
-                       "FROM flows WHERE capture_id = ? AND flow_id = ?",
+    rows = con.execute("SELECT first_ts_ns, client_addr, client_port, server_addr, server_port, "
+                       "protocol FROM flows WHERE capture_id = ? AND flow_id = ?",
                        [capture_id, flow_id]).fetchall()
     if not rows:
         raise TracekitError(f"no flow {flow_id} in capture {capture_id} (see tracekit sessions)")
-    t0, ca, cp, sa, sp = rows[0]
+    t0, ca, cp, sa, sp, protocol = rows[0]
+    if protocol != "tcp":
+        raise TracekitError(f"flow {flow_id} of capture {capture_id} is {protocol.upper()}; "
+                            f"the charts draw TCP flows")
     return t0, f"{ca}:{cp} -> {sa}:{sp}"
 
 
