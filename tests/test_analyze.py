@@ -64,3 +64,19 @@ def test_thresholds_are_parameters_and_rebuild(db):
     assert db.execute(fast).fetchall()[0][0] == 0
     analyze(db)
     assert db.execute(fast).fetchall()[0][0] == 3
+
+
+@pytest.mark.parametrize("table", ["tcp_analysis", "stalls", "retransmissions", "ack_gaps"])
+def test_compiled_and_python_kernels_agree(tmp_path, monkeypatch, table):
+    """The kernels run compiled on large captures and as Python on small ones:
+    both ways must store the very same rows."""
+    from tracekit.store.db import connect
+    results = []
+    for mode in ("never", "always"):
+        monkeypatch.setenv("TRACEKIT_JIT", mode)
+        con = connect(tmp_path / f"{mode}.duckdb")
+        load_captures(con, [LOSSY, SAMPLES / "http-fresh-vs-persistent.pcap"])
+        analyze(con)
+        results.append(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall())
+        con.close()
+    assert results[0] == results[1] and len(results[0]) > 0
