@@ -87,8 +87,9 @@ TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
 
 # per-direction state columns (int64)
 (BASE, BASE_SET, NEXTSEQ, NEXTSEQ_FRAME, NEXTSEQ_TS, MAXSEQ_TO_ACK, LASTACK, LASTACK_TS,
- LASTNONDUP, DUPACKS, WINDOW, SCALE, VALID_BIF, LASTFLAGS, HEAD, COUNT, SACKED) = range(17)
-NSTATE = 17
+ LASTNONDUP, DUPACKS, WINDOW, SCALE, VALID_BIF, LASTFLAGS, HEAD, COUNT, SACKED, LO, HI,
+ ACKED_AT, DIRTY) = range(21)
+NSTATE = 21
 ACK_UNSEEN = -1  # Wireshark's dupacknum after an ACK of unseen data (unsigned: >= 2)
 
 
@@ -108,6 +109,7 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
         st[d, SCALE] = -1
         st[d, VALID_BIF] = 1
         st[d, HEAD] = -1
+        st[d, ACKED_AT] = -1
     mru_syn = np.zeros(nflows, np.int64)
     first_rtt = np.zeros(nflows, np.int64)
     # unacknowledged segments: one slot per packet (a packet adds at most one)
@@ -223,6 +225,16 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
             u_next[i] = new_next
             u_frame[i] = frame[i]
             u_ts[i] = now
+            # the list's lowest seq and highest nextseq (relative), kept as it grows
+            vlo = (s - st[fw, BASE]) & M32
+            vhi = (new_next - st[fw, BASE]) & M32
+            if st[fw, HEAD] == -1:
+                st[fw, LO] = vlo
+                st[fw, HI] = vhi
+            else:
+                st[fw, LO] = min(st[fw, LO], vlo)
+                st[fw, HI] = max(st[fw, HI], vhi)
+            st[fw, DIRTY] = 1
             u_link[i] = st[fw, HEAD]
             st[fw, HEAD] = i
             st[fw, COUNT] += 1
@@ -236,42 +248,42 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
         st[fw, LASTACK] = a
         st[fw, LASTACK_TS] = now
         st[fw, LASTFLAGS] = out
-        # the ACK removes the peer's acknowledged segments
-        prev = -1
-        u = st[rv, HEAD]
-        while u != -1:
-            if a == u_next[u]:
-                acks_frame[i] = u_frame[u]
-                ack_rtt[i] = now - u_ts[u]
-            elif gt_seq(a, u_seq[u]) and (a == u_next[u] or gt_seq(u_next[u], a)):
-                u_seq[u] = a
-                continue
-            elif gt_seq(u_next[u], a):
-                prev = u
-                u = u_link[u]
-                continue
-            nu = u_link[u]
-            if prev == -1:
-                st[rv, HEAD] = nu
-            else:
-                u_link[prev] = nu
-            st[rv, COUNT] -= 1
-            u = nu
-        # bytes in flight after this segment was sent
-        u = st[fw, HEAD]
-        if ln != 0 and u != -1 and st[fw, VALID_BIF]:
-            base = st[fw, BASE]
-            lo = (u_seq[u] - base) & M32
-            hi = (u_next[u] - base) & M32
+        # the ACK removes the peer's acknowledged segments (nothing to do when
+        # it repeats the last ACK processed and the peer sent nothing since)
+        if a != st[rv, ACKED_AT] or st[rv, DIRTY]:
+            base = st[rv, BASE]
+            lo = M32 + 1
+            hi = -1
+            prev = -1
+            u = st[rv, HEAD]
             while u != -1:
-                v = (u_next[u] - base) & M32
-                if v > hi:
-                    hi = v
-                v = (u_seq[u] - base) & M32
-                if v < lo:
-                    lo = v
-                u = u_link[u]
-            inflight = (hi - lo - st[rv, SACKED]) & M32  # less the peer's last SACK blocks
+                if a == u_next[u]:
+                    acks_frame[i] = u_frame[u]
+                    ack_rtt[i] = now - u_ts[u]
+                elif gt_seq(a, u_seq[u]) and (a == u_next[u] or gt_seq(u_next[u], a)):
+                    u_seq[u] = a
+                    continue
+                elif gt_seq(u_next[u], a):
+                    lo = min(lo, (u_seq[u] - base) & M32)
+                    hi = max(hi, (u_next[u] - base) & M32)
+                    prev = u
+                    u = u_link[u]
+                    continue
+                nu = u_link[u]
+                if prev == -1:
+                    st[rv, HEAD] = nu
+                else:
+                    u_link[prev] = nu
+                st[rv, COUNT] -= 1
+                u = nu
+            st[rv, LO] = lo
+            st[rv, HI] = hi
+            st[rv, ACKED_AT] = a
+            st[rv, DIRTY] = 0
+        # bytes in flight after this segment was sent: the span of the
+        # unacknowledged segments
+        if ln != 0 and st[fw, HEAD] != -1 and st[fw, VALID_BIF]:
+            inflight = (st[fw, HI] - st[fw, LO] - st[rv, SACKED]) & M32  # less the peer's SACKs
             if 0 < inflight < 2000000000:
                 bif[i] = inflight - (1 if f & (TH_SYN | TH_FIN) else 0)
         # the SACK blocks of this packet, for the peer's bytes in flight
