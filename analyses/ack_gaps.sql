@@ -28,27 +28,27 @@
 --   sacked_bytes, dsack, window_bytes, zero_window, window_update,
 --   window_full_segments
 WITH t AS (
-    SELECT t.*, p.tcp_window_bytes, p.tcp_sack_left, p.tcp_sack_right, p.tcp_flags
+    SELECT t.*, p.tcp_window_bytes, p.tcp_sack_left, p.tcp_sack_right, p.tcp_flags,
+        -- window-full segments sent so far by the client / by the server
+        sum(CASE WHEN t.ws_window_full AND t.from_client THEN 1 ELSE 0 END) OVER w AS full_c,
+        sum(CASE WHEN t.ws_window_full AND NOT t.from_client THEN 1 ELSE 0 END) OVER w AS full_s
     FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
     WHERE t.capture_id = $capture_id
+    WINDOW w AS (PARTITION BY t.flow_id ORDER BY t.frame)
 ),
 
 acks AS (
     SELECT *,
         CASE WHEN from_client THEN 's2c' ELSE 'c2s' END AS direction,
         NOT from_client AS data_from_client,
-        ts_ns - lag(ts_ns) OVER w AS gap_ns
+        ts_ns - lag(ts_ns) OVER w AS gap_ns,
+        -- the other side's window-full segments since this side's previous ACK
+        CASE WHEN from_client THEN full_s ELSE full_c END
+            - coalesce(lag(CASE WHEN from_client THEN full_s ELSE full_c END) OVER w, 0)
+            AS window_full_segments
     FROM t
     WHERE tcp_flags & 16 = 16 AND tcp_flags & 2 = 0
     WINDOW w AS (PARTITION BY flow_id, from_client ORDER BY frame)
-),
-
-full_window AS (  -- segments that filled the window, counted on the next ACK the other way
-    SELECT a.flow_id, a.frame, count(*) AS n
-    FROM (SELECT flow_id, from_client, frame FROM t WHERE ws_window_full) s
-    ASOF JOIN (SELECT flow_id, data_from_client, frame FROM acks) a
-        ON a.flow_id = s.flow_id AND a.data_from_client = s.from_client AND a.frame > s.frame
-    GROUP BY ALL
 ),
 
 vantage AS (
@@ -76,10 +76,9 @@ final AS (
         c.tcp_window_bytes AS window_bytes,
         c.ws_zero_window AS zero_window,
         c.ws_window_update AS window_update,
-        coalesce(fw.n, 0) AS window_full_segments
+        c.window_full_segments
     FROM acks c
     LEFT JOIN vantage v ON v.flow_id = c.flow_id AND v.direction = c.direction
-    LEFT JOIN full_window fw ON fw.flow_id = c.flow_id AND fw.frame = c.frame
 )
 
 SELECT * FROM final ORDER BY flow_id, frame

@@ -11,8 +11,8 @@
 --                       the latest three SACK blocks (NULL elsewhere)
 --   event               send (a packet of this direction) or ack (a packet of
 --                       the other direction, which may lower it)
---   flight              the flight the latest new segment of this direction
---                       belongs to (see flights.sql)
+--   flight              on new segments: the flight it belongs to (see
+--                       flights.sql); NULL on other rows
 -- A step function: the value holds from ts_ns until the next row of the
 -- same flow and direction. At a capture point away from the sender the
 -- values are the sender's as seen from there (see rtt_summary.sql).
@@ -42,9 +42,7 @@ series AS (
 
 final AS (
     SELECT capture_id, flow_id, direction, frame, ts_ns, event, inflight_bytes,
-        wireshark_bytes,
-        coalesce(flight, max(flight) OVER (PARTITION BY flow_id, direction ORDER BY frame
-                                           ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS flight
+        wireshark_bytes, flight
     FROM series
 )
 
