@@ -14,11 +14,15 @@ interrupted run leaves complete results behind and the next run resumes.
 import hashlib
 import inspect
 import json
+import re
 import time
 
 from .errors import QueryError, TracekitError
 from .runner import analysis_sql
 from .store.schema import DERIVED, create_table_sql
+
+
+FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
 
 
 class CodeStep:
@@ -58,7 +62,8 @@ class SqlStep:
         return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
 
     def write(self, con, capture_id):
-        sql = analysis_sql(self.table)
+        # a table has no order: skip the final ORDER BY the file keeps for reading
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
                              [self.table]).fetchall()[0][0]
         head = f"INSERT INTO {self.table}" if exists else f"CREATE TABLE {self.table} AS"
@@ -92,6 +97,8 @@ def analyze(con, progress=None, params=None):
         raise TracekitError("the database holds no captures; ingest some first "
                             "(tracekit ingest FILE...)")
     _forget_replaced(con)
+    # one checkpoint at the end instead of one per step (each step commits)
+    con.execute("SET checkpoint_threshold = '16GB'")
     summary = []
     upstream = ""
     for step in _steps(params):
@@ -129,6 +136,8 @@ def analyze(con, progress=None, params=None):
             built += 1
             rows += n
         summary.append((step.table, built, rows, time.perf_counter() - started))
+    con.execute("CHECKPOINT")
+    con.execute("RESET checkpoint_threshold")
     return summary
 
 
