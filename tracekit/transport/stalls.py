@@ -79,9 +79,10 @@ ORDER BY flow_id, d_client DESC, episode_start_ns
 """
 
 FLOWS_SQL = """
-SELECT flow_id, coalesce(ack_ts_ns, -1), coalesce(fin_c2s_ts_ns, 9223372036854775807),
-       coalesce(fin_s2c_ts_ns, 9223372036854775807), coalesce(rst_ts_ns, 9223372036854775807)
-FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp' ORDER BY flow_id
+SELECT flow_id, coalesce(ack_ts_ns, -1) AS ack, coalesce(fin_c2s_ts_ns, 9223372036854775807) AS fin_c,
+       coalesce(fin_s2c_ts_ns, 9223372036854775807) AS fin_s,
+       coalesce(rst_ts_ns, 9223372036854775807) AS rst
+FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
 """
 
 
@@ -204,19 +205,22 @@ def build(con, capture_id):
     p = {k: np.asarray(v) for k, v in
          con.execute(READ_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
     n = len(p["frame"])
-    flows = con.execute(FLOWS_SQL, {"capture_id": capture_id}).fetchall()
+    f = {k: np.asarray(v).astype(np.int64) for k, v in
+         con.execute(FLOWS_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
     nflows = int(p["flow_id"].max()) + 1 if n else 0
     ack_ts = np.full(nflows, -1, np.int64)
     fin_ts = np.full((nflows, 2), NEVER, np.int64)
     rst_ts = np.full(nflows, NEVER, np.int64)
-    for fid, ack, fin_c, fin_s, rst in flows:
-        if fid < nflows:
-            ack_ts[fid], fin_ts[fid, 0], fin_ts[fid, 1], rst_ts[fid] = ack, fin_c, fin_s, rst
-    eps = con.execute(EPISODES_SQL, {"capture_id": capture_id}).fetchall()
-    keys = np.array([2 * f + (0 if c else 1) for f, c, _, _ in eps], np.int64)
+    ok = f["flow_id"] < nflows
+    fid = f["flow_id"][ok]
+    ack_ts[fid], fin_ts[fid, 0], fin_ts[fid, 1], rst_ts[fid] = (
+        f["ack"][ok], f["fin_c"][ok], f["fin_s"][ok], f["rst"][ok])
+    e = {k: np.asarray(v) for k, v in
+         con.execute(EPISODES_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
+    keys = 2 * e["flow_id"].astype(np.int64) + np.where(e["d_client"].astype(bool), 0, 1)
     order = np.argsort(keys, kind="stable")
-    ep_start = np.array([eps[k][2] for k in order], np.int64)
-    ep_end = np.array([eps[k][3] for k in order], np.int64)
+    ep_start = e["episode_start_ns"].astype(np.int64)[order]
+    ep_end = e["episode_end_ns"].astype(np.int64)[order]
     ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
     rows = np.zeros((2 * n + 2 * nflows + 1, len(OUT)), np.int64)
     m = limitation_runs(
