@@ -186,3 +186,14 @@ def test_pcapng_snaplen_is_a_32_bit_field(tmp_path):
     load_captures(con, [path])
     assert con.execute("SELECT snaplen FROM interfaces").fetchall() == [(2147745792,)]
     assert con.execute("SELECT snaplen FROM captures").fetchall() == [(2147745792,)]
+
+
+def test_timestamp_units_finer_than_uint64():
+    """if_tsresol may say 2^-127 s (found by the fuzz test): every raw value is
+    then far below a nanosecond, and the conversion must not overflow."""
+    import numpy as np
+    from tracekit.capture.base import timestamps_from_units
+    raw = np.array([0, 1, 2**63, 2**64 - 1], np.uint64)
+    assert timestamps_from_units(raw, 2**127).tolist() == [0, 0, 0, 0]
+    assert timestamps_from_units(raw, 10**30, offset_s=5).tolist() == [5 * 10**9] * 4
+    assert timestamps_from_units(np.array([3 * 2**20 + 2**19], np.uint64), 2**20).tolist() == [3_500_000_000]

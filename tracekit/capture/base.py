@@ -125,6 +125,10 @@ def timestamps_from_units(raw, units_per_second, offset_s=0):
         ns = raw.astype(np.int64)
     elif units_per_second < 1_000_000_000 and 1_000_000_000 % units_per_second == 0:
         ns = raw.astype(np.int64) * np.int64(1_000_000_000 // units_per_second)
+    elif units_per_second > np.iinfo(np.uint64).max:
+        # finer than 2^-64 s (a legal if_tsresol up to 2^-127): every raw value is
+        # under a second
+        ns = np.floor(raw.astype(np.float64) * (1e9 / units_per_second)).astype(np.int64)
     else:
         ups = np.uint64(units_per_second)
         seconds = (raw // ups).astype(np.int64)
