@@ -2,13 +2,14 @@
 
 Each analysis is a step: a kernel in tracekit/transport (code) or a SQL file
 in analyses/ whose final SELECT is run once per capture with $capture_id.
-Steps run in the order of STEPS, each one after the tables it reads. The
+Steps run in the order of `_steps()`, each after the tables it reads. The
 table `analysis_runs` records, per analysis and capture, the version (a hash
 of the code or SQL text) it was built with: a capture already built with the
 current version is skipped, and a changed version rebuilds that analysis for
 every capture. A version also covers the steps before it, so a change
-upstream rebuilds everything downstream. Each (analysis, capture) is written in one transaction, so an
-interrupted run leaves complete results behind and the next run resumes.
+upstream rebuilds everything downstream. Each (analysis, capture) is
+written in one transaction, so an interrupted run leaves complete results
+behind and the next run resumes.
 """
 
 import hashlib
@@ -19,7 +20,7 @@ import time
 
 from .errors import QueryError, TracekitError
 from .runner import analysis_sql
-from .store.schema import DERIVED, create_table_sql
+from .store.schema import create_table_sql
 
 
 FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
@@ -64,9 +65,8 @@ class SqlStep:
     def write(self, con, capture_id):
         # a table has no order: skip the final ORDER BY the file keeps for reading
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
-                             [self.table]).fetchall()[0][0]
-        head = f"INSERT INTO {self.table}" if exists else f"CREATE TABLE {self.table} AS"
+        head = (f"INSERT INTO {self.table}" if _exists(con, self.table)
+                else f"CREATE TABLE {self.table} AS")
         try:
             con.execute(f"{head} SELECT * FROM (\n{sql}\n)", {"capture_id": capture_id})
         except Exception as e:  # a bug in an analysis: name it
@@ -124,8 +124,7 @@ def analyze(con, progress=None, params=None):
             t0 = time.perf_counter()
             con.execute("BEGIN")
             try:
-                if step.table in DERIVED or _exists(con, step.table):
-                    _delete(con, step.table, cid)
+                _delete(con, step.table, cid)
                 n = step.write(con, cid)
                 con.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now())",
                             [step.table, cid, version, n, time.perf_counter() - t0])

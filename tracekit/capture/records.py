@@ -35,12 +35,9 @@ def read_records(path, fmt, offsets):
                                  "record header expected (the file changed since ingest?)")
 
     def u32(pos, big):
+        """32-bit fields at `pos`, big-endian where `big` (one flag, or one per record)."""
         b = mm[pos[:, None] + np.arange(4)].astype(np.uint32)
-        if big is True:
-            return (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
         little = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)
-        if big is False:
-            return little
         swapped = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
         return np.where(big, swapped, little)
 

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 
 from ..errors import TracekitError
+from .tls import HANDSHAKE
 
 FIELDS = ["frame.number", "tls.handshake.type", "tls.record.content_type", "tls.app_data"]
 
@@ -66,7 +67,7 @@ def load_keys(con, capture_id, keylog_path):
         direction = "c2s" if from_client else "s2c"
         for t in types:
             records.append((capture_id, flow, direction, frame, ts,
-                            HANDSHAKE_NAMES.get(t, f"handshake_{t}")))
+                            HANDSHAKE.get(t, f"handshake_{t}")))
         # decrypted application data; a record tshark reassembled from several
         # segments shows its data without the inner content type
         if 23 in content or (app_data and not types and not content):
@@ -85,9 +86,3 @@ def load_keys(con, capture_id, keylog_path):
         raise
     return len(records)
 
-
-HANDSHAKE_NAMES = {1: "client_hello", 2: "server_hello", 4: "new_session_ticket",
-                   5: "end_of_early_data", 8: "encrypted_extensions", 11: "certificate",
-                   12: "server_key_exchange", 13: "certificate_request", 14: "server_hello_done",
-                   15: "certificate_verify", 16: "client_key_exchange", 20: "finished",
-                   24: "key_update"}

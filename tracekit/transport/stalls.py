@@ -44,7 +44,6 @@ from ..jit import PYTHON_COST, kernel, use_jit
 from ..store.arrow import numpy_table
 from ..store.schema import STALLS
 
-SOURCES = ()
 STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recovery",
           "zero_window", "receive_window_limited", "pacing_idle", "slow_start",
           "congestion_limited")

@@ -33,7 +33,6 @@ from ..decode.packets import decode_packets
 from ..store.arrow import numpy_table
 from ..store.schema import TLS_MESSAGES
 
-SOURCES = ()
 MAX_STREAM = 65536
 HRR_RANDOM = hashlib.sha256(b"HelloRetryRequest").digest()
 CONTENT = {20: "change_cipher_spec", 21: "alert", 22: "handshake", 23: "application_data",
@@ -309,9 +308,9 @@ def _flow_rows(out, capture_id, flow, per):
             out["frame"].append(frame)
             out["ts_ns"].append(ts)
             out["record_type"].append(CONTENT[ctype])
-            out["version"].append(VERSIONS.get(version, None) if version else None)
+            out["version"].append(VERSIONS.get(version))
             out["offered_versions"].append(
-                ",".join(VERSIONS.get(v, hex(v)) for v in offered if v in VERSIONS) if offered else None)
+                ",".join(VERSIONS[v] for v in offered if v in VERSIONS) if offered else None)
             out["sni"].append(f.get("sni"))
             out["alpn"].append(f.get("alpn"))
             out["psk"].append(f.get("psk") if name in ("client_hello", "server_hello") else None)
