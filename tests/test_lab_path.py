@@ -154,8 +154,13 @@ def test_handshake_rtt_equals_the_configured_rtt(tmp_path):
     a packet a millisecond or two after its schedule. It logs how long it
     held every packet, and the run's statistics must own up to any
     lateness. Near the client, the SYN -> SYN-ACK interval is also the
-    kernel's first RTT sample (tcp_info.tcpi_rtt read right after connect),
-    which must agree within 0.3 ms (seen: 12-83 us).
+    kernel's first RTT sample (tcp_info.tcpi_rtt read right after connect).
+    The kernel's interval contains the capture's: its SYN is stamped before
+    the tap sees it, and a received packet is stamped when it is queued for
+    the softirq that TCP runs in, which a loaded machine can delay (quiet:
+    12-83 us; seen on a 2-core CI runner: 0.64 ms). So the kernel may never
+    be shorter (beyond its 1 us resolution) and not more than the busy
+    machine allowance longer.
     """
     spec = PathSpec(up=Direction(delay_ms=15), down=Direction(delay_ms=25), seed=7)
     with EmulatedPath(spec, str(tmp_path)) as path:
@@ -190,7 +195,7 @@ def test_handshake_rtt_equals_the_configured_rtt(tmp_path):
         # well under 1 ms on a quiet machine; a busy one can add a millisecond
         assert 0 <= measured - expected < 3e6, (name, port, measured, own)
         if name == "client.pcap":  # the kernel's first RTT sample is the same interval
-            assert abs(kernel_rtt[port] - measured) < 0.3e6, (port, kernel_rtt[port], measured)
+            assert -2e3 <= kernel_rtt[port] - measured < 3e6, (port, kernel_rtt[port], measured)
         assert rtt == syn_to_synack + synack_to_ack  # ACK - SYN, wherever the capture is
 
 
