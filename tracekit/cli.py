@@ -121,33 +121,84 @@ def _skipped_text(counts):
     return "skipped " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
 
 
+INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench")
+
+
+def _split_inputs(files, input_format):
+    """(capture paths, log paths) by magic number, or all one kind by --format."""
+    from .capture.pcap import sniff_pcap
+    from .capture.pcapng import sniff_pcapng
+
+    if input_format in ("pcap", "pcapng"):
+        return list(files), []
+    if input_format != "auto":
+        return [], list(files)
+    captures, logs = [], []
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4)
+        except OSError as e:
+            raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+        (captures if sniff_pcap(head) or sniff_pcapng(head) else logs).append(path)
+    return captures, logs
+
+
+_UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def _parse_duration_ns(text):
+    """'12.5ms', '-3us', '0.2s', '150000ns' or a bare number of seconds -> int ns."""
+    import re
+    m = re.fullmatch(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|ms|s)?\s*", text)
+    if not m:
+        raise TracekitError(f"--clock-offset {text!r} is not a duration (e.g. 12.5ms, -300us, 0.2s)")
+    return round(float(m.group(1)) * _UNITS[m.group(2) or "s"])
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @db_option
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Experiment factor to attach (repeatable), e.g. --label conn=fresh.")
 @click.option("--replace", is_flag=True, help="Re-ingest files already in the store.")
+@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default="auto",
+              show_default=True, help="Input format; auto detects each file from its content.")
+@click.option("--clock-offset", "clock_offset", metavar="DURATION", default=None,
+              help="Event logs only: add this to their timestamps to put them on the "
+                   "captures' clock (e.g. 12.5ms); default 0, same host.")
 @handle_errors
-def ingest(files, db, labels, replace):
-    """Ingest pcap/pcapng FILES into the store, in one transaction.
+def ingest(files, db, labels, replace, input_format, clock_offset):
+    """Ingest pcap/pcapng captures and event logs into the store.
 
     Every packet becomes a row of `packets`; flows are rebuilt per capture.
-    A file already in the store (same SHA-256) is not added twice.
+    Event logs (tracekit JSON Lines, CSV, qlog, Queqiao) become rows of
+    `events`; malformed records are counted with their line numbers and
+    skipped. A file already in the store (same SHA-256) is not added twice.
+    Logs are parsed before anything is written; a failure leaves the store
+    as it was.
 
     \b
     Example:
       tracekit ingest run1-client.pcap run1-server.pcapng --label path=tunnel
+      tracekit ingest client-events.jsonl quic.qlog --label path=tunnel
     """
-    from .decode.link import link_type_name
+    from .events import read_log
     from .store.db import connect
+    from .store.events import load_logs
     from .store.ingest import load_captures
 
     labels = _parse_labels(labels)
+    offset_ns = None if clock_offset is None else _parse_duration_ns(clock_offset)
+    capture_paths, log_paths = _split_inputs(files, input_format)
+    started = time.perf_counter()
+    parsed = [read_log(p, None if input_format == "auto" else input_format) for p in log_paths]
     con = connect(db)
     progress = Progress(sys.stderr.isatty())
-    started = time.perf_counter()
     try:
-        summaries = load_captures(con, files, labels=labels, replace=replace, progress=progress)
+        summaries = (load_captures(con, capture_paths, labels=labels, replace=replace,
+                                   progress=progress) if capture_paths else [])
+        log_summaries = load_logs(con, parsed, labels, offset_ns, replace) if parsed else []
     finally:
         progress.done()
         con.close()
@@ -168,6 +219,7 @@ def ingest(files, db, labels, replace):
                        f"{s.read_stop.offset}: {s.read_stop.message}; the "
                        f"{s.packets:,} packets before it were ingested", err=True)
         for lt in s.unsupported_link_types:
+            from .decode.link import link_type_name
             n = s.decode_status.get("link_type_unsupported", 0)
             click.echo(f"tracekit: warning: {s.path}: {link_type_name(lt)} is not decoded: its "
                        f"packets are stored undecoded (decode_status link_type_unsupported, "
@@ -179,10 +231,45 @@ def ingest(files, db, labels, replace):
         total_flows += s.flows
         for k, v in s.decode_status.items():
             skipped[k] = skipped.get(k, 0) + v
+    total_events = sum(s.events for s in log_summaries)
+    for s in log_summaries:
+        _report_log(s)
     seconds = time.perf_counter() - started
-    rate = total_packets / seconds if seconds > 0 else 0.0
-    click.echo(f"total: {_plural(total_packets, 'packet')}, {_plural(total_flows, 'flow')}, "
-               f"{_skipped_text(skipped)}; {seconds:.2f} s, {rate:,.0f} packets/s")
+    parts = []
+    if capture_paths:
+        rate = total_packets / seconds if seconds > 0 else 0.0
+        parts.append(f"{_plural(total_packets, 'packet')}, {_plural(total_flows, 'flow')}, "
+                     f"{_skipped_text(skipped)}")
+    if log_paths:
+        parts.append(f"{_plural(total_events, 'event')}, "
+                     f"{_plural(sum(len(s.malformed) for s in log_summaries), 'malformed record')}")
+    rates = []
+    if capture_paths and seconds > 0:
+        rates.append(f"{total_packets / seconds:,.0f} packets/s")
+    if log_paths and seconds > 0:
+        rates.append(f"{total_events / seconds:,.0f} events/s")
+    click.echo(f"total: {'; '.join(parts)}; {seconds:.2f} s, {', '.join(rates)}")
+
+
+def _report_log(s):
+    name = os.path.basename(s.path)
+    if s.outcome == "duplicate":
+        click.echo(f"{name}: already in the store as event log {s.duplicate_of} "
+                   f"(same sha256); nothing added. Use --replace to ingest it again.")
+        return
+    replacing = f", replacing event log {s.duplicate_of}" if s.outcome == "replaced" else ""
+    extra = ""
+    if s.private_dropped:
+        extra += f", {_plural(s.private_dropped, 'private identifier')} dropped"
+    if s.negative_deltas:
+        extra += f", {_plural(s.negative_deltas, 'decreasing counter')} skipped"
+    click.echo(f"{name}: ingested as event log {s.log_id} ({s.format}){replacing}: "
+               f"{_plural(s.events, 'event')} of {_plural(s.records, 'record')}{extra}")
+    if s.malformed:
+        shown = ", ".join(f"line {line}: {problem}" for line, problem in s.malformed[:5])
+        more = f" (and {len(s.malformed) - 5:,} more)" if len(s.malformed) > 5 else ""
+        click.echo(f"tracekit: warning: {s.path}: {_plural(len(s.malformed), 'malformed record')} "
+                   f"skipped: {shown}{more}; the rest of the file was kept", err=True)
 
 
 @main.command(context_settings=CONTEXT)

@@ -249,9 +249,51 @@ TLS_DECRYPTED = (
     Column("message", "VARCHAR NOT NULL", "Decrypted handshake message (`encrypted_extensions`, `certificate`, `finished`...) or `application_data`"),
 )
 
+EVENT_LOGS = (
+    Column("log_id", "INTEGER PRIMARY KEY", "Event log number in this database, from 1"),
+    Column("path", "VARCHAR NOT NULL", "Absolute path of the file when it was ingested"),
+    Column("file_name", "VARCHAR NOT NULL", "Base name of the file"),
+    Column("sha256", "VARCHAR NOT NULL UNIQUE", "SHA-256 of the file; re-ingesting the same content is refused"),
+    Column("size_bytes", "BIGINT NOT NULL", "File size"),
+    Column("format", "VARCHAR NOT NULL", "`jsonl`, `csv`, `qlog`, `queqiao` or `queqiaobench`"),
+    Column("records", "BIGINT NOT NULL", "Records read (lines, CSV rows, qlog events), blank lines not counted"),
+    Column("events", "BIGINT NOT NULL", "Rows in `events` (records minus malformed)"),
+    Column("malformed", "BIGINT NOT NULL", "Records skipped as malformed"),
+    Column("malformed_lines", "BIGINT[]", "Line (record) numbers of the first 1,000 malformed records"),
+    Column("first_problem", "VARCHAR", "What was wrong with the first malformed record"),
+    Column("private_fields_dropped", "BIGINT NOT NULL", "Identifier fields (account, device, user...) dropped at ingest"),
+    Column("negative_deltas_skipped", "BIGINT NOT NULL", "Queqiao counter decreases skipped (delta stored as 0)"),
+    Column("clock_offset_ns", "BIGINT NOT NULL", "Added to every timestamp of the log to put it on the captures' clock"),
+    Column("clock_source", "VARCHAR NOT NULL", "`same_host` (0), `given` (--clock-offset) or `estimated` (tracekit clock)"),
+    Column("clock_uncertainty_ns", "BIGINT", "Half-width of the interval the offset is known to lie in (estimated)"),
+    Column("first_ts_ns", "BIGINT", "Smallest event timestamp (after the offset)"),
+    Column("last_ts_ns", "BIGINT", "Largest event timestamp (after the offset)"),
+    Column("labels", "MAP(VARCHAR, VARCHAR)", "`--label KEY=VALUE` given at ingest"),
+    Column("ingested_at", "TIMESTAMPTZ NOT NULL", "When the file was ingested"),
+    Column("updated_at", "TIMESTAMPTZ NOT NULL", "Last change (ingest or a new clock offset); analyses built before it are redone"),
+    Column("tracekit_version", "VARCHAR NOT NULL", "Version of tracekit that ingested it"),
+)
+
+EVENTS = (
+    Column("log_id", "INTEGER NOT NULL", "Event log (see `event_logs`)"),
+    Column("line", "BIGINT NOT NULL", "Line of the record in its file (CSV: row's line; qlog: event number)"),
+    Column("ts_ns", "BIGINT NOT NULL", "Timestamp on the captures' clock: `log_ts_ns + clock_offset_ns`, ns since the epoch"),
+    Column("log_ts_ns", "BIGINT NOT NULL", "Timestamp as the log wrote it, ns since the epoch"),
+    Column("source", "VARCHAR NOT NULL", "Format of the log (`event_logs.format`)"),
+    Column("kind", "VARCHAR NOT NULL", "What happened (see Event kinds)"),
+    Column("run", "VARCHAR", "Run the event belongs to (`run` field)"),
+    Column("request", "VARCHAR", "Request id (`request` field)"),
+    Column("stream", "VARCHAR", "Audio/chunk stream id (`stream` field)"),
+    Column("local_addr", "VARCHAR", "Flow hint: the logging host's address"),
+    Column("local_port", "INTEGER", "Flow hint: the logging host's port (matches `flows.client_port` for a client)"),
+    Column("remote_addr", "VARCHAR", "Flow hint: the peer's address"),
+    Column("remote_port", "INTEGER", "Flow hint: the peer's port"),
+    Column("fields", "JSON NOT NULL", "The whole record as written (private identifiers removed); query with `fields->>'name'`"),
+)
+
 ANALYSIS_RUNS = (
     Column("analysis", "VARCHAR NOT NULL", "Derived table"),
-    Column("capture_id", "INTEGER NOT NULL", "Capture it was built for"),
+    Column("capture_id", "INTEGER NOT NULL", "Capture it was built for; 0 for an analysis built over the whole store (events and all captures)"),
     Column("version", "VARCHAR NOT NULL", "Hash of the code that built it; a change rebuilds the table"),
     Column("rows", "BIGINT NOT NULL", "Rows written for this capture"),
     Column("seconds", "DOUBLE NOT NULL", "Time taken"),
@@ -260,7 +302,7 @@ ANALYSIS_RUNS = (
 
 TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
           "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
-          "tls_decrypted": TLS_DECRYPTED}
+          "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
 DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES, "stalls": STALLS}

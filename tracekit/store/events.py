@@ -1,0 +1,108 @@
+"""Load parsed event logs into `event_logs` and `events`, all or nothing.
+
+Logs are small next to captures (a million events is ~150 MB of text), so
+each call writes all of its logs in one transaction. Timestamps are stored
+twice: as the log wrote them and on the captures' clock (plus the log's
+offset), so a later clock estimate (tracekit clock) can move them again.
+"""
+
+import os
+from dataclasses import dataclass
+
+from .. import __version__
+from ..capture import hash_file
+from ..errors import TracekitError
+
+MALFORMED_KEPT = 1000
+
+
+@dataclass
+class LogSummary:
+    path: str
+    format: str
+    log_id: int | None = None
+    outcome: str = "ingested"  # ingested, replaced, duplicate
+    records: int = 0
+    events: int = 0
+    malformed: list = None
+    private_dropped: int = 0
+    negative_deltas: int = 0
+    duplicate_of: int | None = None
+
+
+def load_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False):
+    """Store ParsedLogs in one transaction; return a LogSummary each."""
+    summaries = []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for parsed in parsed_logs:
+            summaries.append(_load_one(con, parsed, labels or {}, clock_offset_ns, replace))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return summaries
+
+
+def _load_one(con, parsed, labels, clock_offset_ns, replace):
+    path = os.path.abspath(parsed.path)
+    try:
+        digest = hash_file(parsed.path)
+        size = os.stat(parsed.path).st_size
+    except OSError as e:
+        raise TracekitError(f"{parsed.path}: cannot read: {e.strerror}") from None
+    summary = LogSummary(path=path, format=parsed.format, records=parsed.records,
+                         malformed=parsed.malformed, private_dropped=parsed.private_dropped,
+                         negative_deltas=parsed.negative_deltas)
+    old = con.execute("SELECT log_id FROM event_logs WHERE sha256 = ?", [digest]).fetchall()
+    if old:
+        summary.duplicate_of = old[0][0]
+        if not replace:
+            summary.outcome = "duplicate"
+            return summary
+        summary.outcome = "replaced"
+        con.execute("DELETE FROM events WHERE log_id = ?", [old[0][0]])
+        con.execute("DELETE FROM event_logs WHERE log_id = ?", [old[0][0]])
+    (log_id,), = con.execute("SELECT coalesce(max(log_id), 0) + 1 FROM event_logs").fetchall()
+    offset = clock_offset_ns or 0
+    con.register("_tracekit_events", parsed.table)
+    try:
+        con.execute("""
+            INSERT INTO events
+            SELECT ?, line, ts_ns + ?, ts_ns, ?, kind, run, request, stream,
+                   local_addr, local_port, remote_addr, remote_port, fields
+            FROM _tracekit_events""", [log_id, offset, parsed.format])
+    finally:
+        con.unregister("_tracekit_events")
+    (n, first, last), = con.execute(
+        "SELECT count(*), min(ts_ns), max(ts_ns) FROM events WHERE log_id = ?", [log_id]).fetchall()
+    lines = [line for line, _ in parsed.malformed[:MALFORMED_KEPT]]
+    con.execute("""
+        INSERT INTO event_logs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                                       MAP(?::VARCHAR[], ?::VARCHAR[]), now(), now(), ?)""",
+                [log_id, path, os.path.basename(path), digest, size, parsed.format,
+                 parsed.records, n, len(parsed.malformed), lines,
+                 parsed.malformed[0][1] if parsed.malformed else None,
+                 parsed.private_dropped, parsed.negative_deltas, offset,
+                 "same_host" if clock_offset_ns is None else "given", None, first, last,
+                 list(labels), list(labels.values()), __version__])
+    summary.log_id = log_id
+    summary.events = n
+    return summary
+
+
+def set_clock_offset(con, log_id, offset_ns, source, uncertainty_ns=None):
+    """Put a log on the captures' clock with a new offset (moves every event)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("UPDATE events SET ts_ns = log_ts_ns + ? WHERE log_id = ?", [offset_ns, log_id])
+        con.execute("""
+            UPDATE event_logs SET clock_offset_ns = ?, clock_source = ?, clock_uncertainty_ns = ?,
+                   first_ts_ns = (SELECT min(ts_ns) FROM events WHERE log_id = ?),
+                   last_ts_ns = (SELECT max(ts_ns) FROM events WHERE log_id = ?),
+                   updated_at = now()
+            WHERE log_id = ?""", [offset_ns, source, uncertainty_ns, log_id, log_id, log_id])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
