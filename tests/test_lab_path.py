@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tracekit.lab import netns
+from tracekit.lab.record import tcpdump
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 from tracekit.store.db import connect
 from tracekit.store.ingest import load_captures
@@ -76,23 +77,6 @@ for _ in range(int(sys.argv[1])):
     assert n == int(sys.argv[2]), n
     s.close()
 """
-
-
-@contextlib.contextmanager
-def tcpdump(run_in, out, snaplen=128):
-    """tcpdump on the namespace's tk0 into `out` while the block runs."""
-    cmd = ["tcpdump", "-i", "tk0", "-n", "-U", "--immediate-mode",
-           "--time-stamp-precision", "nano", "-w", out] + (["-s", str(snaplen)] if snaplen else [])
-    dump = subprocess.Popen(run_in(cmd), stderr=subprocess.PIPE, text=True)
-    try:
-        # tcpdump says "listening on tk0" once its capture is open
-        assert "listening on" in dump.stderr.readline()
-        yield out
-        time.sleep(0.2)  # let it write the last packets before SIGINT
-    finally:
-        dump.send_signal(signal.SIGINT)
-        dump.wait(timeout=30)
-        dump.stderr.close()
 
 
 @contextlib.contextmanager

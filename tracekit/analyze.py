@@ -75,13 +75,39 @@ class SqlStep:
                            [capture_id]).fetchall()[0][0]
 
 
+class StoreStep(SqlStep):
+    """A table built from the whole store at once (events and every capture):
+    rebuilt when its version or its inputs (captures and event logs, and
+    when they last changed) differ from the last build."""
+
+    scope = "store"
+
+    def write_all(self, con):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {self.table} AS SELECT * FROM (\n{sql}\n)")
+        except Exception as e:
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
+
+
+def _inputs_fingerprint(con):
+    rows = con.execute("""
+        SELECT 'c', capture_id, ingested_at::VARCHAR FROM captures
+        UNION ALL SELECT 'l', log_id, updated_at::VARCHAR FROM event_logs
+        ORDER BY 1, 2""").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
 def _steps(params=None):
     from .transport import sequence, stalls, tls
     return [CodeStep("tcp_analysis", sequence, params), CodeStep("tls_messages", tls),
             SqlStep("retransmissions"),
             SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
-            CodeStep("stalls", stalls), SqlStep("handshakes")]
+            CodeStep("stalls", stalls), SqlStep("handshakes"),
+            StoreStep("requests"), StoreStep("playback"),
+            StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions")]
 
 
 def analyze(con, progress=None, params=None):
@@ -93,8 +119,9 @@ def analyze(con, progress=None, params=None):
     tcp_analysis and everything after it.
     """
     captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
-    if not captures:
-        raise TracekitError("the database holds no captures; ingest some first "
+    logs = con.execute("SELECT count(*) FROM event_logs").fetchall()[0][0]
+    if not captures and not logs:
+        raise TracekitError("the database holds no captures or event logs; ingest some first "
                             "(tracekit ingest FILE...)")
     _forget_replaced(con)
     # one checkpoint at the end instead of one per step (each step commits)
@@ -105,6 +132,9 @@ def analyze(con, progress=None, params=None):
         # a step depends on the ones before it: their change rebuilds it too
         version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
         upstream = version
+        if getattr(step, "scope", "capture") == "store":
+            summary.append(_build_store_step(con, step, version, progress))
+            continue
         stale = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version <> ?",
                             [step.table, version]).fetchall()[0][0]
         if stale:
@@ -134,10 +164,45 @@ def analyze(con, progress=None, params=None):
                 raise
             built += 1
             rows += n
+        if not _exists(con, step.table):  # no captures yet: later steps still read it
+            con.execute("BEGIN")
+            _create_empty(con, step)
+            con.execute("COMMIT")
         summary.append((step.table, built, rows, time.perf_counter() - started))
     con.execute("CHECKPOINT")
     con.execute("RESET checkpoint_threshold")
     return summary
+
+
+def _build_store_step(con, step, version, progress):
+    stamped = hashlib.sha256((version + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
+    current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
+                          [step.table, stamped]).fetchall()[0][0]
+    if current and _exists(con, step.table):
+        return (step.table, 0, 0, 0.0)
+    if progress:
+        progress(step.table, 0)
+    t0 = time.perf_counter()
+    con.execute("BEGIN")
+    try:
+        n = step.write_all(con)
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+        con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now())",
+                    [step.table, stamped, n, time.perf_counter() - t0])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return (step.table, 1, n, time.perf_counter() - t0)
+
+
+def _create_empty(con, step):
+    if isinstance(step, CodeStep):
+        con.execute(create_table_sql(step.table))
+        return
+    sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(step.table))
+    con.execute(f"CREATE TABLE {step.table} AS SELECT * FROM (\n{sql}\n) LIMIT 0",
+                {"capture_id": 0})
 
 
 def _forget_replaced(con):
@@ -145,7 +210,7 @@ def _forget_replaced(con):
     gone = con.execute("""
         SELECT DISTINCT r.analysis, r.capture_id FROM analysis_runs r
         LEFT JOIN captures c USING (capture_id)
-        WHERE c.capture_id IS NULL OR r.built_at < c.ingested_at""").fetchall()
+        WHERE r.capture_id <> 0 AND (c.capture_id IS NULL OR r.built_at < c.ingested_at)""").fetchall()
     if not gone:
         return
     con.execute("BEGIN")

@@ -329,8 +329,8 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
 
     def progress(table, capture_id):
         if sys.stderr.isatty() and time.monotonic() - started > 1.0:
-            click.echo(f"\ranalysing: {table} for capture {capture_id}" + " " * 10,
-                       err=True, nl=False)
+            what = f"for capture {capture_id}" if capture_id else "over the whole store"
+            click.echo(f"\ranalysing: {table} {what}" + " " * 10, err=True, nl=False)
             shown[0] = True
     params = {"dupthresh": dupthresh, "rto_min_ns": int(rto_min_ms * 1e6),
               "reorder_window_ns": int(reorder_window_ms * 1e6)}
@@ -340,12 +340,21 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
         if shown[0]:
             click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
         con.close()
+    store_tables = {step.table for step in _store_steps()}
     for table, built, rows, seconds in summary:
-        if built:
+        if built and table in store_tables:
+            click.echo(f"{table}: rebuilt over the whole store, {_plural(rows, 'row')}, "
+                       f"{seconds:.2f} s")
+        elif built:
             click.echo(f"{table}: {_plural(built, 'capture')} analysed, "
                        f"{_plural(rows, 'row')}, {seconds:.2f} s")
         else:
             click.echo(f"{table}: up to date")
+
+
+def _store_steps():
+    from .analyze import _steps
+    return [s for s in _steps() if getattr(s, "scope", "capture") == "store"]
 
 
 @main.command(context_settings=CONTEXT)
@@ -461,6 +470,7 @@ _view("retransmissions", "Retransmissions per flow direction by trigger, beside 
 _view("rounds", "Loss-recovery rounds: segments, triggers and what each round cost.")
 _view("stalls", "Share of each flow direction's life in each limitation state.")
 _view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.")
+_view("requests", "Requests: from request_start/end events, else each request/response exchange of a TCP flow.")
 
 
 @main.command(context_settings=CONTEXT)

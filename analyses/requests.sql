@@ -1,0 +1,149 @@
+-- requests: the unit of measurement -- one request/response exchange.
+--
+-- Built over the whole store (events and every capture).
+-- Sources: events, flows, tcp_analysis, handshakes.
+-- Definitions:
+--   From events (source = 'events'): a request id with a request_start and
+--   a request_end event in one log; start/end are those events' times on
+--   the captures' clock (event_logs.clock_offset_ns). first_byte_ns is its
+--   first_byte event. Bytes each way are the request_end (else
+--   request_start) fields bytes_up/bytes_down when logged, else the unique
+--   stream bytes of the linked flow inside [start, end].
+--   Linked flow: a TCP flow of any capture whose client port is the
+--   request's local_port hint (any of its events; remote_port too when
+--   given) and whose lifetime overlaps [start, end]; `flows_matched` counts
+--   them (a client- and a server-side capture of one run give 2), and
+--   capture_id/flow_id name the one of the lowest capture id.
+--   From flows (source = 'flows'), for TCP flows no event request links to:
+--   an exchange begins at a client data segment that follows server data
+--   (or is the flow's first data) and runs until the next such segment;
+--   server data before the first client data is not a request. On TLS
+--   flows only what follows the handshake counts (handshakes.first_data_c2s_ns:
+--   session tickets are not exchanges). start_ns is the SYN for the first
+--   exchange of a connection whose SYN was captured (setup is part of that
+--   request), else the exchange's first request byte; end_ns its last
+--   response byte as the capture saw it. Bytes are unique stream bytes
+--   (retransmitted bytes counted once: max rel_end - min rel_seq).
+--   connection: 'fresh' when the request's connection was opened for it
+--   (flows: first exchange with its SYN captured; events: a connect_start
+--   event for the request, or the linked flow's SYN inside [start, end]),
+--   else 'reused'; an event's `connection` field overrides.
+-- Columns: request_key, source, log_id, request, run, capture_id, flow_id,
+--   flows_matched, exchange, protocol, connection, start_ns, request_first_byte_ns,
+--   response_first_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
+--   packets_up, packets_down
+WITH ev AS (
+    SELECT log_id, request, any_value(run) AS run,
+        min(ts_ns) FILTER (kind = 'request_start') AS start_ns,
+        max(ts_ns) FILTER (kind = 'request_end') AS end_ns,
+        min(ts_ns) FILTER (kind = 'first_byte') AS first_byte_ns,
+        min(ts_ns) FILTER (kind = 'connect_start') AS connect_ns,
+        any_value(local_port) FILTER (local_port IS NOT NULL) AS local_port,
+        any_value(remote_port) FILTER (remote_port IS NOT NULL) AS remote_port,
+        coalesce(any_value(TRY_CAST(fields->>'bytes_up' AS BIGINT)) FILTER (kind = 'request_end'),
+                 any_value(TRY_CAST(fields->>'bytes_up' AS BIGINT)) FILTER (kind = 'request_start')) AS bytes_up,
+        coalesce(any_value(TRY_CAST(fields->>'bytes_down' AS BIGINT)) FILTER (kind = 'request_end'),
+                 any_value(TRY_CAST(fields->>'bytes_down' AS BIGINT)) FILTER (kind = 'request_start')) AS bytes_down,
+        any_value(fields->>'connection') FILTER (fields->>'connection' IS NOT NULL) AS connection
+    FROM events
+    WHERE request IS NOT NULL
+    GROUP BY log_id, request
+    HAVING start_ns IS NOT NULL AND end_ns IS NOT NULL
+),
+
+links AS (
+    SELECT e.log_id, e.request, f.capture_id, f.flow_id, f.syn_ts_ns,
+        row_number() OVER (PARTITION BY e.log_id, e.request ORDER BY f.capture_id, f.flow_id) AS pick,
+        count(*) OVER (PARTITION BY e.log_id, e.request) AS flows_matched
+    FROM ev e JOIN flows f
+      ON f.protocol = 'tcp' AND f.client_port = e.local_port
+     AND (e.remote_port IS NULL OR f.server_port = e.remote_port)
+     AND f.first_ts_ns <= e.end_ns AND f.last_ts_ns >= e.start_ns - 1000000000
+),
+
+linked_bytes AS (
+    SELECT l.log_id, l.request,
+        max(a.rel_end) FILTER (a.from_client) - min(a.rel_seq) FILTER (a.from_client) AS up,
+        max(a.rel_end) FILTER (NOT a.from_client) - min(a.rel_seq) FILTER (NOT a.from_client) AS down,
+        count(*) FILTER (a.from_client) AS packets_up,
+        count(*) FILTER (NOT a.from_client) AS packets_down
+    FROM links l JOIN ev e USING (log_id, request)
+    JOIN tcp_analysis a ON a.capture_id = l.capture_id AND a.flow_id = l.flow_id
+     AND a.ts_ns BETWEEN e.start_ns AND e.end_ns AND a.payload_bytes > 0
+    WHERE l.pick = 1
+    GROUP BY ALL
+),
+
+from_events AS (
+    SELECT 'log' || e.log_id || ':' || e.request AS request_key, 'events' AS source,
+        e.log_id, e.request, e.run, l.capture_id, l.flow_id,
+        coalesce(l.flows_matched, 0) AS flows_matched, NULL::BIGINT AS exchange,
+        CASE WHEN l.flow_id IS NOT NULL THEN 'tcp' END AS protocol,
+        coalesce(e.connection,
+                 CASE WHEN e.connect_ns IS NOT NULL THEN 'fresh'
+                      WHEN l.syn_ts_ns BETWEEN e.start_ns - 1000000 AND e.end_ns THEN 'fresh'
+                      WHEN l.flow_id IS NOT NULL THEN 'reused' END) AS connection,
+        e.start_ns, NULL::BIGINT AS request_first_byte_ns, e.first_byte_ns AS response_first_byte_ns,
+        e.end_ns, e.end_ns - e.start_ns AS duration_ns,
+        coalesce(e.bytes_up, b.up) AS bytes_up, coalesce(e.bytes_down, b.down) AS bytes_down,
+        b.packets_up, b.packets_down
+    FROM ev e
+    LEFT JOIN links l ON l.log_id = e.log_id AND l.request = e.request AND l.pick = 1
+    LEFT JOIN linked_bytes b ON b.log_id = e.log_id AND b.request = e.request
+),
+
+tls_start AS (
+    SELECT capture_id, flow_id, first_data_c2s_ns FROM handshakes WHERE protocol = 'tls'
+),
+
+data AS (
+    SELECT a.capture_id, a.flow_id, a.frame, a.ts_ns, a.from_client, a.rel_seq, a.rel_end,
+        CASE WHEN a.from_client AND coalesce(NOT lag(a.from_client) OVER w, true) THEN 1 ELSE 0 END AS opens
+    FROM tcp_analysis a
+    LEFT JOIN tls_start t USING (capture_id, flow_id)
+    WHERE a.payload_bytes > 0 AND (t.first_data_c2s_ns IS NULL OR a.ts_ns >= t.first_data_c2s_ns)
+      AND NOT EXISTS (SELECT 1 FROM links l WHERE l.capture_id = a.capture_id AND l.flow_id = a.flow_id)
+    WINDOW w AS (PARTITION BY a.capture_id, a.flow_id ORDER BY a.frame)
+),
+
+numbered AS (
+    SELECT *, sum(opens) OVER (PARTITION BY capture_id, flow_id ORDER BY frame) AS exchange FROM data
+),
+
+exchanges AS (
+    SELECT capture_id, flow_id, exchange,
+        min(ts_ns) FILTER (from_client) AS request_first_byte_ns,
+        min(ts_ns) FILTER (NOT from_client) AS response_first_byte_ns,
+        max(ts_ns) AS end_ns,
+        max(rel_end) FILTER (from_client) - min(rel_seq) FILTER (from_client) AS bytes_up,
+        coalesce(max(rel_end) FILTER (NOT from_client) - min(rel_seq) FILTER (NOT from_client), 0) AS bytes_down,
+        count(*) FILTER (from_client) AS packets_up,
+        count(*) FILTER (NOT from_client) AS packets_down
+    FROM numbered WHERE exchange > 0
+    GROUP BY ALL
+),
+
+from_flows AS (
+    SELECT 'cap' || x.capture_id || ':' || x.flow_id || ':' || x.exchange AS request_key,
+        'flows' AS source, NULL::INTEGER AS log_id, NULL AS request,
+        c.labels['run'] AS run, x.capture_id, x.flow_id, 1 AS flows_matched, x.exchange,
+        CASE WHEN t.flow_id IS NOT NULL THEN 'tls' ELSE 'tcp' END AS protocol,
+        CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN 'fresh' ELSE 'reused' END AS connection,
+        CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
+             ELSE x.request_first_byte_ns END AS start_ns,
+        x.request_first_byte_ns, x.response_first_byte_ns, x.end_ns,
+        x.end_ns - (CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
+                         ELSE x.request_first_byte_ns END) AS duration_ns,
+        x.bytes_up, x.bytes_down, x.packets_up, x.packets_down
+    FROM exchanges x
+    JOIN flows f USING (capture_id, flow_id)
+    JOIN captures c USING (capture_id)
+    LEFT JOIN tls_start t USING (capture_id, flow_id)
+),
+
+final AS (
+    SELECT * FROM from_events
+    UNION ALL BY NAME
+    SELECT * FROM from_flows
+)
+SELECT * FROM final ORDER BY source, log_id, capture_id, flow_id, exchange, start_ns

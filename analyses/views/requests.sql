@@ -1,0 +1,11 @@
+-- The `tracekit requests` view: one row per request/response exchange, times in ms.
+-- Parameters: $capture_id, $flow_id (NULL for all).
+SELECT request_key AS request, source, run, capture_id AS capture, flow_id AS flow,
+    exchange, protocol, connection,
+    epoch_ms(start_ns // 1000000) AS start,
+    round(duration_ns / 1e6, 3) AS duration_ms,
+    round((response_first_byte_ns - start_ns) / 1e6, 3) AS first_byte_ms,
+    bytes_up, bytes_down
+FROM requests
+WHERE ($capture_id IS NULL OR capture_id = $capture_id) AND ($flow_id IS NULL OR flow_id = $flow_id)
+ORDER BY start_ns, request_key
