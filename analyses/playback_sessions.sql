@@ -33,7 +33,7 @@ streams AS (
 ),
 
 u AS (
-    SELECT stream, count(*) AS underruns, sum(silence_ns) AS silence_ns, min(onset_ns) AS first_underrun_ns,
+    SELECT stream, sum(n) AS underruns, sum(silence_ns) AS silence_ns, min(onset_ns) AS first_underrun_ns,
         string_agg(cause || ' ' || n, ', ' ORDER BY cause) AS causes
     FROM (SELECT stream, cause, count(*) AS n, sum(silence_ns) AS silence_ns, min(onset_ns) AS onset_ns
           FROM underruns GROUP BY stream, cause)

@@ -14,7 +14,10 @@
 --                  but not yet at the client host (host_arrived_ns from a
 --                  client-side capture, else the application's arrived_ns)
 --                  -> 'transport'; at the host but not read/played -> 'local'
---                  (buffering or scheduling in the client)
+--                  (buffering or scheduling in the client). A chunk that
+--                  reached the host less than 5 ms before the onset (the read
+--                  allowance: a woken reader needs a moment) counts as not
+--                  arrived: transport.
 --   cause_basis    'capture' when host arrival came from a capture, else
 --                  'app_log' (then a throttled reader looks like transport)
 --   detail         for 'transport': 'not_sent' when the server had not written
@@ -77,10 +80,10 @@ final AS (
         onset_ns, end_ns, callbacks, missing_frames, silence_ns, next_seq,
         generated_ns, sent_ns, host_arrived_ns, arrived_ns,
         CASE WHEN generated_ns IS NULL OR generated_ns > onset_ns THEN 'model'
-             WHEN coalesce(host_arrived_ns, arrived_ns) > onset_ns THEN 'transport'
+             WHEN coalesce(host_arrived_ns + 5000000, arrived_ns) > onset_ns THEN 'transport'
              ELSE 'local' END AS cause,
         CASE WHEN host_arrived_ns IS NOT NULL THEN 'capture' ELSE 'app_log' END AS cause_basis,
-        CASE WHEN generated_ns <= onset_ns AND coalesce(host_arrived_ns, arrived_ns) > onset_ns
+        CASE WHEN generated_ns <= onset_ns AND coalesce(host_arrived_ns + 5000000, arrived_ns) > onset_ns
              THEN CASE WHEN sent_ns IS NULL OR sent_ns > onset_ns THEN 'not_sent' ELSE 'in_network' END
         END AS detail,
         initial_buffer_ns, initial_buffer_to_avoid_ns

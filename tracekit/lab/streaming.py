@@ -22,12 +22,17 @@ comes from the emulated path (drop the chunk's segment).
 
 import argparse
 import json
+import os
 import queue
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
+
+from ..errors import TracekitError
+from .wan import SERVER_ADDR
 
 SAMPLE_RATE = 24_000
 CHUNK_MS = 20
@@ -179,6 +184,43 @@ def client(addr, port, log_path, request, chunks, initial_buffer_ms=60.0,
     log("request_end", bytes_down=chunks * (HEADER.size + CHUNK_BYTES),
         local_port=local_port, remote_addr=addr, remote_port=port)
     log.close()
+
+
+def record(path, workdir, chunks=200, initial_buffer_ms=60.0, pause=None, throttle=None,
+           port=9100, request="tts-1"):
+    """Run the server and client over an EmulatedPath with a client-side
+    capture; return {"capture", "client_log", "server_log"} paths.
+
+    `pause` = (chunk, ms) stops the server's model; `throttle` = (chunk, ms)
+    stops the client's reader.
+    """
+    from .record import tcpdump
+
+    out = {"capture": os.path.join(workdir, "client.pcap"),
+           "client_log": os.path.join(workdir, "client-events.jsonl"),
+           "server_log": os.path.join(workdir, "server-events.jsonl")}
+    server_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr",
+                  SERVER_ADDR, "--port", str(port), "--log", out["server_log"]]
+    if pause:
+        server_cmd += ["--pause-at", str(pause[0]), "--pause-ms", str(pause[1])]
+    client_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "client", "--addr", SERVER_ADDR,
+                  "--port", str(port), "--log", out["client_log"], "--chunks", str(chunks),
+                  "--initial-buffer-ms", str(initial_buffer_ms), "--request", request]
+    if throttle:
+        client_cmd += ["--throttle-at", str(throttle[0]), "--throttle-ms", str(throttle[1])]
+    server = subprocess.Popen(path.server(server_cmd), stdout=subprocess.PIPE, text=True)
+    try:
+        if server.stdout.readline().strip() != "up":
+            raise TracekitError("the streaming server did not start")
+        with tcpdump(path.client, out["capture"]):
+            subprocess.run(path.client(client_cmd), check=True, timeout=120)
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdout.close()
+    return out
 
 
 def main(argv=None):
