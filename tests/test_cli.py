@@ -86,7 +86,8 @@ def test_not_a_capture_exit_2(tmp_path):
     assert r.exit_code == 2
     assert r.output == (f"tracekit: error: {p} is not a pcap or pcapng capture: its first bytes "
                         f"are 68656c6c ('hell'); expected the magic a1b2c3d4 or a1b23c4d in either "
-                        f"byte order (pcap) or 0a0d0d0a (pcapng)\n")
+                        f"byte order (pcap) or 0a0d0d0a (pcapng), or an event log (JSON Lines, "
+                        f"CSV with ts and kind columns, qlog, Queqiao; --format names one)\n")
 
 
 def test_missing_file_and_bad_label(tmp_path):

@@ -70,9 +70,10 @@ def test_induced_stalls_are_found_where_they_were_caused(db, tmp_path):
     (session,) = rows(db, "SELECT * FROM playback_sessions")
     assert session["kind"] == "jitter" and session["underruns"] == 3
     # the waiting-player recurrence predicts the callbacks' play times to
-    # within one callback period
-    err = db.execute("SELECT max(abs(play_error_ns)) FROM playback").fetchall()[0][0]
-    assert err <= 21e6
+    # within one callback period (plus a late wake-up of the player thread)
+    median, worst = db.execute("SELECT median(play_error_ns), max(abs(play_error_ns)) "
+                               "FROM playback").fetchall()[0]
+    assert 0 <= median <= 20e6 and worst <= 30e6
 
 
 def test_a_bottleneck_below_the_bitrate_is_a_rate_deficit(db, tmp_path):

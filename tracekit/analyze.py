@@ -107,7 +107,8 @@ def _steps(params=None):
             SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
             CodeStep("stalls", stalls), SqlStep("handshakes"),
             StoreStep("requests"), StoreStep("playback"),
-            StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions")]
+            StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
+            StoreStep("serving"), StoreStep("serving_batches")]
 
 
 def analyze(con, progress=None, params=None):

@@ -396,6 +396,24 @@ def _view(name, doc):
     return command
 
 
+def _store_view(name, doc):
+    """A CLI command showing analyses/views/<name>.sql over a store-wide table, with --run."""
+    @main.command(name=name, context_settings=CONTEXT, help=doc)
+    @db_option
+    @format_option
+    @click.option("--run", "run", default=None, help="Only this run (the events' run field).")
+    @handle_errors
+    def command(db, fmt, run):
+        from .runner import run_analysis
+        from .store.db import connect
+
+        con = connect(db, read_only=True)
+        _require_analyzed(con, db)
+        columns, rows = run_analysis(con, f"views/{name}", run=run)
+        emit(columns, rows, fmt)
+    return command
+
+
 def _require_analyzed(con, db):
     n = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'handshakes'"
                     ).fetchall()[0][0]
@@ -403,29 +421,51 @@ def _require_analyzed(con, db):
         raise TracekitError(f"{db} has not been analysed yet; run: tracekit analyze --db {db}")
 
 
+FLOW_CHARTS = ("time-sequence", "inflight", "rtt")
+APP_CHARTS = ("buffer", "chunks", "serving")
+
+
 @main.command(context_settings=CONTEXT)
-@click.argument("kind", type=click.Choice(["time-sequence", "inflight", "rtt"]))
-@click.option("--flow", "flow_id", type=int, required=True, help="Flow id (see tracekit sessions).")
+@click.argument("kind", type=click.Choice(FLOW_CHARTS + APP_CHARTS))
+@click.option("--flow", "flow_id", type=int, default=None,
+              help="Flow id (see tracekit sessions); flow charts.")
 @click.option("--capture", "capture_id", type=int, default=None,
-              help="Capture id (needed when the store holds several).")
+              help="Capture id (needed when the store holds several); flow charts.")
 @click.option("--direction", type=click.Choice(["s2c", "c2s"]), default="s2c", show_default=True,
-              help="Data direction to draw.")
+              help="Data direction to draw; flow charts.")
+@click.option("--stream", default=None, help="Audio stream (buffer, chunks charts).")
+@click.option("--run", default=None, help="Only this run (serving chart).")
 @click.option("--out", "stem", default=None, metavar="STEM",
-              help="Output path without extension (default: KIND-cCAPTURE-fFLOW).")
+              help="Output path without extension (default from the kind and ids).")
 @db_option
 @handle_errors
-def plot(kind, flow_id, capture_id, direction, stem, db):
-    """Chart one flow: STEM.html (self-contained, works offline) and STEM.png.
+def plot(kind, flow_id, capture_id, direction, stream, run, stem, db):
+    """Draw a chart: STEM.html (self-contained, works offline) and STEM.png.
+
+    \b
+    Flow charts: time-sequence, inflight, rtt (--capture, --flow).
+    Application charts: buffer (playback buffer and underruns), chunks
+    (chunk timeline) (--stream); serving (throughput and TPOT by batch size).
 
     \b
     Example:
       tracekit plot time-sequence --capture 1 --flow 0 --out tseq
+      tracekit plot buffer --stream tts-1
     """
-    from .report import charts
+    from .report import app_charts, charts
     from .store.db import connect
 
     con = connect(db, read_only=True)
     _require_analyzed(con, db)
+    if kind in APP_CHARTS:
+        chart = {"buffer": lambda: app_charts.playback_buffer(con, stream),
+                 "chunks": lambda: app_charts.chunk_timeline(con, stream),
+                 "serving": lambda: app_charts.serving(con, run)}[kind]()
+        html, png = charts.save(chart, stem or (kind if kind == "serving" else f"{kind}-{stream or 'stream'}"))
+        click.echo(f"wrote {html} and {png}")
+        return
+    if flow_id is None:
+        raise TracekitError(f"the {kind} chart needs --flow (see tracekit sessions)")
     if capture_id is None:
         ids = [r[0] for r in con.execute("SELECT capture_id FROM captures").fetchall()]
         if len(ids) != 1:
@@ -471,6 +511,9 @@ _view("rounds", "Loss-recovery rounds: segments, triggers and what each round co
 _view("stalls", "Share of each flow direction's life in each limitation state.")
 _view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.")
 _view("requests", "Requests: from request_start/end events, else each request/response exchange of a TCP flow.")
+_store_view("playback", "Audio streams: underruns, silence, jitter or rate deficit, buffer needed.")
+_store_view("underruns", "Playback underruns, each charged to model, transport or local.")
+_store_view("serving", "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.")
 
 
 @main.command(context_settings=CONTEXT)
