@@ -15,11 +15,12 @@ setup: $(BIN)/python
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 
-# Ingest the sample captures in captures/, analyse them, show what the
-# transport did and draw the lossy download's time-sequence graph.
+# Ingest the sample captures and event logs in captures/, analyse them, show
+# what the transport and the application did, and draw two charts.
 demo: setup
 	rm -f demo.duckdb
-	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng --db demo.duckdb --label source=sample
+	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng captures/*-events.jsonl \
+		captures/serving-static-batching.jsonl --db demo.duckdb --label source=sample
 	$(BIN)/tracekit captures --db demo.duckdb
 	$(BIN)/tracekit sessions --db demo.duckdb
 	$(BIN)/tracekit analyze --db demo.duckdb
@@ -27,10 +28,15 @@ demo: setup
 	$(BIN)/tracekit retransmissions --db demo.duckdb
 	$(BIN)/tracekit rounds --db demo.duckdb
 	$(BIN)/tracekit stalls --db demo.duckdb --capture 3
+	$(BIN)/tracekit requests --db demo.duckdb
+	$(BIN)/tracekit playback --db demo.duckdb
+	$(BIN)/tracekit underruns --db demo.duckdb
+	$(BIN)/tracekit serving --db demo.duckdb
 	$(BIN)/tracekit plot time-sequence --db demo.duckdb --capture 3 --flow 0 --out demo-time-sequence
+	$(BIN)/tracekit plot buffer --db demo.duckdb --stream local --out demo-playback-buffer
 
 test: setup-test
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo.duckdb demo-time-sequence.* .pytest_cache
+	rm -rf $(VENV) demo.duckdb demo-time-sequence.* demo-playback-buffer.* .pytest_cache

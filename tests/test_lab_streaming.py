@@ -2,9 +2,9 @@
 
 A real server and client (tracekit.lab.streaming) stream 20 ms PCM chunks
 over the emulated path with a client-side tcpdump; stalls are induced at
-known chunks: the path drops one chunk's segment three times (transport),
-the server's model pauses (model), the client's reader stops reading
-(local). The analyses must find exactly those underruns, at those chunks,
+a known chunk of three streams: the path drops the chunk's segment three
+times (transport), the server's model pauses (model), the client's reader
+stops reading (local). The analyses must find exactly those underruns, at those chunks,
 charged to those stages. A second run starves the stream with a bottleneck
 below its bitrate: a rate deficit whose buffer-drain time and receive
 ratio follow from the configured rate in closed form.
@@ -44,31 +44,39 @@ def rows(con, sql):
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+STALL_AT, STALL_MS = 30, 300
+
+
 def test_induced_stalls_are_found_where_they_were_caused(db, tmp_path):
-    drop_chunk, pause, throttle = 30, (90, 400), (150, 700)
-    # chunk k's frame starts at relative sequence number 1 + k * 968
-    down = Direction(delay_ms=10, drop_segments=((1 + drop_chunk * FRAME_BYTES, 3),))
+    # three streams, one after the other on new connections, each starting
+    # with the same 60 ms buffer and stalled once at chunk 30: the path drops
+    # that chunk's segment three times in the first connection (transport);
+    # the server's model pauses (model); the client's reader sleeps (local)
+    streams = [{"request": "transport", "chunks": 60},
+               {"request": "model", "chunks": 60, "pause": (STALL_AT, STALL_MS)},
+               {"request": "local", "chunks": 60, "throttle": (STALL_AT, STALL_MS)}]
+    down = Direction(delay_ms=10, drop_segments=((1 + STALL_AT * FRAME_BYTES, 3, 0),))
     with EmulatedPath(PathSpec(up=Direction(delay_ms=10), down=down, seed=3), str(tmp_path)) as path:
-        files = streaming.record(path, str(tmp_path), chunks=200, initial_buffer_ms=J_MS,
-                                 pause=pause, throttle=throttle)
+        files = streaming.record(path, str(tmp_path), streams, initial_buffer_ms=J_MS, run="stalls")
     load(db, files)
-    got = rows(db, "SELECT * FROM underruns ORDER BY onset_ns")
-    assert [(u["next_seq"], u["cause"], u["cause_basis"]) for u in got] == [
-        (drop_chunk, "transport", "capture"), (pause[0], "model", "capture"),
-        (throttle[0], "local", "capture")]
-    transport, model, local = got
-    assert transport["detail"] == "in_network"
-    # each underrun grows the buffer by its silence (the player waits, then
-    # gets the backlog at once), so a stall of S ms after buffer B starves
-    # for S - B ms; callbacks every 20 ms round it to a multiple of 20
-    buffer_ms = J_MS + transport["silence_ns"] / 1e6
-    assert model["silence_ns"] / 1e6 == pytest.approx(pause[1] - buffer_ms, abs=40)
-    buffer_ms += model["silence_ns"] / 1e6
-    assert local["silence_ns"] / 1e6 == pytest.approx(throttle[1] - buffer_ms, abs=40)
-    # the chunk a stall held back was at the host long before it was read
-    assert (local["arrived_ns"] - local["host_arrived_ns"]) / 1e6 > 300
-    (session,) = rows(db, "SELECT * FROM playback_sessions")
-    assert session["kind"] == "jitter" and session["underruns"] == 3
+    got = {u["stream"]: u for u in rows(db, "SELECT * FROM underruns")}
+    assert sorted(got) == ["local", "model", "transport"]  # one underrun each, no other
+    for stream, u in got.items():
+        assert u["next_seq"] == STALL_AT, stream
+        assert (u["cause"], u["cause_basis"]) == (stream, "capture")
+        assert u["run"] == "stalls"
+    assert got["transport"]["detail"] == "in_network"
+    # the stall outlasts the buffer: S ms after a 60 ms buffer starves for
+    # S - 60 ms, in whole callbacks of 20 ms
+    for stream in ("model", "local"):
+        assert got[stream]["silence_ns"] / 1e6 == pytest.approx(STALL_MS - J_MS, abs=40)
+    # the chunk the reader held back was at the host long before it was read
+    local = got["local"]
+    assert (local["arrived_ns"] - local["host_arrived_ns"]) / 1e6 > STALL_MS - J_MS
+    with open(os.path.join(tmp_path, "drops.jsonl")) as f:
+        assert sum(1 for _ in f) == 3  # the emulator's own account of the transport stall
+    sessions = rows(db, "SELECT * FROM playback_sessions")
+    assert {s["kind"] for s in sessions} == {"jitter"} and sum(s["underruns"] for s in sessions) == 3
     # the waiting-player recurrence predicts the callbacks' play times to
     # within one callback period (plus a late wake-up of the player thread)
     median, worst = db.execute("SELECT median(play_error_ns), max(abs(play_error_ns)) "
@@ -80,7 +88,8 @@ def test_a_bottleneck_below_the_bitrate_is_a_rate_deficit(db, tmp_path):
     rate_mbps = 0.34
     down = Direction(delay_ms=10, rate_mbps=rate_mbps, queue_bytes=1_000_000)
     with EmulatedPath(PathSpec(up=Direction(delay_ms=10), down=down, seed=5), str(tmp_path)) as path:
-        files = streaming.record(path, str(tmp_path), chunks=100, initial_buffer_ms=J_MS)
+        files = streaming.record(path, str(tmp_path), [{"request": "deficit", "chunks": 100}],
+                                 initial_buffer_ms=J_MS)
     load(db, files)
     (s,) = rows(db, "SELECT * FROM playback_sessions")
     # a chunk is 968 bytes of TCP payload + 52 of TCP/IP headers (timestamps

@@ -14,10 +14,11 @@ puts their frames in the playback buffer; a player thread, once the buffer
 holds the initial buffer, asks for 480 frames every 20 ms on an absolute
 clock and takes what is there (a shortfall is silence, an underrun).
 
-Stalls to induce, each at a chunk number: `--pause-at N --pause-ms M` on the
-server (the model stops), `--throttle-at N --throttle-ms M` on the client
-(the reader stops reading; the kernel keeps receiving). A transport stall
-comes from the emulated path (drop the chunk's segment).
+Stalls to induce, each at a chunk number: `--pause-at N --pause-ms M` (the
+client asks the server's model to stop; a test hook in the request),
+`--throttle-at N --throttle-ms M` (the client's reader stops reading; the
+kernel keeps receiving). A transport stall comes from the emulated path:
+drop the chunk's segment (chunk k starts at relative sequence 1 + 968 k).
 """
 
 import argparse
@@ -83,8 +84,11 @@ def serve(addr, port, log_path, pause_at=None, pause_ms=0.0, connections=1):
             line += part
         request = json.loads(line)
         log = EventLog(log_path, request=request["request"], stream=request["request"],
-                       local_port=port, remote_addr=peer[0], remote_port=peer[1])
-        _stream(conn, log, request["chunks"], pause_at, pause_ms)
+                       local_port=port, remote_addr=peer[0], remote_port=peer[1],
+                       **({"run": request["run"]} if request.get("run") else {}))
+        # a client may ask for a model pause (an induced stall) in its request
+        _stream(conn, log, request["chunks"], request.get("pause_at", pause_at),
+                request.get("pause_ms", pause_ms))
         conn.close()
         log.close()
     lsock.close()
@@ -128,14 +132,17 @@ def _read_exact(sock, n):
 
 
 def client(addr, port, log_path, request, chunks, initial_buffer_ms=60.0,
-           throttle_at=None, throttle_ms=0.0):
-    log = EventLog(log_path, request=request, stream=request)
+           throttle_at=None, throttle_ms=0.0, pause_at=None, pause_ms=0.0, run=None):
+    log = EventLog(log_path, request=request, stream=request, **({"run": run} if run else {}))
     log("request_start", chunks=chunks)
     log("connect_start")
     sock = socket.create_connection((addr, port))
     local_port = sock.getsockname()[1]
     log("connect_end", local_port=local_port, remote_addr=addr, remote_port=port)
-    sock.sendall(json.dumps({"request": request, "chunks": chunks}).encode() + b"\n")
+    ask = {"request": request, "chunks": chunks, "run": run}
+    if pause_at is not None:
+        ask.update(pause_at=pause_at, pause_ms=pause_ms)
+    sock.sendall(json.dumps(ask).encode() + b"\n")
     buffered = bytearray()  # unplayed PCM
     lock = threading.Lock()
     have_initial = threading.Event()
@@ -186,13 +193,14 @@ def client(addr, port, log_path, request, chunks, initial_buffer_ms=60.0,
     log.close()
 
 
-def record(path, workdir, chunks=200, initial_buffer_ms=60.0, pause=None, throttle=None,
-           port=9100, request="tts-1"):
-    """Run the server and client over an EmulatedPath with a client-side
-    capture; return {"capture", "client_log", "server_log"} paths.
+def record(path, workdir, streams, initial_buffer_ms=60.0, port=9100, run=None):
+    """Run the server and one client per stream (one after the other, each on
+    a new connection) over an EmulatedPath with a client-side capture;
+    return {"capture", "client_log", "server_log"} paths.
 
-    `pause` = (chunk, ms) stops the server's model; `throttle` = (chunk, ms)
-    stops the client's reader.
+    `streams` is a list of dicts: request (id), chunks, and optional stalls
+    pause = (chunk, ms) for the server's model, throttle = (chunk, ms) for
+    the client's reader. Transport stalls come from the path's drop rules.
     """
     from .record import tcpdump
 
@@ -200,20 +208,26 @@ def record(path, workdir, chunks=200, initial_buffer_ms=60.0, pause=None, thrott
            "client_log": os.path.join(workdir, "client-events.jsonl"),
            "server_log": os.path.join(workdir, "server-events.jsonl")}
     server_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr",
-                  SERVER_ADDR, "--port", str(port), "--log", out["server_log"]]
-    if pause:
-        server_cmd += ["--pause-at", str(pause[0]), "--pause-ms", str(pause[1])]
-    client_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "client", "--addr", SERVER_ADDR,
-                  "--port", str(port), "--log", out["client_log"], "--chunks", str(chunks),
-                  "--initial-buffer-ms", str(initial_buffer_ms), "--request", request]
-    if throttle:
-        client_cmd += ["--throttle-at", str(throttle[0]), "--throttle-ms", str(throttle[1])]
+                  SERVER_ADDR, "--port", str(port), "--log", out["server_log"],
+                  "--connections", str(len(streams))]
     server = subprocess.Popen(path.server(server_cmd), stdout=subprocess.PIPE, text=True)
     try:
         if server.stdout.readline().strip() != "up":
             raise TracekitError("the streaming server did not start")
         with tcpdump(path.client, out["capture"]):
-            subprocess.run(path.client(client_cmd), check=True, timeout=120)
+            for s in streams:
+                cmd = [sys.executable, "-m", "tracekit.lab.streaming", "client", "--addr",
+                       SERVER_ADDR, "--port", str(port), "--log", out["client_log"],
+                       "--chunks", str(s.get("chunks", 100)), "--request", s["request"],
+                       "--initial-buffer-ms", str(initial_buffer_ms)]
+                if run:
+                    cmd += ["--run", run]
+                if s.get("pause"):
+                    cmd += ["--pause-at", str(s["pause"][0]), "--pause-ms", str(s["pause"][1])]
+                if s.get("throttle"):
+                    cmd += ["--throttle-at", str(s["throttle"][0]),
+                            "--throttle-ms", str(s["throttle"][1])]
+                subprocess.run(path.client(cmd), check=True, timeout=120)
         server.wait(timeout=30)
     finally:
         if server.poll() is None:
@@ -237,12 +251,13 @@ def main(argv=None):
     p.add_argument("--pause-ms", type=float, default=0.0)
     p.add_argument("--throttle-at", type=int)
     p.add_argument("--throttle-ms", type=float, default=0.0)
+    p.add_argument("--run")
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log, a.pause_at, a.pause_ms, a.connections)
     else:
         client(a.addr, a.port, a.log, a.request, a.chunks, a.initial_buffer_ms,
-               a.throttle_at, a.throttle_ms)
+               a.throttle_at, a.throttle_ms, a.pause_at, a.pause_ms, a.run)
 
 
 if __name__ == "__main__":

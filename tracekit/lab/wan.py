@@ -51,7 +51,8 @@ class Direction:
     queue_bytes: int = 256_000  # bottleneck queue (tail drop)
     # scripted loss: ((relative seq, times), ...) drops the first `times`
     # transmissions of each TCP segment that starts at that relative sequence
-    # number (data starts at 1), in every connection
+    # number (data starts at 1), in every connection; (relative seq, times,
+    # n) only in the n-th connection (from 0)
     drop_segments: tuple = ()
 
 
@@ -69,11 +70,19 @@ class PathSpec:
 
 
 class ScriptedLoss:
-    """Drops chosen TCP segments by relative sequence number (Direction.drop_segments)."""
+    """Drops chosen TCP segments by relative sequence number (Direction.drop_segments).
+
+    A rule is (relative seq, times) for every connection, or (relative seq,
+    times, connection) for the connection-th one (from 0, in the order their
+    first SYN or SYN-ACK passed this way).
+    """
 
     def __init__(self, rules):
-        self.rules = dict(rules)
-        self.isn = {}  # (src, sport, dst, dport) -> initial sequence number
+        self.rules = {}
+        for rule in rules:
+            seq, times, *which = rule
+            self.rules[(seq, which[0] if which else None)] = times
+        self.isn = {}  # (src, sport, dst, dport) -> (initial sequence number, connection)
         self.sent = {}  # (connection, relative seq) -> transmissions seen
 
     def drop(self, packet):
@@ -83,12 +92,14 @@ class ScriptedLoss:
         sport, dport, seq = struct.unpack(">HHI", packet[ihl:ihl + 8])
         key = (packet[12:16], sport, packet[16:20], dport)
         if packet[ihl + 13] & 0x02:  # SYN
-            self.isn[key] = seq
+            if key not in self.isn or self.isn[key][0] != seq:
+                self.isn[key] = (seq, len(self.isn))
             return False
         if key not in self.isn:
             return False
-        rel = (seq - self.isn[key]) & 0xFFFFFFFF
-        times = self.rules.get(rel)
+        isn, ordinal = self.isn[key]
+        rel = (seq - isn) & 0xFFFFFFFF
+        times = self.rules.get((rel, ordinal), self.rules.get((rel, None)))
         total = struct.unpack(">H", packet[2:4])[0]
         if times is None or total - ihl - (packet[ihl + 12] >> 4) * 4 <= 0:
             return False
