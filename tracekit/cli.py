@@ -476,6 +476,54 @@ def plot(kind, flow_id, capture_id, direction, stream, run, stem, db):
     click.echo(f"wrote {html} and {png}")
 
 
+@main.command(context_settings=CONTEXT)
+@click.argument("log_id", type=int)
+@click.option("--capture", "capture_id", type=int, required=True,
+              help="Capture whose clock the log should be put on.")
+@click.option("--apply", is_flag=True, help="Store the estimate: move the log's events.")
+@db_option
+@handle_errors
+def clock(log_id, capture_id, apply, db):
+    """Estimate the offset of event log LOG_ID's clock against a capture's.
+
+    Events that must come before a packet (connect_start before the SYN) or
+    after one (connect_end after the SYN-ACK, first_byte after the first
+    response byte) bound the offset; the estimate is the middle of what is
+    left, with half its width as the uncertainty. --apply stores it (the
+    analyses are rebuilt on the next tracekit analyze).
+
+    \b
+    Example:
+      tracekit clock 2 --capture 1 --apply
+    """
+    from .clock import estimate_offset
+    from .store.db import connect
+    from .store.events import set_clock_offset
+
+    con = connect(db, read_only=not apply)
+    if not con.execute("SELECT count(*) FROM event_logs WHERE log_id = ?", [log_id]).fetchall()[0][0]:
+        raise TracekitError(f"no event log {log_id} in {db} (see tracekit sql 'FROM event_logs')")
+    est = estimate_offset(con, log_id, capture_id)
+
+    def ms(ns):
+        return "none" if ns is None else f"{ns / 1e6:+.3f} ms"
+    click.echo(f"event log {log_id} vs capture {capture_id}: {_plural(est.pairs, 'bound')}; "
+               f"offset between {ms(est.lower_ns)} and {ms(est.upper_ns)}")
+    if est.uncertainty_ns is None:
+        click.echo(f"offset {ms(est.offset_ns)} (one-sided: only "
+                   f"{'upper' if est.lower_ns is None else 'lower'} bounds)")
+    elif est.consistent:
+        click.echo(f"offset {ms(est.offset_ns)} +- {est.uncertainty_ns / 1e6:.3f} ms")
+    else:
+        click.echo(f"offset {ms(est.offset_ns)}; the bounds cross by "
+                   f"{2 * est.uncertainty_ns / 1e6:.3f} ms: the clocks drift or a port "
+                   f"matched the wrong flow", err=True)
+    if apply:
+        set_clock_offset(con, log_id, est.offset_ns, "estimated", est.uncertainty_ns)
+        click.echo(f"applied: event log {log_id} moved to the capture's clock")
+    con.close()
+
+
 @main.command("tls-keys", context_settings=CONTEXT)
 @click.argument("capture_id", type=int)
 @click.argument("keylog", type=click.Path(dir_okay=False))

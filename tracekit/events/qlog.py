@@ -12,10 +12,29 @@ and ODCID.
 """
 
 import json
+from decimal import Decimal
 
 from ..errors import TracekitError
 
 RS = "\x1e"
+
+
+class _Number(float):
+    """A JSON number that remembers its text: epoch milliseconds as a double
+    would lose the sub-microsecond digits a qlog writer printed."""
+
+    def __new__(cls, text):
+        n = super().__new__(cls, text)
+        n.text = text
+        return n
+
+
+def _loads(text):
+    return json.loads(text, parse_float=_Number)
+
+
+def _exact(t):
+    return Decimal(t.text) if isinstance(t, _Number) else Decimal(t)
 
 
 class QlogError(TracekitError):
@@ -25,16 +44,16 @@ class QlogError(TracekitError):
 def _reference_ms(common):
     ref = common.get("reference_time")
     if isinstance(ref, (int, float)):
-        return float(ref)
+        return _exact(ref)
     if isinstance(ref, dict):  # main schema: clock_type/epoch; "1970-01-01..." = Unix epoch
         epoch = ref.get("epoch", "1970-01-01T00:00:00.000Z")
         if isinstance(epoch, str) and epoch.startswith("1970-01-01T00:00:00"):
-            return 0.0
+            return Decimal(0)
         return None
     if isinstance(ref, str):
         try:
-            return float(ref)
-        except ValueError:
+            return Decimal(ref)
+        except ArithmeticError:
             return None
     return None
 
@@ -47,25 +66,25 @@ class _Trace:
         self.index = index
         self.reference_ms = _reference_ms(common)
         self.time_format = common.get("time_format", "relative")
-        self.offset_ms = float(config.get("time_offset", 0) or 0)
+        self.offset_ms = _exact(config.get("time_offset", 0) or 0)
         self.last_ms = None
         self.context = {"qlog_trace": index, "vantage_point": trace.get("vantage_point"),
                         "odcid": common.get("ODCID") or common.get("group_id")}
         self.fields = trace.get("event_fields")
 
     def event_time_ns(self, t):
-        t = float(t) + self.offset_ms
+        t = _exact(t) + self.offset_ms
         if self.time_format == "delta":
-            t = (self.last_ms or 0.0) + t
+            t = (self.last_ms or 0) + t
             self.last_ms = t
         if self.reference_ms is None:
-            if self.time_format == "absolute" or t > 1e11:  # ms since the epoch (aioquic)
-                return round(t * 1e6)
+            if self.time_format == "absolute" or t > 100_000_000_000:  # ms since the epoch (aioquic)
+                return int((t * 1_000_000).to_integral_value())
             raise QlogError(f"{self.path}: qlog trace {self.index} has relative times and no "
                             f"reference_time, so its events cannot be placed on a clock")
         if self.time_format == "absolute":
-            return round(t * 1e6)
-        return round((self.reference_ms + t) * 1e6)
+            return int((t * 1_000_000).to_integral_value())
+        return int(((self.reference_ms + t) * 1_000_000).to_integral_value())
 
     def record(self, event):
         if self.fields and isinstance(event, list):
@@ -88,7 +107,7 @@ class _Trace:
 
 def records(path, text):
     """Yield (record number, JSON text or None, problem or None) per qlog event."""
-    if text.lstrip().startswith(RS):
+    if text.lstrip(" \t\r\n").startswith(RS):
         yield from _json_seq(path, text)
     else:
         yield from _json(path, text)
@@ -96,7 +115,7 @@ def records(path, text):
 
 def _json(path, text):
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError as e:
         raise QlogError(f"{path}: not valid qlog JSON: {e.msg} at line {e.lineno} "
                         f"column {e.colno}") from None
@@ -118,7 +137,7 @@ def _json_seq(path, text):
     trace = None
     for n, part in enumerate(text.split(RS)[1:], start=1):
         try:
-            obj = json.loads(part)
+            obj = _loads(part)
         except json.JSONDecodeError as e:
             yield n, None, f"not JSON ({e.msg})"
             continue
@@ -133,5 +152,5 @@ def _json_seq(path, text):
 
 
 def looks_like_qlog(head):
-    stripped = head.lstrip()
+    stripped = head.lstrip(" \t\r\n")
     return stripped.startswith(RS) or ('"qlog_version"' in head[:4096] and stripped.startswith("{"))
