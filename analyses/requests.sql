@@ -9,9 +9,10 @@
 --   first_byte event. Bytes each way are the request_end (else
 --   request_start) fields bytes_up/bytes_down when logged, else the unique
 --   stream bytes of the linked flow inside [start, end].
---   Linked flow: a TCP flow of any capture whose client port is the
+--   Linked flow: a TCP or UDP (QUIC) flow of any capture whose client port is the
 --   request's local_port hint (any of its events; remote_port too when
---   given) and whose lifetime overlaps [start, end]; `flows_matched` counts
+--   given) and whose lifetime overlaps [start, end] (bytes from packets are
+--   counted for TCP only); `flows_matched` counts
 --   them (a client- and a server-side capture of one run give 2), and
 --   capture_id/flow_id name the one of the lowest capture id.
 --   From flows (source = 'flows'), for TCP flows no event request links to:
@@ -52,11 +53,11 @@ WITH ev AS (
 ),
 
 links AS (
-    SELECT e.log_id, e.request, f.capture_id, f.flow_id, f.syn_ts_ns,
+    SELECT e.log_id, e.request, f.capture_id, f.flow_id, f.syn_ts_ns, f.protocol,
         row_number() OVER (PARTITION BY e.log_id, e.request ORDER BY f.capture_id, f.flow_id) AS pick,
         count(*) OVER (PARTITION BY e.log_id, e.request) AS flows_matched
     FROM ev e JOIN flows f
-      ON f.protocol = 'tcp' AND f.client_port = e.local_port
+      ON f.protocol IN ('tcp', 'udp') AND f.client_port = e.local_port
      AND (e.remote_port IS NULL OR f.server_port = e.remote_port)
      AND f.first_ts_ns <= e.end_ns AND f.last_ts_ns >= e.start_ns - 1000000000
 ),
@@ -78,7 +79,7 @@ from_events AS (
     SELECT 'log' || e.log_id || ':' || e.request AS request_key, 'events' AS source,
         e.log_id, e.request, e.run, l.capture_id, l.flow_id,
         coalesce(l.flows_matched, 0) AS flows_matched, NULL::BIGINT AS exchange,
-        CASE WHEN l.flow_id IS NOT NULL THEN 'tcp' END AS protocol,
+        l.protocol,
         coalesce(e.connection,
                  CASE WHEN e.connect_ns IS NOT NULL THEN 'fresh'
                       WHEN l.syn_ts_ns BETWEEN e.start_ns - 1000000 AND e.end_ns THEN 'fresh'

@@ -1,6 +1,7 @@
 """Recording a lab run: tcpdump inside a namespace for the length of a block."""
 
 import contextlib
+import re
 import signal
 import subprocess
 import time
@@ -13,10 +14,17 @@ def tcpdump(run_in, out, snaplen=128, device="tk0"):
     """tcpdump on the namespace's device into `out` while the block runs.
 
     `run_in(cmd)` wraps a command to run in the namespace (EmulatedPath.client
-    or .server). Timestamps are in nanoseconds; headers only by default.
+    or .server). Timestamps are in nanoseconds; headers only by default,
+    whole packets with snaplen 0 or None. If tcpdump reports packets dropped
+    by the kernel, the capture is incomplete and this raises.
+
+    In immediate mode libpcap's ring has one snaplen-sized slot per packet,
+    so "whole packets" means the path's MTU plus headroom (1600 bytes), not
+    tcpdump's default 262144, with which a 2 MiB ring holds 8 packets and a
+    burst is lost; the ring is also made 32 MiB.
     """
-    cmd = ["tcpdump", "-i", device, "-n", "-U", "--immediate-mode",
-           "--time-stamp-precision", "nano", "-w", out] + (["-s", str(snaplen)] if snaplen else [])
+    cmd = ["tcpdump", "-i", device, "-n", "-U", "--immediate-mode", "-B", "32768",
+           "--time-stamp-precision", "nano", "-w", out, "-s", str(snaplen or 1600)]
     dump = subprocess.Popen(run_in(cmd), stderr=subprocess.PIPE, text=True)
     try:
         # tcpdump says "listening on <device>" once its capture is open
@@ -28,4 +36,10 @@ def tcpdump(run_in, out, snaplen=128, device="tk0"):
     finally:
         dump.send_signal(signal.SIGINT)
         dump.wait(timeout=30)
+        rest = dump.stderr.read()
         dump.stderr.close()
+    # tcpdump's closing statistics: a capture that lost packets must say so
+    dropped = re.search(r"(\d+) packets? dropped by kernel", rest)
+    if dropped and int(dropped.group(1)):
+        raise TracekitError(f"tcpdump on {device} lost {dropped.group(1)} packets "
+                            f"(dropped by kernel): {out} is incomplete")

@@ -1,0 +1,195 @@
+"""HTTP/3 over QUIC (aioquic): a server that answers GET /bytes/N with N bytes
+and a client that fetches on one connection, both writing qlog, the client
+also an SSLKEYLOGFILE and tracekit events (request_start/request_end with its
+UDP port as the flow hint).
+
+    python -m tracekit.lab.h3 server --addr A --port P --qlog-dir DIR
+    python -m tracekit.lab.h3 client --addr A --port P --qlog-dir DIR \\
+        --events events.jsonl --keylog keys.log --requests 3 --bytes 354640
+
+Needs aioquic (pip install 'tracekit[lab]'). The server's certificate is
+self-signed and made at start; the client does not verify it.
+"""
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import ssl
+import sys
+import tempfile
+import time
+
+
+def _certificate(directory):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tracekit-lab")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+async def _serve(addr, port, qlog_dir):
+    from aioquic.asyncio import QuicConnectionProtocol, serve
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ProtocolNegotiated
+    from aioquic.quic.logger import QuicFileLogger
+
+    class Server(QuicConnectionProtocol):
+        h3 = None
+
+        def quic_event_received(self, event):
+            if isinstance(event, ProtocolNegotiated):
+                self.h3 = H3Connection(self._quic)
+            if self.h3 is None:
+                return
+            for ev in self.h3.handle_event(event):
+                if isinstance(ev, HeadersReceived):
+                    path = dict(ev.headers).get(b":path", b"/").decode()
+                    size = int(path.rsplit("/", 1)[-1]) if path.startswith("/bytes/") else 0
+                    self.h3.send_headers(ev.stream_id, [(b":status", b"200"),
+                                                        (b"content-length", str(size).encode())])
+                    self.h3.send_data(ev.stream_id, b"x" * size, end_stream=True)
+                    self.transmit()
+
+    config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
+                               quic_logger=QuicFileLogger(qlog_dir))
+    with tempfile.TemporaryDirectory() as d:
+        config.load_cert_chain(*_certificate(d))
+    await serve(addr, port, configuration=config, create_protocol=Server)
+    print("up", flush=True)
+    await asyncio.Future()
+
+
+async def _fetch(addr, port, qlog_dir, events, keylog, requests, size):
+    from aioquic.asyncio import QuicConnectionProtocol, connect
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.logger import QuicFileLogger
+
+    class Client(QuicConnectionProtocol):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.h3 = H3Connection(self._quic)
+            self.waiting = {}
+
+        def quic_event_received(self, event):
+            for ev in self.h3.handle_event(event):
+                if isinstance(ev, (HeadersReceived, DataReceived)) and ev.stream_id in self.waiting:
+                    got, done = self.waiting[ev.stream_id]
+                    if isinstance(ev, DataReceived):
+                        got.append(len(ev.data))
+                    if ev.stream_ended:
+                        done.set_result(sum(got))
+
+        async def get(self, path):
+            stream_id = self._quic.get_next_available_stream_id()
+            done = asyncio.get_running_loop().create_future()
+            self.waiting[stream_id] = ([], done)
+            self.h3.send_headers(stream_id, [(b":method", b"GET"), (b":scheme", b"https"),
+                                             (b":authority", addr.encode()), (b":path", path.encode())],
+                                 end_stream=True)
+            self.transmit()
+            return await done
+
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE,
+                               quic_logger=QuicFileLogger(qlog_dir))
+    with open(keylog, "a") as keys, open(events, "a", buffering=1) as log:
+        config.secrets_log_file = keys
+
+        def event(kind, **fields):
+            log.write(json.dumps({"ts": time.time_ns(), "kind": kind, **fields}) + "\n")
+        event("connect_start", request="conn")
+        async with connect(addr, port, configuration=config, create_protocol=Client) as client:
+            await client.wait_connected()
+            local_port = client._transport.get_extra_info("sockname")[1]
+            event("connect_end", request="conn", local_port=local_port, remote_port=port)
+            for i in range(requests):
+                event("request_start", request=f"h3-{i}", local_port=local_port, remote_port=port)
+                got = await client.get(f"/bytes/{size}")
+                event("request_end", request=f"h3-{i}", local_port=local_port, remote_port=port,
+                      bytes_down=got)
+                if got != size:
+                    raise RuntimeError(f"got {got} bytes, expected {size}")
+
+
+def record(path, workdir, requests=2, size=100_000, port=4433):
+    """Server and client over an EmulatedPath with a client-side capture of
+    whole packets; return {"capture", "client_qlog", "server_qlog", "events",
+    "keylog"} (qlog paths are lists: one file per connection)."""
+    import glob
+    import subprocess
+
+    from .record import tcpdump
+    from .wan import SERVER_ADDR
+
+    out = {"capture": os.path.join(workdir, "client.pcap"),
+           "events": os.path.join(workdir, "client-events.jsonl"),
+           "keylog": os.path.join(workdir, "keys.log")}
+    qlogs = {side: os.path.join(workdir, f"{side}-qlog") for side in ("client", "server")}
+    server = subprocess.Popen(path.server([sys.executable, "-m", "tracekit.lab.h3", "server",
+                                           "--addr", SERVER_ADDR, "--port", str(port),
+                                           "--qlog-dir", qlogs["server"]]),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        if server.stdout.readline().strip() != "up":
+            raise RuntimeError("the HTTP/3 server did not start")
+        with tcpdump(path.client, out["capture"], snaplen=None):
+            subprocess.run(path.client([
+                sys.executable, "-m", "tracekit.lab.h3", "client", "--addr", SERVER_ADDR,
+                "--port", str(port), "--qlog-dir", qlogs["client"], "--events", out["events"],
+                "--keylog", out["keylog"], "--requests", str(requests), "--bytes", str(size)]),
+                check=True, timeout=120)
+            # the server writes its qlog when the connection has drained
+            deadline = time.monotonic() + 5
+            while not glob.glob(os.path.join(qlogs["server"], "*.qlog")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        server.stdout.close()
+    for side, d in qlogs.items():
+        out[f"{side}_qlog"] = sorted(glob.glob(os.path.join(d, "*.qlog")))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m tracekit.lab.h3")
+    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("--addr", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--qlog-dir", required=True)
+    p.add_argument("--events")
+    p.add_argument("--keylog")
+    p.add_argument("--requests", type=int, default=1)
+    p.add_argument("--bytes", type=int, default=354_640)
+    a = p.parse_args(argv)
+    os.makedirs(a.qlog_dir, exist_ok=True)
+    if a.role == "server":
+        asyncio.run(_serve(a.addr, a.port, a.qlog_dir))
+    else:
+        asyncio.run(_fetch(a.addr, a.port, a.qlog_dir, a.events, a.keylog, a.requests, a.bytes))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
