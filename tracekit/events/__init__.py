@@ -19,6 +19,7 @@ from importlib import resources
 import json
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ..capture.formats import EXPECTED, describe_magic
@@ -95,8 +96,16 @@ def read_log(path, fmt=None):
         con.close()
 
 
-def _normalise(con, numbers, texts):
-    raw = pa.table({"line": pa.array(numbers, type=pa.int64()), "text": texts})
+def _normalise(con, numbers, texts, trail=None):
+    if trail is None:
+        trail = np.zeros(len(numbers), dtype=np.int8)
+    # from numpy buffers: pa.array() would import pandas to probe its argument
+    numbers = np.ascontiguousarray(numbers, dtype=np.int64)
+    trail = np.ascontiguousarray(trail, dtype=np.int8)
+    raw = pa.table({
+        "line": pa.Array.from_buffers(pa.int64(), len(numbers), [None, pa.py_buffer(numbers)]),
+        "text": texts,
+        "trail": pa.Array.from_buffers(pa.int8(), len(trail), [None, pa.py_buffer(trail)])})
     con.register("raw", raw)
     try:
         return con.sql(_normaliser()).to_arrow_table()
@@ -115,13 +124,14 @@ def _read_jsonl(con, path):
     parsed = ParsedLog(path, "jsonl", None)
     tables = []
     with open(path, "rb") as f:
-        for numbers, texts, bad in iter_lines(f):
+        for numbers, texts, trail, bad in iter_lines(f):
             parsed.records += len(numbers)
             if bad:
                 parsed.malformed.extend(bad)
                 keep = texts.is_valid()
-                numbers, texts = numbers[keep.to_numpy(zero_copy_only=False)], texts.filter(keep)
-            tables.append(_split_problems(_normalise(con, numbers, texts), parsed))
+                mask = keep.to_numpy(zero_copy_only=False)
+                numbers, texts, trail = numbers[mask], texts.filter(keep), trail[mask]
+            tables.append(_split_problems(_normalise(con, numbers, texts, trail), parsed))
     parsed.malformed.sort()
     parsed.table = _concat(con, tables)
     return parsed

@@ -1,56 +1,71 @@
 -- Normalise records of tracekit's event schema (one JSON object per line) into
 -- the columns of `events`, and name what is wrong with the rest.
--- Input: table `raw(line BIGINT, text VARCHAR)`. Output: one row per input
--- line, `problem` NULL for a good record.
+-- Input: table `raw(line BIGINT, text VARCHAR, trail TINYINT)`, `trail` the
+-- line-end characters the text still carries (0-2). Output: one row per input
+-- line, `problem` NULL for a good record. Each record is parsed twice (types,
+-- then values), each time for all the paths at once.
 WITH typed AS (
-    SELECT line, text,
-           CASE WHEN NOT json_valid(text) THEN 'not JSON'
-                WHEN json_type(text) <> 'OBJECT' THEN 'not a JSON object' END AS problem
+    SELECT line, text, trail,
+        try(json_type(text, ['$', '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp'])) AS t
     FROM raw
 ),
-objects AS (
-    SELECT line, problem, CASE WHEN problem IS NULL THEN text::JSON END AS j FROM typed
+
+extracted AS (
+    SELECT line, text, trail, t,
+        CASE WHEN t[1] = 'OBJECT' THEN json_extract_string(text, [
+            '$.kind', '$.run', '$.request', '$.stream',                      -- 1-4
+            '$.local_addr', '$.flow.local_addr', '$.local_port', '$.flow.local_port',  -- 5-8
+            '$.remote_addr', '$.flow.remote_addr', '$.remote_port', '$.flow.remote_port',  -- 9-12
+            '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp']) END AS v  -- 13-17
+    FROM typed
 ),
+
 stamped AS (
-    SELECT line, problem, j,
-           coalesce(j->'ts_ns', j->'ts', j->'time', j->'timestamp') AS ts,
-           regexp_extract(coalesce(j->>'ts', j->>'time', j->>'timestamp'),
-               '^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$',
-               ['day', 'clock', 'fraction', 'zone']) AS rfc3339
-    FROM objects
-),
-timed AS (
     SELECT *,
-           CASE WHEN json_type(ts) IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(ts->>'$' AS BIGINT)
-                WHEN json_type(ts) = 'DOUBLE' THEN TRY_CAST(round(TRY_CAST(ts->>'$' AS DOUBLE)) AS BIGINT)
-                WHEN rfc3339.day <> '' THEN
-                    epoch_ns(TRY_STRPTIME(rfc3339.day || ' ' || rfc3339.clock, '%Y-%m-%d %H:%M:%S'))
-                    + CAST(rpad(CASE WHEN rfc3339.fraction = '' THEN '0' ELSE rfc3339.fraction END, 9, '0') AS BIGINT)
-                    - CASE WHEN upper(rfc3339.zone) = 'Z' THEN 0
-                           ELSE (CASE WHEN rfc3339.zone[1] = '-' THEN -1 ELSE 1 END)
-                                * (CAST(rfc3339.zone[2:3] AS BIGINT) * 3600 + CAST(rfc3339.zone[5:6] AS BIGINT) * 60)
-                                * 1000000000 END
-           END AS ts_ns
+        coalesce(v[14], v[15], v[16], v[17]) AS ts_text,
+        coalesce(t[3], t[4], t[5], t[6]) AS ts_type
+    FROM extracted
+),
+
+parsed AS (
+    SELECT *,
+        regexp_extract(ts_text,
+            '^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$',
+            ['day', 'clock', 'fraction', 'zone']) AS rfc3339
     FROM stamped
 ),
+
+timed AS (
+    SELECT *,
+        CASE WHEN ts_type IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(ts_text AS BIGINT)
+             WHEN ts_type = 'DOUBLE' THEN TRY_CAST(round(TRY_CAST(ts_text AS DOUBLE)) AS BIGINT)
+             WHEN ts_type = 'VARCHAR' AND rfc3339.day <> '' THEN
+                 epoch_ns(TRY_STRPTIME(rfc3339.day || ' ' || rfc3339.clock, '%Y-%m-%d %H:%M:%S'))
+                 + CAST(rpad(CASE WHEN rfc3339.fraction = '' THEN '0' ELSE rfc3339.fraction END, 9, '0') AS BIGINT)
+                 - CASE WHEN upper(rfc3339.zone) = 'Z' THEN 0
+                        ELSE (CASE WHEN rfc3339.zone[1] = '-' THEN -1 ELSE 1 END)
+                             * (CAST(rfc3339.zone[2:3] AS BIGINT) * 3600 + CAST(rfc3339.zone[5:6] AS BIGINT) * 60)
+                             * 1000000000 END
+        END AS ts_ns
+    FROM parsed
+),
+
 final AS (
     SELECT line,
-           coalesce(problem,
-               CASE WHEN ts IS NULL THEN 'no timestamp (ts_ns, ts or time)'
-                    WHEN ts_ns IS NULL THEN 'timestamp is neither ns since the epoch nor RFC 3339: ' || left(ts->>'$', 40)
-                    WHEN ts_ns < 100000000000000000 THEN 'numeric timestamp must be ns since the epoch, got ' || (ts->>'$')
-                    WHEN coalesce(j->>'kind', '') = '' THEN 'no kind' END) AS problem,
-           ts_ns,
-           j->>'kind' AS kind,
-           j->>'run' AS run,
-           j->>'request' AS request,
-           j->>'stream' AS stream,
-           coalesce(j->>'local_addr', j->>'$.flow.local_addr') AS local_addr,
-           TRY_CAST(coalesce(j->>'local_port', j->>'$.flow.local_port',
-                    CASE WHEN json_type(j->'flow') IN ('UBIGINT', 'BIGINT') THEN j->>'flow' END) AS INTEGER) AS local_port,
-           coalesce(j->>'remote_addr', j->>'$.flow.remote_addr') AS remote_addr,
-           TRY_CAST(coalesce(j->>'remote_port', j->>'$.flow.remote_port') AS INTEGER) AS remote_port,
-           j AS fields
+        CASE WHEN t IS NULL THEN 'not JSON'
+             WHEN t[1] <> 'OBJECT' THEN 'not a JSON object'
+             WHEN ts_text IS NULL THEN 'no timestamp (ts_ns, ts or time)'
+             WHEN ts_ns IS NULL THEN 'timestamp is neither ns since the epoch nor RFC 3339: ' || left(ts_text, 40)
+             WHEN ts_ns < 100000000000000000 THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
+             WHEN coalesce(v[1], '') = '' THEN 'no kind' END AS problem,
+        ts_ns,
+        v[1] AS kind, v[2] AS run, v[3] AS request, v[4] AS stream,
+        coalesce(v[5], v[6]) AS local_addr,
+        TRY_CAST(coalesce(v[7], v[8], CASE WHEN t[2] IN ('UBIGINT', 'BIGINT') THEN v[13] END) AS INTEGER) AS local_port,
+        coalesce(v[9], v[10]) AS remote_addr,
+        TRY_CAST(coalesce(v[11], v[12]) AS INTEGER) AS remote_port,
+        CASE WHEN t[1] = 'OBJECT' THEN (CASE trail WHEN 0 THEN text ELSE left(text, -trail) END)::JSON
+        END AS fields
     FROM timed
 )
 SELECT * FROM final
