@@ -29,10 +29,16 @@
 --   (flows: first exchange with its SYN captured; events: a connect_start
 --   event for the request, or the linked flow's SYN inside [start, end]),
 --   else 'reused'; an event's `connection` field overrides.
+--   request_first_byte_ns .. response_last_byte_ns: first and last payload
+--   packet each way inside [start, end] on the linked flow as captured (for
+--   an event request without packets, response_first_byte_ns is its
+--   first_byte event)
 -- Columns: request_key, source, log_id, request, run, capture_id, flow_id,
 --   flows_matched, exchange, protocol, connection, start_ns, request_first_byte_ns,
---   response_first_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
---   packets_up, packets_down
+--   request_last_byte_ns, response_first_byte_ns, response_last_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
+--   packets_up, packets_down, labels (the log's --label factors, else the
+--   capture's), vantage (rtt_summary of the linked flow: client, server,
+--   between, unknown)
 WITH ev AS (
     SELECT log_id, request, any_value(run) AS run,
         min(ts_ns) FILTER (kind = 'request_start') AS start_ns,
@@ -67,7 +73,9 @@ linked_bytes AS (
         max(a.rel_end) FILTER (a.from_client) - min(a.rel_seq) FILTER (a.from_client) AS up,
         max(a.rel_end) FILTER (NOT a.from_client) - min(a.rel_seq) FILTER (NOT a.from_client) AS down,
         count(*) FILTER (a.from_client) AS packets_up,
-        count(*) FILTER (NOT a.from_client) AS packets_down
+        count(*) FILTER (NOT a.from_client) AS packets_down,
+        min(a.ts_ns) FILTER (a.from_client) AS req_first, max(a.ts_ns) FILTER (a.from_client) AS req_last,
+        min(a.ts_ns) FILTER (NOT a.from_client) AS resp_first, max(a.ts_ns) FILTER (NOT a.from_client) AS resp_last
     FROM links l JOIN ev e USING (log_id, request)
     JOIN tcp_analysis a ON a.capture_id = l.capture_id AND a.flow_id = l.flow_id
      AND a.ts_ns BETWEEN e.start_ns AND e.end_ns AND a.payload_bytes > 0
@@ -84,7 +92,9 @@ from_events AS (
                  CASE WHEN e.connect_ns IS NOT NULL THEN 'fresh'
                       WHEN l.syn_ts_ns BETWEEN e.start_ns - 1000000 AND e.end_ns THEN 'fresh'
                       WHEN l.flow_id IS NOT NULL THEN 'reused' END) AS connection,
-        e.start_ns, NULL::BIGINT AS request_first_byte_ns, e.first_byte_ns AS response_first_byte_ns,
+        e.start_ns, b.req_first AS request_first_byte_ns, b.req_last AS request_last_byte_ns,
+        coalesce(b.resp_first, e.first_byte_ns) AS response_first_byte_ns,
+        b.resp_last AS response_last_byte_ns,
         e.end_ns, e.end_ns - e.start_ns AS duration_ns,
         coalesce(e.bytes_up, b.up) AS bytes_up, coalesce(e.bytes_down, b.down) AS bytes_down,
         b.packets_up, b.packets_down
@@ -114,7 +124,9 @@ numbered AS (
 exchanges AS (
     SELECT capture_id, flow_id, exchange,
         min(ts_ns) FILTER (from_client) AS request_first_byte_ns,
+        max(ts_ns) FILTER (from_client) AS request_last_byte_ns,
         min(ts_ns) FILTER (NOT from_client) AS response_first_byte_ns,
+        max(ts_ns) FILTER (NOT from_client) AS response_last_byte_ns,
         max(ts_ns) AS end_ns,
         max(rel_end) FILTER (from_client) - min(rel_seq) FILTER (from_client) AS bytes_up,
         coalesce(max(rel_end) FILTER (NOT from_client) - min(rel_seq) FILTER (NOT from_client), 0) AS bytes_down,
@@ -132,7 +144,8 @@ from_flows AS (
         CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN 'fresh' ELSE 'reused' END AS connection,
         CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
              ELSE x.request_first_byte_ns END AS start_ns,
-        x.request_first_byte_ns, x.response_first_byte_ns, x.end_ns,
+        x.request_first_byte_ns, x.request_last_byte_ns, x.response_first_byte_ns,
+        x.response_last_byte_ns, x.end_ns,
         x.end_ns - (CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
                          ELSE x.request_first_byte_ns END) AS duration_ns,
         x.bytes_up, x.bytes_down, x.packets_up, x.packets_down
@@ -142,9 +155,20 @@ from_flows AS (
     LEFT JOIN tls_start t USING (capture_id, flow_id)
 ),
 
-final AS (
+unioned AS (
     SELECT * FROM from_events
     UNION ALL BY NAME
     SELECT * FROM from_flows
+),
+
+final AS (
+    SELECT u.*,
+        CASE WHEN cardinality(coalesce(lg.labels, MAP {})) > 0 THEN lg.labels ELSE c.labels END AS labels,
+        coalesce(v.vantage, 'unknown') AS vantage
+    FROM unioned u
+    LEFT JOIN event_logs lg USING (log_id)
+    LEFT JOIN captures c USING (capture_id)
+    LEFT JOIN (SELECT capture_id, flow_id, any_value(vantage) AS vantage FROM rtt_summary
+               GROUP BY ALL) v USING (capture_id, flow_id)
 )
 SELECT * FROM final ORDER BY source, log_id, capture_id, flow_id, exchange, start_ns

@@ -108,7 +108,8 @@ def _steps(params=None):
             CodeStep("stalls", stalls), SqlStep("handshakes"),
             StoreStep("requests"), StoreStep("playback"),
             StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
-            StoreStep("serving"), StoreStep("serving_batches")]
+            StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
+            StoreStep("attribution")]
 
 
 def analyze(con, progress=None, params=None):

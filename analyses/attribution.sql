@@ -1,0 +1,197 @@
+-- attribution: each request's measured time split into labelled spans that add
+-- up to it exactly; the irreducible spans add up to its serial bound.
+--
+-- Built over the whole store. Sources: requests, bounds, handshakes, stalls,
+-- recovery_rounds.
+-- Method. A request [start, end] (requests) is cut at four instants seen on
+-- its flow at the capture point: the first and last request byte (a, b) and
+-- the first and last response byte (c, d), clamped into order:
+--   setup      [start, a)  connect_tcp (SYN -> the client's ACK of the
+--              SYN-ACK), connect_tls (ClientHello -> client Finished),
+--              connect_quic (first Initial -> first 1-RTT), each as far as
+--              it falls inside; the rest client_idle (the client had a
+--              connection and did not send: its own think time, proxy
+--              negotiation on another flow)
+--   upload     [a, b]      upload_transfer = min(S_u / B, b - a) (irreducible);
+--              upload_loss_recovery = the client->server direction's
+--              loss_recovery and rto_wait time (stalls), capped; the rest
+--              upload_waiting (window, slow start, the sender's pauses)
+--   wait       (b, c)      propagation = min(R, c - b) (irreducible; 0 at a
+--              server-side vantage, where no propagation lies between the
+--              request's arrival and the response's departure); processing =
+--              min(T_c, what is left) (irreducible); the rest queueing
+--   download   [c, d]      download_transfer = min(S_d / B, d - c)
+--              (irreducible), taken from the time the server->client
+--              direction was slow_start / congestion_limited (stalls);
+--              what is left of that time is window_waiting (slow start and
+--              window: the sender waited for ACKs); loss_recovery, one span
+--              per recovery round (recovery_rounds: each loss_recovery and
+--              rto_wait stretch goes to the round it began in);
+--              receiver_limited (receive_window_limited, zero_window);
+--              server_idle (application_limited, pacing_idle); the rest of
+--              the phase is residual (and, if the transfer did not fit in the
+--              window time, its overflow makes residual negative)
+--   tail       (d, end]    client_idle (after the last byte, until the
+--              request_end event)
+-- At a client-side vantage the sender's window is not visible (what it has
+-- in flight is in the pipe, not yet seen), so a pause in the arriving data
+-- looks like an idle sender. There, the download's slow_start,
+-- congestion_limited, application_limited and pacing_idle time is split by
+-- the ACK clock instead: a pause in the server's data that follows a
+-- full-sized segment (within 40 option bytes of the MSS the client
+-- announced) is window waiting up to 1.25 R after the client's last
+-- packet before it ends (the data its ACK released cannot come sooner) and
+-- server_idle beyond that; a pause after a shorter segment is server_idle
+-- throughout (a sender held by its window sends full segments; one that
+-- sends less had no more data).
+-- A request with no packets (an event request without a linked flow) is one
+-- `unattributed` span. S, B, R, T_c are the bound's (bounds.sql). The
+-- capture point matters: at the client the instants are when the client
+-- sent and received; at the server they are shifted by the one-way delays
+-- and the request's measured time is about R shorter than the client's.
+-- Columns: request_key, span_order, span, phase, ns, irreducible, detail
+WITH r AS (
+    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
+        b.rtt_ns, b.processing_ns, b.upload_ns, b.download_ns, q.vantage,
+        q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
+        q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0,
+        f.syn_ts_ns, f.ack_ts_ns
+    FROM requests q JOIN bounds b USING (request_key)
+    LEFT JOIN flows f USING (capture_id, flow_id)
+),
+
+cut AS (  -- the four instants, clamped into order inside [start, end]
+    SELECT *,
+        greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a
+    FROM r
+),
+cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
+cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2),
+inst AS (SELECT *, greatest(c, least(coalesce(d0, c), end_ns)) AS d FROM cut3),
+
+hs AS (
+    SELECT capture_id, flow_id, protocol, start_ns AS hs_start, done_ns AS hs_end
+    FROM handshakes WHERE protocol IN ('tls', 'quic')
+),
+
+setup AS (
+    SELECT i.request_key,
+        greatest(0, least(i.ack_ts_ns, i.a) - greatest(i.syn_ts_ns, i.start_ns)) AS tcp_ns,
+        coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
+                 FILTER (h.protocol = 'tls'), 0) AS tls_ns,
+        coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
+                 FILTER (h.protocol = 'quic'), 0) AS quic_ns
+    FROM inst i LEFT JOIN hs h USING (capture_id, flow_id)
+    GROUP BY i.request_key, i.ack_ts_ns, i.a, i.syn_ts_ns, i.start_ns
+),
+
+overlap AS (  -- stall time of each state inside the upload and download phases
+    SELECT i.request_key, s.direction, s.state, s.start_ns AS state_start,
+        CASE WHEN s.direction = 'c2s' THEN least(s.end_ns, i.b) - greatest(s.start_ns, i.a)
+             ELSE least(s.end_ns, i.d) - greatest(s.start_ns, i.c) END AS ns,
+        i.capture_id, i.flow_id
+    FROM inst i JOIN stalls s USING (capture_id, flow_id)
+    WHERE (s.direction = 'c2s' AND s.start_ns < i.b AND s.end_ns > i.a)
+       OR (s.direction = 's2c' AND s.start_ns < i.d AND s.end_ns > i.c)
+),
+
+states AS (
+    SELECT request_key,
+        coalesce(sum(ns) FILTER (direction = 'c2s' AND state IN ('loss_recovery', 'rto_wait')), 0) AS up_loss,
+        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('slow_start', 'congestion_limited')), 0) AS window_time,
+        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('receive_window_limited', 'zero_window')), 0) AS rwnd,
+        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('application_limited', 'pacing_idle')), 0) AS idle,
+        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')), 0) AS down_loss
+    FROM overlap GROUP BY request_key
+),
+
+rounds AS (  -- each download loss stretch to the round it began in
+    SELECT o.request_key, rr.episode, rr.round, sum(o.ns) AS ns
+    FROM (SELECT * FROM overlap WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')) o
+    ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
+               WHERE direction = 's2c') rr
+      ON rr.capture_id = o.capture_id AND rr.flow_id = o.flow_id AND o.state_start >= rr.first_ts_ns
+    GROUP BY ALL
+),
+
+pauses AS (  -- server data pauses the ACK clock does not explain (client vantage)
+    SELECT i.request_key,
+        sum(CASE WHEN p.prev_bytes < p.full_bytes THEN p.ts_ns - p.prev_ns
+                 ELSE greatest(0, p.ts_ns - greatest(p.prev_ns, p.last_client_ns + i.rtt_ns + i.rtt_ns // 4))
+            END) AS idle_ns
+    FROM inst i
+    JOIN (SELECT capture_id, flow_id, ts_ns, from_client, payload_bytes,
+              lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_ns,
+              lag(payload_bytes) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_bytes,
+              -- full-sized: within 40 option bytes of the MSS the client announced
+              coalesce((SELECT f.client_mss - 40 FROM flows f WHERE f.capture_id = t.capture_id
+                        AND f.flow_id = t.flow_id),
+                       max(payload_bytes) OVER (PARTITION BY capture_id, flow_id, from_client)) AS full_bytes,
+              max(CASE WHEN from_client THEN ts_ns END) OVER (
+                  PARTITION BY capture_id, flow_id ORDER BY frame
+                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
+          FROM tcp_analysis t
+          WHERE (payload_bytes > 0 OR from_client)
+            AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM inst WHERE vantage = 'client')
+         ) p USING (capture_id, flow_id)
+    WHERE i.vantage = 'client' AND NOT p.from_client AND p.payload_bytes > 0
+      AND p.prev_ns >= i.c AND p.ts_ns <= i.d
+    GROUP BY i.request_key
+),
+
+raw_numbers AS (
+    SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns,
+        coalesce(x.up_loss, 0) AS up_loss, coalesce(x.window_time, 0) AS window_time0,
+        coalesce(x.rwnd, 0) AS rwnd, coalesce(x.idle, 0) AS idle0, coalesce(x.down_loss, 0) AS down_loss,
+        coalesce(pz.idle_ns, 0) AS pause_idle,
+        least(coalesce(i.upload_ns, 0), i.b - i.a) AS up_transfer,
+        least(coalesce(i.download_ns, 0), i.d - i.c) AS down_transfer,
+        CASE WHEN i.vantage = 'server' THEN 0 ELSE least(coalesce(i.rtt_ns, 0), i.c - i.b) END AS propagation
+    FROM inst i JOIN setup st USING (request_key) LEFT JOIN states x USING (request_key)
+    LEFT JOIN pauses pz USING (request_key)
+),
+
+numbers AS (
+    SELECT *,
+        CASE WHEN vantage = 'client' THEN least(pause_idle, window_time0 + idle0) ELSE idle0 END AS idle,
+        CASE WHEN vantage = 'client' THEN window_time0 + idle0 - least(pause_idle, window_time0 + idle0)
+             ELSE window_time0 END AS window_time
+    FROM raw_numbers
+),
+
+spans AS (
+    SELECT request_key, 1 AS span_order, 'connect_tcp' AS span, 'setup' AS phase, tcp_ns AS ns, false AS irreducible, NULL AS detail FROM numbers
+    UNION ALL SELECT request_key, 2, 'connect_tls', 'setup', tls_ns, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 3, 'connect_quic', 'setup', quic_ns, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 4, 'client_idle', 'setup', (a - start_ns) - tcp_ns - tls_ns - quic_ns, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 5, 'upload_transfer', 'upload', up_transfer, true, NULL FROM numbers
+    UNION ALL SELECT request_key, 6, 'upload_loss_recovery', 'upload', least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
+    UNION ALL SELECT request_key, 7, 'upload_waiting', 'upload', (b - a) - up_transfer - least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
+    UNION ALL SELECT request_key, 8, 'propagation', 'wait', propagation, true, NULL FROM numbers
+    UNION ALL SELECT request_key, 9, 'processing', 'wait', least(coalesce(processing_ns, 0), (c - b) - propagation), true, NULL FROM numbers
+    UNION ALL SELECT request_key, 10, 'queueing', 'wait', (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation), false, NULL FROM numbers
+    UNION ALL SELECT request_key, 11, 'download_transfer', 'download', down_transfer, true, NULL FROM numbers
+    UNION ALL SELECT request_key, 12, 'window_waiting', 'download', window_time - least(down_transfer, window_time), false, NULL FROM numbers
+    UNION ALL SELECT request_key, 13, 'loss_recovery', 'download', ns, false, 'episode ' || episode || ' round ' || round FROM rounds
+    UNION ALL SELECT n.request_key, 13, 'loss_recovery', 'download', n.down_loss - coalesce(sum(rd.ns), 0), false, 'outside a recorded round'
+        FROM numbers n LEFT JOIN rounds rd USING (request_key) GROUP BY n.request_key, n.down_loss
+        HAVING n.down_loss - coalesce(sum(rd.ns), 0) <> 0
+    UNION ALL SELECT request_key, 14, 'receiver_limited', 'download', rwnd, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 15, 'server_idle', 'download', idle, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 16, 'residual', 'download',
+        (d - c) - down_transfer - (window_time - least(down_transfer, window_time)) - down_loss - rwnd - idle, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 17, 'client_idle', 'tail', end_ns - d, false, NULL FROM numbers
+),
+
+no_packets AS (
+    SELECT q.request_key, 0 AS span_order, 'unattributed' AS span, 'request' AS phase, q.duration_ns AS ns,
+        false AS irreducible, 'no packets of this request were captured' AS detail
+    FROM requests q LEFT JOIN numbers n USING (request_key)
+    WHERE n.request_key IS NULL
+),
+
+final AS (
+    SELECT * FROM spans WHERE ns <> 0 OR span IN ('residual', 'download_transfer', 'propagation')
+    UNION ALL SELECT * FROM no_packets
+)
+SELECT * FROM final ORDER BY request_key, span_order, detail
