@@ -15,7 +15,7 @@
 --                    path's rate (rate_source)
 --   T_c              processing: the `processing_ms` label if given; else the
 --                    request's model_start -> model_end events (any log, same
---                    request id); else the server time seen from the client
+--                    run and request id); else the server time seen from the client
 --                    (last request byte -> first response byte - R), an
 --                    upper estimate because it includes queueing
 --                    (processing_source: given | events | server_time)
@@ -41,10 +41,12 @@ path_rate AS (
     WHERE fl.duration_ns > 0 AND fl.bytes > 0 GROUP BY ALL
 ),
 
-model_time AS (
-    SELECT request, max(ts_ns) FILTER (kind = 'model_end') - min(ts_ns) FILTER (kind = 'model_start') AS ns
+model_time AS (  -- per run and request: ids repeat from run to run
+    SELECT run, request,
+        max(ts_ns) FILTER (kind = 'model_end') - min(ts_ns) FILTER (kind = 'model_start') AS ns,
+        count(DISTINCT log_id) AS logs
     FROM events WHERE kind IN ('model_start', 'model_end') AND request IS NOT NULL
-    GROUP BY request HAVING ns IS NOT NULL
+    GROUP BY run, request HAVING ns IS NOT NULL
 ),
 
 inputs AS (
@@ -60,7 +62,7 @@ inputs AS (
     FROM req q
     LEFT JOIN path_rtt p USING (path)
     LEFT JOIN path_rate b USING (path)
-    LEFT JOIN model_time m ON m.request = q.request
+    LEFT JOIN model_time m ON m.request = q.request AND m.run IS NOT DISTINCT FROM q.run
 ),
 
 shaped AS (

@@ -1,0 +1,39 @@
+-- ablation: the requests of a single-factor experiment, one row each, with
+-- the factor levels they ran under and their attributed spans.
+--
+-- Parameters: $compare (the factor compared), $by (list of factors that
+-- split the table). Not a stored table: `tracekit ablation` runs it.
+-- Definitions: a request belongs to the experiment when its labels (the
+-- log's, else the capture's: requests.labels) name a level of $compare;
+-- `connection`, `protocol` and `vantage` may also be compared as the
+-- request's own columns (fresh vs reused connections need no label).
+-- `run_order` is the `order` label (the interleaving position), else the
+-- request's start time rank; `trial` the `trial` label. Spans are pivoted
+-- from attribution (ns per span, summed over rounds).
+-- Columns: request_key, level, by_levels, run, trial, run_order, start_ns,
+--   duration_ns, bytes_down, rtt_ns, spans
+WITH r AS (
+    SELECT q.request_key, coalesce(q.labels[$compare], CASE $compare
+            WHEN 'connection' THEN q.connection WHEN 'protocol' THEN q.protocol
+            WHEN 'vantage' THEN q.vantage END) AS level,
+        list_transform($by, lambda x: coalesce(q.labels[x], '-')) AS by_levels,
+        coalesce(q.labels['run'], q.run) AS run, TRY_CAST(q.labels['trial'] AS INTEGER) AS trial,
+        TRY_CAST(q.labels['order'] AS INTEGER) AS label_order,
+        q.start_ns, q.duration_ns, q.bytes_down
+    FROM requests q
+),
+
+spans AS (
+    SELECT request_key, map(list(span ORDER BY span), list(ns ORDER BY span)) AS spans
+    FROM (SELECT request_key, span, sum(ns) AS ns FROM attribution GROUP BY ALL)
+    GROUP BY request_key
+),
+
+final AS (
+    SELECT r.request_key, r.level, r.by_levels, r.run, r.trial,
+        coalesce(r.label_order, dense_rank() OVER (ORDER BY r.start_ns)) AS run_order,
+        r.start_ns, r.duration_ns, r.bytes_down, b.rtt_ns, s.spans
+    FROM r LEFT JOIN spans s USING (request_key) LEFT JOIN bounds b USING (request_key)
+    WHERE r.level IS NOT NULL
+)
+SELECT * FROM final ORDER BY by_levels, level, run_order, start_ns

@@ -1,0 +1,238 @@
+"""`tracekit lab run EXPERIMENT.toml`: single-factor experiments, interleaved.
+
+An experiment file names the workload, the path, the factors and their
+levels, trials and a seed:
+
+    name = "tts-direct-vs-tunnel"
+    workload = "tts"            # the TTS-shaped download (tracekit.lab.tts)
+    trials = 4                  # rounds; each round runs every combination once
+    requests = 4                # requests per run
+    seed = 1
+    [path]                      # the emulated WAN (tracekit.lab.wan)
+    rtt_ms = 100                # split evenly between the two directions
+    loss_down = 0.02            # Bernoulli loss server -> client
+    rate_mbps = 50              # optional bottleneck, both directions
+    [factors]
+    path = ["direct", "tunnel"]           # tunnel: kcptun with FEC (tracekit.lab.tunnel)
+    connection = ["fresh", "persistent"]  # a connection per request, or one for all
+    [fixed]                     # settings every run has (recorded as labels too)
+    congestion = "cubic"
+    [levels.connection.persistent]        # settings a level brings (how it is tuned)
+    slow_start_after_idle = 0             # net.ipv4.tcp_slow_start_after_idle
+    initcwnd = 10                          # the server's route initcwnd
+
+A level's `warmup = N` sends N unmeasured requests first on the same
+connection (a persistent connection measured warm).
+
+Known factors: path (direct, tunnel), connection (fresh, persistent),
+congestion (reno, cubic, bbr: the server's net.ipv4.tcp_congestion_control),
+loss_down, rtt_ms (path settings), initcwnd, slow_start_after_idle; any
+other factor is recorded as a label only. Each round runs every combination
+of levels once, in an order that reverses every other round (A B, B A, ...)
+so drift hits every arm alike. Each run gets its own pair of namespaces (no
+TCP metrics cache or tunnel state is shared between runs), a client-side
+capture (and one of the client's loopback for the tunnel, where the
+application's connection is), both event logs, the emulator's logs and a
+manifest.json with every setting. Then everything is ingested with the
+factor levels, `run`, `trial` and `order` as labels.
+"""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import asdict
+
+from ..errors import TracekitError
+from . import netns
+from .record import tcpdump
+from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
+
+WORKLOADS = ("tts",)
+PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes"}
+SERVER_PORT = 9200
+SNAPLEN = 96  # IP + TCP with options (+ Ethernet on loopback): headers only
+
+
+def load(path):
+    try:
+        with open(path, "rb") as f:
+            spec = tomllib.load(f)
+    except OSError as e:
+        raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise TracekitError(f"{path}: not valid TOML: {e}") from None
+    if spec.get("workload", "tts") not in WORKLOADS:
+        raise TracekitError(f"{path}: workload {spec.get('workload')!r} is not one of {WORKLOADS}")
+    factors = spec.get("factors")
+    if not isinstance(factors, dict) or not factors:
+        raise TracekitError(f"{path}: an experiment needs [factors] with at least one factor")
+    for name, levels in factors.items():
+        if not isinstance(levels, list) or len(levels) < 2:
+            raise TracekitError(f"{path}: factor {name!r} needs a list of at least two levels")
+    unknown = set(spec.get("path", {})) - PATH_KEYS
+    if unknown:
+        raise TracekitError(f"{path}: unknown [path] settings {sorted(unknown)}; known: "
+                            f"{sorted(PATH_KEYS)}")
+    spec.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    spec.setdefault("trials", 3)
+    spec.setdefault("requests", 4)
+    spec.setdefault("seed", 1)
+    return spec
+
+
+def schedule(spec):
+    """[(trial, order, {factor: level})]: every combination once per round,
+    the order reversed every other round."""
+    names = list(spec["factors"])
+    combos = [dict(zip(names, values)) for values in itertools.product(*spec["factors"].values())]
+    runs, order = [], 0
+    for trial in range(spec["trials"]):
+        for combo in (combos if trial % 2 == 0 else combos[::-1]):
+            order += 1
+            runs.append((trial, order, combo))
+    return runs
+
+
+def _settings(spec, combo):
+    """Every setting of one run: the path, then what each level brings."""
+    s = {"path": "direct", "connection": "fresh", **spec.get("path", {}), **spec.get("fixed", {})}
+    s.setdefault("rtt_ms", 50.0)
+    for factor, level in combo.items():
+        s[factor] = level
+        s.update(spec.get("levels", {}).get(factor, {}).get(str(level), {}))
+    return s
+
+
+def _path_spec(s, seed):
+    half = float(s["rtt_ms"]) / 2
+    rate = s.get("rate_mbps")
+    queue = int(s.get("queue_bytes", 256_000))
+    return PathSpec(up=Direction(delay_ms=half, loss=float(s.get("loss_up", 0)), rate_mbps=rate,
+                                 queue_bytes=queue),
+                    down=Direction(delay_ms=half, loss=float(s.get("loss_down", 0)), rate_mbps=rate,
+                                   queue_bytes=queue),
+                    seed=seed)
+
+
+def _tune(path, s):
+    """Kernel settings a run asks for, inside its namespaces."""
+    if "congestion" in s:
+        netns.run(*path.server(["sysctl", "-q", f"net.ipv4.tcp_congestion_control={s['congestion']}"]))
+    if "slow_start_after_idle" in s:
+        for run_in in (path.client, path.server):
+            netns.run(*run_in(["sysctl", "-q",
+                               f"net.ipv4.tcp_slow_start_after_idle={int(s['slow_start_after_idle'])}"]))
+    if "initcwnd" in s:  # the direct path's route; the tunnel's UDP is kcptun's own window
+        netns.run(*path.server(["ip", "route", "change", "198.18.0.0/16", "dev", "tk0",
+                                "src", SERVER_ADDR, "initcwnd", str(int(s["initcwnd"]))]))
+
+
+def run_one(spec, trial, order, combo, workdir):
+    """One run; returns its manifest (also written as manifest.json)."""
+    from .tts import PROCESSING_MS, RESPONSE_BYTES
+    from .tunnel import Tunnel, TunnelSettings
+
+    s = _settings(spec, combo)
+    run_id = f"{spec['name']}-{order:03d}"
+    out = os.path.join(workdir, run_id)
+    os.makedirs(out, exist_ok=True)
+    seed = int(spec["seed"]) * 1000 + order
+    pspec = _path_spec(s, seed)
+    files = {"client_capture": os.path.join(out, "client.pcap"),
+             "client_log": os.path.join(out, "client-events.jsonl"),
+             "server_log": os.path.join(out, "server-events.jsonl")}
+    tunnel_settings = TunnelSettings(target_port=SERVER_PORT) if s["path"] == "tunnel" else None
+    started = time.time()
+    with EmulatedPath(pspec, out) as path:
+        _tune(path, s)
+        server = subprocess.Popen(path.server([
+            sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
+            "--port", str(SERVER_PORT), "--log", files["server_log"]]), stdout=subprocess.PIPE, text=True)
+        try:
+            if server.stdout.readline().strip() != "up":
+                raise TracekitError("the TTS server did not start")
+            client_cmd = [sys.executable, "-m", "tracekit.lab.tts", "client",
+                          "--log", files["client_log"], "--requests", str(spec["requests"]),
+                          "--connection", s["connection"], "--run", run_id,
+                          "--warmup", str(int(s.get("warmup", 0)))]
+            if tunnel_settings:
+                with Tunnel(path, tunnel_settings) as tunnel:
+                    # warm the tunnel's session once (not measured, not logged)
+                    subprocess.run(path.client([
+                        sys.executable, "-m", "tracekit.lab.tts", "client", "--addr", tunnel.addr,
+                        "--port", str(tunnel.port), "--log", os.devnull, "--requests", "1",
+                        "--bytes", "1000", "--prefix", "warmup"]), check=True, timeout=60)
+                    files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
+                                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                            tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
+                                    device="lo"):
+                        subprocess.run(path.client(client_cmd + ["--addr", tunnel.addr, "--port",
+                                                                 str(tunnel.port)]),
+                                       check=True, timeout=600)
+            else:
+                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN):
+                    subprocess.run(path.client(client_cmd + ["--addr", SERVER_ADDR, "--port",
+                                                             str(SERVER_PORT)]),
+                                   check=True, timeout=600)
+            time.sleep(0.3)  # the server's last tcp_info
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+            server.stdout.close()
+    manifest = {
+        "run": run_id, "experiment": spec["name"], "trial": trial, "order": order,
+        "factors": combo, "fixed": spec.get("fixed", {}), "settings": s, "path": asdict(pspec),
+        "tunnel": tunnel_settings.as_dict() if tunnel_settings else None,
+        "workload": {"name": "tts", "response_bytes": RESPONSE_BYTES,
+                     "processing_ms": PROCESSING_MS, "requests": spec["requests"]},
+        "forwarder": path.stats, "files": {k: os.path.basename(v) for k, v in files.items()},
+        "started": started, "seconds": round(time.time() - started, 3),
+    }
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
+def labels_of(manifest):
+    s = manifest["settings"]
+    labels = {k: str(v) for k, v in manifest.get("fixed", {}).items()}
+    labels.update({k: str(v) for k, v in manifest["factors"].items()})
+    labels.update(run=manifest["run"], trial=str(manifest["trial"]), order=str(manifest["order"]),
+                  experiment=manifest["experiment"], rtt_ms=str(s["rtt_ms"]))
+    if s.get("rate_mbps"):
+        labels["bottleneck_mbps"] = str(s["rate_mbps"])
+    return labels
+
+
+def run_experiment(spec, workdir, progress=None):
+    """Run every scheduled run; return their manifests."""
+    netns.require_root()
+    manifests = []
+    plan = schedule(spec)
+    for i, (trial, order, combo) in enumerate(plan, 1):
+        if progress:
+            progress(i, len(plan), combo)
+        manifests.append(run_one(spec, trial, order, combo, workdir))
+    with open(os.path.join(workdir, f"{spec['name']}.runs.json"), "w") as f:
+        json.dump(manifests, f, indent=2)
+    return manifests
+
+
+def ingest_runs(con, manifests, workdir):
+    """Ingest every run's captures and logs with its labels, all or nothing per run."""
+    from ..events import read_log
+    from ..store.events import load_logs
+    from ..store.ingest import load_captures
+
+    for m in manifests:
+        base = os.path.join(workdir, m["run"])
+        labels = labels_of(m)
+        captures = [os.path.join(base, m["files"][k]) for k in ("client_capture", "loopback_capture")
+                    if k in m["files"]]
+        load_captures(con, captures, labels=labels)
+        load_logs(con, [read_log(os.path.join(base, m["files"][k]))
+                        for k in ("client_log", "server_log")], labels)

@@ -1,0 +1,137 @@
+"""The TTS-shaped request: a short request up, ~30 ms of processing, a fixed
+354,640-byte response down; over fresh connections (one per request) or one
+persistent connection. Both sides log tracekit's event schema; the server
+also records the kernel's TCP_INFO after each response (a `tcp_info` event).
+
+    python -m tracekit.lab.tts server --addr A --port P --log server.jsonl
+    python -m tracekit.lab.tts client --addr A --port P --log client.jsonl \\
+        --requests 5 --connection fresh|persistent [--run ID]
+
+Wire format: the client sends one JSON line {"request", "bytes",
+"processing_ms"}; the server answers with an 8-byte length and the body.
+"""
+
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+from .streaming import EventLog, _read_exact
+
+RESPONSE_BYTES = 354_640
+PROCESSING_MS = 30.0
+LENGTH = struct.Struct(">Q")
+# struct tcp_info (linux/tcp.h): fields worth keeping, by offset and type
+TCP_INFO = {"tcpi_rto_us": (8, "I"), "tcpi_snd_mss": (16, "I"), "tcpi_rtt_us": (68, "I"),
+            "tcpi_rttvar_us": (72, "I"), "tcpi_snd_ssthresh": (76, "I"), "tcpi_snd_cwnd": (80, "I"),
+            "tcpi_total_retrans": (100, "I"), "tcpi_min_rtt_us": (148, "I"),
+            "tcpi_delivery_rate": (160, "Q"), "tcpi_busy_time_us": (168, "Q"),
+            "tcpi_rwnd_limited_us": (176, "Q"), "tcpi_sndbuf_limited_us": (184, "Q"),
+            "tcpi_bytes_retrans": (208, "Q")}
+
+
+def tcp_info(sock):
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+    return {k: struct.unpack_from(t, raw, o)[0] for k, (o, t) in TCP_INFO.items() if o + 8 <= len(raw)}
+
+
+def _handle(conn, peer, log_path, port):
+    buf = b""
+    with conn:
+        while True:
+            while b"\n" not in buf:
+                part = conn.recv(4096)
+                if not part:
+                    return
+                buf += part
+            line, buf = buf.split(b"\n", 1)
+            ask = json.loads(line)
+            log = EventLog(log_path, request=ask["request"], local_port=port,
+                           remote_addr=peer[0], remote_port=peer[1],
+                           **({"run": ask["run"]} if ask.get("run") else {}))
+            log("model_start")
+            time.sleep(ask.get("processing_ms", PROCESSING_MS) / 1000)
+            log("model_end")
+            conn.sendall(LENGTH.pack(ask["bytes"]) + b"a" * ask["bytes"])
+            log("response_sent", bytes=ask["bytes"])
+            # the kernel's account once everything is acknowledged
+            for _ in range(500):
+                raw = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+                if struct.unpack_from("I", raw, 24)[0] == 0:  # tcpi_unacked
+                    break
+                time.sleep(0.01)
+            log("tcp_info", **tcp_info(conn))
+            log.close()
+
+
+def serve(addr, port, log_path):
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((addr, port))
+    lsock.listen(64)
+    print("up", flush=True)
+    while True:
+        conn, peer = lsock.accept()
+        threading.Thread(target=_handle, args=(conn, peer, log_path, port), daemon=True).start()
+
+
+def client(addr, port, log_path, requests, connection, run=None, response_bytes=RESPONSE_BYTES,
+           processing_ms=PROCESSING_MS, prefix="r", warmup=0):
+    """`warmup` requests first, on the same connection and not logged (a
+    persistent connection measured warm: its window already open)."""
+    common = {"run": run} if run else {}
+    sock = None
+    for i in range(-warmup, requests):
+        req = f"{prefix}{i}" if i >= 0 else f"warmup{-i}"
+        log = EventLog(log_path if i >= 0 else os.devnull, request=req, **common)
+        log("request_start", connection="fresh" if sock is None else "reused")
+        if sock is None:
+            log("connect_start")
+            sock = socket.create_connection((addr, port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            log("connect_end", local_port=sock.getsockname()[1], remote_addr=addr, remote_port=port)
+        local_port = sock.getsockname()[1]
+        sock.sendall(json.dumps({"request": req, "bytes": response_bytes, "run": run,
+                                 "processing_ms": processing_ms}).encode() + b"\n")
+        head = _read_exact(sock, 1)
+        log("first_byte", local_port=local_port)
+        head += _read_exact(sock, LENGTH.size - 1)
+        (n,) = LENGTH.unpack(head)
+        _read_exact(sock, n)
+        log("request_end", local_port=local_port, remote_addr=addr, remote_port=port,
+            bytes_down=n)
+        log.close()
+        if connection == "fresh":
+            sock.close()
+            sock = None
+    if sock is not None:
+        sock.close()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m tracekit.lab.tts")
+    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("--addr", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--log", required=True)
+    p.add_argument("--requests", type=int, default=5)
+    p.add_argument("--connection", choices=["fresh", "persistent"], default="fresh")
+    p.add_argument("--run")
+    p.add_argument("--bytes", type=int, default=RESPONSE_BYTES)
+    p.add_argument("--processing-ms", type=float, default=PROCESSING_MS)
+    p.add_argument("--prefix", default="r")
+    p.add_argument("--warmup", type=int, default=0)
+    a = p.parse_args(argv)
+    if a.role == "server":
+        serve(a.addr, a.port, a.log)
+    else:
+        client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
+               a.processing_ms, a.prefix, a.warmup)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
