@@ -2,7 +2,9 @@
 -- the factor levels they ran under and their attributed spans.
 --
 -- Parameters: $compare (the factor compared), $by (list of factors that
--- split the table). Not a stored table: `tracekit ablation` runs it.
+-- split the table), $where_keys / $where_values (labels a request must
+-- carry, e.g. experiment = counterfactual). Not a stored table: `tracekit
+-- ablation` runs it.
 -- Definitions: a request belongs to the experiment when its labels (the
 -- log's, else the capture's: requests.labels) name a level of $compare;
 -- `connection`, `protocol` and `vantage` may also be compared as the
@@ -21,6 +23,8 @@ WITH r AS (
         TRY_CAST(q.labels['order'] AS INTEGER) AS label_order,
         q.start_ns, q.duration_ns, q.bytes_down
     FROM requests q
+    WHERE len(list_filter(list_zip($where_keys, $where_values),
+                          lambda kv: q.labels[kv[1]] IS DISTINCT FROM kv[2])) = 0
 ),
 
 spans AS (

@@ -95,9 +95,12 @@ def compare_arms(a, b, by=(), rtt_spread_ns=float("nan")):
     return c
 
 
-def ablation(con, compare, by=(), levels=None):
-    """[Comparison] for each combination of the `by` factors."""
-    columns, rows = run_analysis(con, "ablation", compare=compare, by=list(by))
+def ablation(con, compare, by=(), levels=None, where=None):
+    """[Comparison] for each combination of the `by` factors, over the
+    requests whose labels match `where` ({label: value})."""
+    where = where or {}
+    columns, rows = run_analysis(con, "ablation", compare=compare, by=list(by),
+                                 where_keys=list(where), where_values=list(where.values()))
     if not rows:
         raise TracekitError(f"no requests carry the label {compare!r}; label runs at ingest "
                             f"(--label {compare}=LEVEL) and run tracekit analyze")

@@ -148,6 +148,10 @@ def _split_inputs(files, input_format):
 _UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
+def _in_runs(path, runs):
+    return any(path in captures for captures, _, _ in runs)
+
+
 def _parse_duration_ns(text):
     """'12.5ms', '-3us', '0.2s', '150000ns' or a bare number of seconds -> int ns."""
     import re
@@ -158,10 +162,13 @@ def _parse_duration_ns(text):
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Experiment factor to attach (repeatable), e.g. --label conn=fresh.")
+@click.option("--manifest", "manifests", multiple=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="Ingest the runs a manifest lists, each with its labels "
+                                   "(a lab *.runs.json or a JSON list of {files, labels}).")
 @click.option("--replace", is_flag=True, help="Re-ingest files already in the store.")
 @click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default="auto",
               show_default=True, help="Input format; auto detects each file from its content.")
@@ -169,7 +176,7 @@ def _parse_duration_ns(text):
               help="Event logs only: add this to their timestamps to put them on the "
                    "captures' clock (e.g. 12.5ms); default 0, same host.")
 @handle_errors
-def ingest(files, db, labels, replace, input_format, clock_offset):
+def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
     """Ingest pcap/pcapng captures and event logs into the store.
 
     Every packet becomes a row of `packets`; flows are rebuilt per capture.
@@ -191,15 +198,30 @@ def ingest(files, db, labels, replace, input_format, clock_offset):
 
     labels = _parse_labels(labels)
     offset_ns = None if clock_offset is None else _parse_duration_ns(clock_offset)
+    if not files and not manifests:
+        raise TracekitError("nothing to ingest: give capture or log FILES, or --manifest FILE")
     capture_paths, log_paths = _split_inputs(files, input_format)
     started = time.perf_counter()
     parsed = [read_log(p, None if input_format == "auto" else input_format) for p in log_paths]
+    runs = []
+    if manifests:
+        from .store.runs import read_manifest
+        for m in manifests:
+            runs += [(c, lg, {**r_labels, **labels}) for c, lg, r_labels in read_manifest(m)]
+        capture_paths = capture_paths + [p for c, _, _ in runs for p in c]
+        log_paths = log_paths + [p for _, lg, _ in runs for p in lg]
     con = connect(db)
     progress = Progress(sys.stderr.isatty())
     try:
-        summaries = (load_captures(con, capture_paths, labels=labels, replace=replace,
-                                   progress=progress) if capture_paths else [])
+        summaries = (load_captures(con, [p for p in capture_paths if not _in_runs(p, runs)],
+                                   labels=labels, replace=replace, progress=progress)
+                     if [p for p in capture_paths if not _in_runs(p, runs)] else [])
         log_summaries = load_logs(con, parsed, labels, offset_ns, replace) if parsed else []
+        if runs:
+            from .store.runs import ingest_run_inputs
+            more_captures, more_logs = ingest_run_inputs(con, runs)
+            summaries += more_captures
+            log_summaries += more_logs
     finally:
         progress.done()
         con.close()
@@ -424,10 +446,11 @@ def _require_analyzed(con, db):
 
 FLOW_CHARTS = ("time-sequence", "inflight", "rtt")
 APP_CHARTS = ("buffer", "chunks", "serving")
+ATTRIBUTION_CHARTS = ("waterfall", "ablation", "attribution")
 
 
 @main.command(context_settings=CONTEXT)
-@click.argument("kind", type=click.Choice(FLOW_CHARTS + APP_CHARTS))
+@click.argument("kind", type=click.Choice(FLOW_CHARTS + APP_CHARTS + ATTRIBUTION_CHARTS))
 @click.option("--flow", "flow_id", type=int, default=None,
               help="Flow id (see tracekit sessions); flow charts.")
 @click.option("--capture", "capture_id", type=int, default=None,
@@ -436,17 +459,27 @@ APP_CHARTS = ("buffer", "chunks", "serving")
               help="Data direction to draw; flow charts.")
 @click.option("--stream", default=None, help="Audio stream (buffer, chunks charts).")
 @click.option("--run", default=None, help="Only this run (serving chart).")
+@click.option("--request", "request_key", default=None, help="Request key (waterfall chart).")
+@click.option("--compare", default=None, metavar="FACTOR", help="Ablation, attribution charts.")
+@click.option("--by", "by", multiple=True, metavar="FACTOR", help="Ablation, attribution charts.")
+@click.option("--levels", default=None, metavar="A,B", help="Arm order (ablation charts).")
+@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
+              help="Only requests with this label (ablation charts).")
 @click.option("--out", "stem", default=None, metavar="STEM",
               help="Output path without extension (default from the kind and ids).")
 @db_option
 @handle_errors
-def plot(kind, flow_id, capture_id, direction, stream, run, stem, db):
+def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare, by, levels,
+         where, stem, db):
     """Draw a chart: STEM.html (self-contained, works offline) and STEM.png.
 
     \b
     Flow charts: time-sequence, inflight, rtt (--capture, --flow).
     Application charts: buffer (playback buffer and underruns), chunks
     (chunk timeline) (--stream); serving (throughput and TPOT by batch size).
+    Attribution: waterfall (--request KEY); ablation (median per arm with
+    95% intervals) and attribution (median spans per arm, stacked)
+    (--compare FACTOR [--by FACTOR] [--levels A,B]).
 
     \b
     Example:
@@ -458,6 +491,25 @@ def plot(kind, flow_id, capture_id, direction, stream, run, stem, db):
 
     con = connect(db, read_only=True)
     _require_analyzed(con, db)
+    if kind in ATTRIBUTION_CHARTS:
+        from .report import ablation_charts
+        if kind == "waterfall":
+            if not request_key:
+                raise TracekitError("the waterfall chart needs --request KEY (see tracekit requests)")
+            chart = ablation_charts.waterfall(con, request_key)
+            default = f"waterfall-{request_key.replace(':', '-')}"
+        else:
+            if not compare:
+                raise TracekitError(f"the {kind} chart needs --compare FACTOR")
+            from .ablation import ablation as run_ablation
+            results = run_ablation(con, compare, by, levels.split(",") if levels else None,
+                                   _parse_labels(where))
+            chart = (ablation_charts.ablation_bars(results, by) if kind == "ablation"
+                     else ablation_charts.attribution_stacked(results, by))
+            default = f"{kind}-{compare}"
+        html, png = charts.save(chart, stem or default)
+        click.echo(f"wrote {html} and {png}")
+        return
     if kind in APP_CHARTS:
         chart = {"buffer": lambda: app_charts.playback_buffer(con, stream),
                  "chunks": lambda: app_charts.chunk_timeline(con, stream),
@@ -534,10 +586,12 @@ def clock(log_id, capture_id, apply, db):
               help="Arm order: the ratio is A / B (default: sorted).")
 @click.option("--spans", "top_spans", type=int, default=3, show_default=True,
               help="How many moved spans to show.")
+@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
+              help="Only requests with this label (repeatable), e.g. --where experiment=cross-region.")
 @db_option
 @format_option
 @handle_errors
-def ablation(compare, by, levels, top_spans, db, fmt):
+def ablation(compare, by, levels, top_spans, where, db, fmt):
     """Compare the levels of one factor: medians, ratios, CI, spans that moved.
 
     One row per combination of the --by factors. For the first two arms:
@@ -557,7 +611,7 @@ def ablation(compare, by, levels, top_spans, db, fmt):
 
     con = connect(db, read_only=True)
     _require_analyzed(con, db)
-    results = run(con, compare, by, levels.split(",") if levels else None)
+    results = run(con, compare, by, levels.split(",") if levels else None, _parse_labels(where))
     con.close()
     emit(*ablation_rows(results, by, top_spans), fmt)
     for c in results:
@@ -710,6 +764,7 @@ _view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, du
 _view("requests", "Requests: from request_start/end events, else each request/response exchange of a TCP flow.")
 _store_view("playback", "Audio streams: underruns, silence, jitter or rate deficit, buffer needed.")
 _store_view("underruns", "Playback underruns, each charged to model, transport or local.")
+_store_view("attribute", "Per request: measured time, serial bound, gap and the spans that took it.")
 _store_view("serving", "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.")
 
 

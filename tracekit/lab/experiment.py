@@ -167,7 +167,7 @@ def run_one(spec, trial, order, combo, workdir):
                         "--port", str(tunnel.port), "--log", os.devnull, "--requests", "1",
                         "--bytes", "1000", "--prefix", "warmup"]), check=True, timeout=60)
                     files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
-                                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
                             tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
                                     device="lo"):
                         subprocess.run(path.client(client_cmd + ["--addr", tunnel.addr, "--port",
@@ -222,17 +222,19 @@ def run_experiment(spec, workdir, progress=None):
     return manifests
 
 
-def ingest_runs(con, manifests, workdir):
-    """Ingest every run's captures and logs with its labels, all or nothing per run."""
-    from ..events import read_log
-    from ..store.events import load_logs
-    from ..store.ingest import load_captures
-
+def run_inputs(manifests, workdir):
+    """[(capture paths, log paths, labels)] of lab manifests (a runs.json)."""
+    out = []
     for m in manifests:
         base = os.path.join(workdir, m["run"])
-        labels = labels_of(m)
         captures = [os.path.join(base, m["files"][k]) for k in ("client_capture", "loopback_capture")
                     if k in m["files"]]
-        load_captures(con, captures, labels=labels)
-        load_logs(con, [read_log(os.path.join(base, m["files"][k]))
-                        for k in ("client_log", "server_log")], labels)
+        logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")]
+        out.append((captures, logs, labels_of(m)))
+    return out
+
+
+def ingest_runs(con, manifests, workdir):
+    """Ingest every run's captures and logs with its labels (logs parsed first)."""
+    from ..store.runs import ingest_run_inputs
+    return ingest_run_inputs(con, run_inputs(manifests, workdir))

@@ -1,0 +1,60 @@
+"""The ablation statistics on arms worked by hand, and the schedule's interleaving."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tracekit.ablation import Arm, bootstrap_ratio_ci, compare_arms
+from tracekit.lab.experiment import schedule
+
+
+def arm(level, durations, spans):
+    return Arm(level, np.array(durations, dtype=float), len(durations), spans)
+
+
+def test_ratios_pairs_and_spans_moved():
+    # A pays 5 ms of setup and 2 ms more transfer than B in every pair
+    a = arm("direct", [17, 19, 21, 23], [{"setup": 5, "transfer": 12 + i} for i in (0, 2, 4, 6)])
+    b = arm("tunnel", [10, 12, 14, 16], [{"setup": 0, "transfer": 10 + i} for i in (0, 2, 4, 6)])
+    c = compare_arms(a, b)
+    assert c.ratio_of_medians == pytest.approx(20 / 13)  # medians 20 and 13 (type 7: midpoints)
+    # paired ratios 17/10, 19/12, 21/14, 23/16: median of 1.5 and 1.5833 -> 1.54167
+    assert c.median_paired_ratio == pytest.approx((19 / 12 + 21 / 14) / 2)
+    assert c.won == (0, 4) and c.pairs == 4
+    assert c.spans_moved == [("setup", 5.0, 5 / 7), ("transfer", 2.0, 2 / 7)]
+    assert c.ci_low <= c.ratio_of_medians <= c.ci_high
+
+
+def test_bootstrap_is_seeded_and_reproducible():
+    rng = np.random.default_rng(0)
+    a, b = rng.gamma(4, 250, 12), rng.gamma(4, 40, 12)
+    assert bootstrap_ratio_ci(a, b) == bootstrap_ratio_ci(a, b)
+    lo, hi = bootstrap_ratio_ci(a, b)
+    assert lo < np.median(a) / np.median(b) < hi
+    assert bootstrap_ratio_ci(a, b, seed=2) != (lo, hi)
+
+
+def test_a_difference_inside_the_rtt_spread_is_no_difference():
+    a = arm("fresh", [240, 242, 238], [{}] * 3)
+    b = arm("persistent", [235, 237, 236], [{}] * 3)  # medians 240 and 236
+    assert compare_arms(a, b, rtt_spread_ns=5.0).no_difference
+    assert not compare_arms(a, b, rtt_spread_ns=1.0).no_difference
+    assert not compare_arms(a, b).no_difference  # unknown spread: no verdict either way
+
+
+def test_unequal_arms_pair_in_order():
+    a = arm("a", [4, 8, 6], [{}] * 3)
+    b = arm("b", [2, 2], [{}] * 2)
+    c = compare_arms(a, b)
+    assert c.pairs == 2 and c.median_paired_ratio == 3.0  # 4/2, 8/2
+    assert math.isclose(c.ratio_of_medians, 6 / 2)
+
+
+def test_schedule_interleaves_and_alternates_the_first_level():
+    spec = {"trials": 3, "factors": {"path": ["direct", "tunnel"], "conn": ["fresh", "warm"]}}
+    plan = schedule(spec)
+    assert [o for _, o, _ in plan] == list(range(1, 13))
+    rounds = [[tuple(c.values()) for t, _, c in plan if t == k] for k in range(3)]
+    first = [("direct", "fresh"), ("direct", "warm"), ("tunnel", "fresh"), ("tunnel", "warm")]
+    assert rounds == [first, first[::-1], first]

@@ -1,0 +1,72 @@
+"""Runs of an experiment in, with their labels: a manifest file.
+
+A manifest is JSON: either the `*.runs.json` that `tracekit lab run` writes
+(one lab manifest per run, its files in a folder named after the run beside
+it), or a list of runs written by hand:
+
+    [{"files": ["run1/client.pcap", "run1/client-events.jsonl"],
+      "labels": {"path": "direct", "connection": "fresh", "trial": "0", "order": "1"}},
+     ...]
+
+Paths are relative to the manifest. `order` is the run's position in the
+interleaving (the ablation pairs runs by it) and `trial` its round.
+"""
+
+import json
+import os
+
+from ..errors import TracekitError
+
+
+def read_manifest(path):
+    """[(capture paths, log paths, labels)] from a manifest file."""
+    from ..capture.pcap import sniff_pcap
+    from ..capture.pcapng import sniff_pcapng
+    from ..lab.experiment import run_inputs
+
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise TracekitError(f"{path}: not a JSON manifest: {e.msg} at line {e.lineno}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    if not isinstance(doc, list):
+        raise TracekitError(f"{path}: a manifest is a JSON list of runs")
+    if doc and isinstance(doc[0], dict) and "run" in doc[0] and "factors" in doc[0]:
+        return run_inputs(doc, base)
+    out = []
+    for i, run in enumerate(doc):
+        if not isinstance(run, dict) or not isinstance(run.get("files"), list):
+            raise TracekitError(f"{path}: run {i} needs a list of files")
+        labels = {str(k): str(v) for k, v in (run.get("labels") or {}).items()}
+        captures, logs = [], []
+        for name in run["files"]:
+            full = os.path.join(base, name)
+            try:
+                with open(full, "rb") as f:
+                    head = f.read(4)
+            except OSError as e:
+                raise TracekitError(f"{path}: run {i}: {full}: cannot read: {e.strerror}") from None
+            (captures if sniff_pcap(head) or sniff_pcapng(head) else logs).append(full)
+        out.append((captures, logs, labels))
+    return out
+
+
+def ingest_run_inputs(con, runs):
+    """Ingest [(captures, logs, labels)]: every log is parsed before anything is
+    written; then each run's captures and logs go in with its labels.
+    Returns (capture summaries, log summaries)."""
+    from ..events import read_log
+    from .events import load_logs
+    from .ingest import load_captures
+
+    parsed = [[read_log(p) for p in logs] for _, logs, _ in runs]
+    captures, logs = [], []
+    for (capture_paths, _, labels), run_logs in zip(runs, parsed):
+        if capture_paths:
+            captures += load_captures(con, capture_paths, labels=labels)
+        if run_logs:
+            logs += load_logs(con, run_logs, labels)
+    return captures, logs
