@@ -21,6 +21,8 @@ demo: setup
 	rm -f demo.duckdb
 	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng captures/*-events.jsonl \
 		captures/serving-static-batching.jsonl --db demo.duckdb --label source=sample
+	$(BIN)/tracekit ingest --manifest captures/lab/cross-region.runs.json \
+		--manifest captures/lab/counterfactual.runs.json --db demo.duckdb
 	$(BIN)/tracekit captures --db demo.duckdb
 	$(BIN)/tracekit sessions --db demo.duckdb
 	$(BIN)/tracekit analyze --db demo.duckdb
@@ -32,11 +34,17 @@ demo: setup
 	$(BIN)/tracekit playback --db demo.duckdb
 	$(BIN)/tracekit underruns --db demo.duckdb
 	$(BIN)/tracekit serving --db demo.duckdb
+	$(BIN)/tracekit ablation --db demo.duckdb --compare path --by connection --levels direct,tunnel \
+		--where experiment=cross-region
+	$(BIN)/tracekit ablation --db demo.duckdb --compare loss_down --by connection --levels 0.05,0.0 \
+		--where experiment=counterfactual
 	$(BIN)/tracekit plot time-sequence --db demo.duckdb --capture 3 --flow 0 --out demo-time-sequence
 	$(BIN)/tracekit plot buffer --db demo.duckdb --stream local --out demo-playback-buffer
+	$(BIN)/tracekit plot attribution --db demo.duckdb --compare path --by connection \
+		--levels direct,tunnel --where experiment=cross-region --out demo-attribution
 
 test: setup-test
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo.duckdb demo-time-sequence.* demo-playback-buffer.* .pytest_cache
+	rm -rf $(VENV) demo.duckdb demo-time-sequence.* demo-playback-buffer.* demo-attribution.* .pytest_cache

@@ -1,0 +1,108 @@
+"""Attribution and ablation on the reference runs in captures/ (real kernel TCP
+over the emulated WAN, kcptun for the tunnel; captures/make_experiments.py).
+
+Checked: every request's spans add up to its measured time to the
+nanosecond; the irreducible spans add up to its serial bound (to within the
+serialisation of a one-packet request, which no capture can see); residuals
+stay small; and the single-factor comparisons behave as the mechanisms say
+(DOMAIN.md §6): removing loss removes the loss-recovery span and about that
+much time; a warm connection removes the setup and the window waiting; the
+tunnel beats fresh direct connections several times over.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from tracekit.ablation import ablation
+from tracekit.analyze import analyze
+from tracekit.store.db import connect
+from tracekit.store.ingest import load_captures
+from tracekit.store.runs import ingest_run_inputs, read_manifest
+
+SAMPLES = Path(__file__).resolve().parents[1] / "captures"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    con = connect(tmp_path_factory.mktemp("attr") / "a.duckdb")
+    load_captures(con, [SAMPLES / "http-fresh-vs-persistent.pcap", SAMPLES / "lossy-download-client.pcap",
+                        SAMPLES / "lossy-download-server.pcap"])
+    for name in ("cross-region", "counterfactual"):
+        ingest_run_inputs(con, read_manifest(SAMPLES / "lab" / f"{name}.runs.json"))
+    analyze(con)
+    yield con
+    con.close()
+
+
+def test_spans_add_up_to_the_measured_time_exactly(store):
+    bad = store.execute("""
+        SELECT r.request_key, r.duration_ns, sum(a.ns)
+        FROM requests r JOIN attribution a USING (request_key)
+        GROUP BY ALL HAVING sum(a.ns) <> r.duration_ns""").fetchall()
+    assert bad == []
+    n = store.execute("SELECT count(*) FROM requests").fetchall()[0][0]
+    assert n == store.execute("SELECT count(DISTINCT request_key) FROM attribution").fetchall()[0][0]
+    assert n >= 90  # 84 lab requests and the samples' exchanges
+
+
+def test_irreducible_spans_add_up_to_the_bound(store):
+    rows = store.execute("""
+        SELECT b.request_key, b.bound_ns, sum(a.ns) FILTER (a.irreducible), b.upload_ns
+        FROM bounds b JOIN attribution a USING (request_key)
+        WHERE b.vantage <> 'server'
+        GROUP BY ALL""").fetchall()
+    assert len(rows) >= 84
+    for key, bound, irreducible, upload in rows:
+        # a one-packet request's upload happens before the capture sees it
+        assert 0 <= bound - irreducible <= upload + 2, key
+
+
+def test_residuals_are_small_and_flagged_when_not(store):
+    worst = store.execute("""
+        SELECT max(abs(r) / total) FROM (
+            SELECT sum(ns) FILTER (span = 'residual') AS r, sum(ns) AS total
+            FROM attribution GROUP BY request_key)""").fetchall()[0][0]
+    assert worst < 0.10
+
+
+def median_span(results, level, span):
+    import numpy as np
+    for c in results:
+        for a in c.arms:
+            if a.level == level:
+                return float(np.median([s.get(span, 0) for s in a.spans]))
+
+
+def test_removing_loss_removes_the_loss_recovery_span(store):
+    for conn in ("fresh", "persistent"):
+        (c,) = ablation(store, "loss_down", levels=["0.05", "0.0"],
+                        where={"experiment": "counterfactual", "connection": conn})
+        lossy, clean = c.arms
+        assert median_span([c], "0.0", "loss_recovery") == 0
+        lost = median_span([c], "0.05", "loss_recovery")
+        assert lost > 100e6  # at least one round trip of recovery
+        assert lossy.median - clean.median > 0.5 * lost, conn
+
+
+def test_a_warm_connection_removes_setup_and_window_waiting(store):
+    (c,) = ablation(store, "connection", levels=["fresh", "persistent"],
+                    where={"experiment": "counterfactual", "loss_down": "0.0"})
+    fresh, warm = c.arms
+    assert median_span([c], "persistent", "connect_tcp") == 0
+    assert median_span([c], "fresh", "connect_tcp") == pytest.approx(100e6, rel=0.05)  # 1 RTT
+    moved = dict((name, change) for name, change, _ in c.spans_moved)
+    explained = moved["connect_tcp"] + moved["window_waiting"]
+    assert explained == pytest.approx(fresh.median - warm.median, rel=0.1)
+
+
+def test_the_tunnel_beats_fresh_direct_connections(store):
+    results = ablation(store, "path", by=["connection"], levels=["direct", "tunnel"],
+                       where={"experiment": "cross-region"})
+    fresh = next(c for c in results if c.by == ("fresh",))
+    assert fresh.ratio_of_medians > 3 and fresh.ci_low > 2
+    assert fresh.won == (0, 12)
+    top = [name for name, _, _ in fresh.spans_moved[:3]]
+    assert set(top) == {"loss_recovery", "window_waiting", "connect_tcp"}
+    # through the tunnel the TCP handshake is local and the session warm
+    assert median_span([fresh], "tunnel", "connect_tcp") < 1e6
