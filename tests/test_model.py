@@ -113,3 +113,15 @@ def test_chunk_pipeline_agrees_with_the_loop_on_random_cases():
             u_prev = max(c_prev, u_prev) + s[i]
             want.append(u_prev + d[i])
         assert np.allclose(model.chunk_pipeline(a, m, s, d)[2], want)
+
+
+def test_bound_from_flags_is_the_motivating_cases_budget():
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    r = CliRunner().invoke(main, ["bound", "--down-bytes", "354640", "--rtt-ms", "200", "--rate-mbps",
+                                  "333", "--processing-ms", "30", "--format", "csv"])
+    rows = dict(line.split(",")[:2] for line in r.output.splitlines()[1:])
+    # 200 + 30 + 354,640 x 8 / 333e6 s = 238.52 ms: "about 240 ms" (DOMAIN.md §7)
+    assert float(rows["serial bound"]) == pytest.approx(238.52, abs=0.01)
+    assert float(rows["download S_d/B_d"]) == pytest.approx(8.52, abs=0.01)

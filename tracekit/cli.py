@@ -660,6 +660,63 @@ def ablation_rows(results, by, top_spans=3):
     return columns, rows
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--up-bytes", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--down-bytes", type=click.IntRange(0), default=354_640, show_default=True)
+@click.option("--rtt-ms", type=click.FloatRange(0), required=True, help="Propagation round trip.")
+@click.option("--rate-mbps", type=click.FloatRange(0, min_open=True), default=None,
+              help="Bottleneck rate both ways (Mbit/s); default: unlimited.")
+@click.option("--up-rate-mbps", type=click.FloatRange(0, min_open=True), default=None)
+@click.option("--down-rate-mbps", type=click.FloatRange(0, min_open=True), default=None)
+@click.option("--processing-ms", type=click.FloatRange(0), default=0.0, show_default=True)
+@click.option("--loss", type=click.FloatRange(0, 1, max_open=True), default=0.0, show_default=True,
+              help="Random loss of the data direction, for the retransmission rounds.")
+@click.option("--mss", type=click.IntRange(1), default=1448, show_default=True)
+@click.option("--initial-window", "iw_segments", type=click.IntRange(1), default=10,
+              show_default=True, help="Initial congestion window in segments.")
+@format_option
+@handle_errors
+def bound(up_bytes, down_bytes, rtt_ms, rate_mbps, up_rate_mbps, down_rate_mbps, processing_ms,
+          loss, mss, iw_segments, fmt):
+    """The serial lower bound from flags alone, and what mechanisms would add.
+
+    T_serial = S_u/B_u + R + T_c + S_d/B_d (DOMAIN.md §2); beside it, the
+    round trips a fresh connection adds (TCP, TLS 1.3), slow start's rounds
+    for the response, and the retransmission rounds random loss costs
+    (mean and p99), all from tracekit.model.
+
+    \b
+    Example (the motivating case):
+      tracekit bound --down-bytes 354640 --rtt-ms 200 --rate-mbps 333 --processing-ms 30 --loss 0.14
+    """
+    import math
+
+    from . import model
+
+    rtt = rtt_ms / 1e3
+    up_rate = (up_rate_mbps or rate_mbps or math.inf) * 1e6 / 8
+    down_rate = (down_rate_mbps or rate_mbps or math.inf) * 1e6 / 8
+    t = model.serial_time(up_bytes, up_rate, rtt, processing_ms / 1e3, down_bytes, down_rate)
+    iw = iw_segments * mss
+    ss_rounds = model.slow_start_rounds(down_bytes, iw)
+    packets = math.ceil(down_bytes / mss) if down_bytes else 0
+    mean_s, p99_s = model.retransmission_completion(packets, loss, rtt, t, q=0.99)
+    rows = [
+        ("upload S_u/B_u", up_bytes / up_rate * 1e3 if up_bytes else 0.0, "bound"),
+        ("propagation R", rtt_ms, "bound"),
+        ("processing T_c", processing_ms, "bound"),
+        ("download S_d/B_d", down_bytes / down_rate * 1e3 if down_bytes else 0.0, "bound"),
+        ("serial bound", t * 1e3, "total"),
+        ("+ TCP handshake (fresh connection)", rtt_ms, "mechanism"),
+        ("+ TLS 1.3 handshake (fresh connection)", rtt_ms, "mechanism"),
+        (f"+ slow start from {iw_segments} segments: {ss_rounds} rounds, RTT waits",
+         max(ss_rounds - 1, 0) * rtt_ms, "mechanism"),
+        (f"loss {loss:g} over {packets} packets: mean completion", mean_s * 1e3, "with loss"),
+        ("  p99 completion", p99_s * 1e3, "with loss"),
+    ]
+    emit(["component", "ms", "kind"], [(n, round(v, 3), k) for n, v, k in rows], fmt)
+
+
 @main.group(context_settings=CONTEXT)
 def lab():
     """Run experiments with real stacks over an emulated WAN (root needed)."""

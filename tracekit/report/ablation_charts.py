@@ -42,11 +42,14 @@ def ablation_bars(results, by):
     if not rows:
         raise TracekitError("no arm has requests")
     df = pd.DataFrame(rows)
-    base = alt.Chart(df).encode(x=alt.X("group:N", title=None),
-                                xOffset=alt.XOffset("arm:N"), color=alt.Color("arm:N", title="arm"))
-    bars = base.mark_bar().encode(y=alt.Y("median_ms:Q", title="median request time (ms)"),
-                                  tooltip=["group", "arm", "n", "median_ms", "lo_ms", "hi_ms"])
-    err = base.mark_errorbar(color="black").encode(y="lo_ms:Q", y2="hi_ms:Q")
+    x = alt.X("group:N", title=None, axis=alt.Axis(labelAngle=0))
+    bars = alt.Chart(df).mark_bar().encode(
+        x=x, xOffset=alt.XOffset("arm:N"), color=alt.Color("arm:N", title="arm"),
+        y=alt.Y("median_ms:Q", title="median request time (ms)"),
+        tooltip=["group", "arm", "n", "median_ms", "lo_ms", "hi_ms"])
+    err = alt.Chart(df).mark_errorbar(color="black", ticks=True).encode(
+        x=x, xOffset=alt.XOffset("arm:N"), y=alt.Y("lo_ms:Q", title="median request time (ms)"),
+        y2="hi_ms:Q")
     return alt.layer(bars, err).properties(width=520, height=340,
                                            title="Median request time by arm (bootstrap 95% interval)")
 
