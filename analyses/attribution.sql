@@ -3,7 +3,7 @@
 --
 -- Built over the whole store. Sources: requests, bounds, handshakes, stalls,
 -- recovery_rounds.
--- Method. A request [start, end] (requests) is cut at four instants seen on
+-- Definitions (the method). A request [start, end] (requests) is cut at four instants seen on
 -- its flow at the capture point: the first and last request byte (a, b) and
 -- the first and last response byte (c, d), clamped into order:
 --   setup      [start, a)  connect_tcp (SYN -> the client's ACK of the
