@@ -12,6 +12,10 @@ levels, trials and a seed:
     rtt_ms = 100                # split evenly between the two directions
     loss_down = 0.02            # Bernoulli loss server -> client
     rate_mbps = 50              # optional bottleneck, both directions
+    jitter_ms = 2               # optional: extra 0..jitter/2 each way, no reordering
+    burst_p_down = 0.01         # optional Gilbert-Elliott bursts downstream:
+    burst_r_down = 0.3          #   good->bad, bad->good, loss in the bad state
+    burst_loss_down = 0.8
     [factors]
     path = ["direct", "tunnel"]           # tunnel: kcptun with FEC (tracekit.lab.tunnel)
     connection = ["fresh", "persistent"]  # a connection per request, or one for all
@@ -52,7 +56,8 @@ from .record import tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
 WORKLOADS = ("tts",)
-PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes"}
+PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
+             "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
 SNAPLEN = 96  # IP + TCP with options (+ Ethernet on loopback): headers only
 
@@ -111,10 +116,14 @@ def _path_spec(s, seed):
     half = float(s["rtt_ms"]) / 2
     rate = s.get("rate_mbps")
     queue = int(s.get("queue_bytes", 256_000))
+    jitter = float(s.get("jitter_ms", 0)) / 2
     return PathSpec(up=Direction(delay_ms=half, loss=float(s.get("loss_up", 0)), rate_mbps=rate,
-                                 queue_bytes=queue),
+                                 queue_bytes=queue, jitter_ms=jitter),
                     down=Direction(delay_ms=half, loss=float(s.get("loss_down", 0)), rate_mbps=rate,
-                                   queue_bytes=queue),
+                                   queue_bytes=queue, jitter_ms=jitter,
+                                   burst_p=float(s.get("burst_p_down", 0)),
+                                   burst_r=float(s.get("burst_r_down", 1)),
+                                   burst_loss=float(s.get("burst_loss_down", 1))),
                     seed=seed)
 
 

@@ -46,7 +46,17 @@ class Direction:
     """What the path does to packets going one way."""
 
     delay_ms: float = 0.0
-    loss: float = 0.0  # probability that a packet is dropped (Bernoulli)
+    loss: float = 0.0  # probability that a packet is dropped (Bernoulli; the good state's)
+    # jitter: each packet waits an extra uniform [0, jitter_ms), never
+    # overtaking the one before it (a path that delays, not one that reorders)
+    jitter_ms: float = 0.0
+    # Gilbert-Elliott burst loss: per packet, good -> bad with probability
+    # burst_p, bad -> good with burst_r; in the bad state a packet is lost
+    # with burst_loss. Mean loss = (burst_p * burst_loss + burst_r * loss) /
+    # (burst_p + burst_r); mean burst length 1 / burst_r packets. 0: off.
+    burst_p: float = 0.0
+    burst_r: float = 1.0
+    burst_loss: float = 1.0
     rate_mbps: float | None = None  # bottleneck rate (Mbit/s = 1e6 bit/s); None: unlimited
     queue_bytes: int = 256_000  # bottleneck queue (tail drop)
     # scripted loss: ((relative seq, times), ...) drops the first `times`
@@ -117,12 +127,20 @@ class Link:
         self.busy_until = 0.0  # when the bottleneck finishes sending what it holds
         self.in_queue = deque()  # (departure time, size) of packets still queued
         self.queued_bytes = 0
+        self.bad = False  # Gilbert-Elliott state
+        self.last_arrival = 0.0
 
     def admit(self, now, size):
         """Return (arrival time, None) or (None, reason) for a packet seen at `now` (s)."""
         s = self.spec
-        if s.loss and self.rng.random() < s.loss:
-            return None, "loss"
+        if s.burst_p:
+            if self.bad:
+                self.bad = self.rng.random() >= s.burst_r
+            else:
+                self.bad = self.rng.random() < s.burst_p
+        loss = s.burst_loss if self.bad else s.loss
+        if loss and self.rng.random() < loss:
+            return None, "burst_loss" if self.bad else "loss"
         depart = now
         if s.rate_mbps:
             while self.in_queue and self.in_queue[0][0] <= now:
@@ -133,7 +151,11 @@ class Link:
             self.busy_until = depart
             self.in_queue.append((depart, size))
             self.queued_bytes += size
-        return depart + s.delay_ms / 1000.0, None
+        arrival = depart + s.delay_ms / 1000.0
+        if s.jitter_ms:
+            arrival = max(arrival + self.rng.random() * s.jitter_ms / 1000.0, self.last_arrival)
+            self.last_arrival = arrival
+        return arrival, None
 
 
 def describe(packet):

@@ -1,0 +1,65 @@
+"""The emulator's per-direction decisions (tracekit.lab.wan.Link) against
+their closed forms: it is given the time, so no namespace is needed."""
+
+import random
+
+import pytest
+
+from tracekit.lab.wan import Direction, Link
+
+
+def run(direction, n=200_000, gap=0.001, seed=5):
+    link = Link(direction, random.Random(seed))
+    out = []
+    for i in range(n):
+        arrive, reason = link.admit(i * gap, 1000)
+        out.append((i * gap, arrive, reason))
+    return out
+
+
+def test_bernoulli_loss_rate():
+    got = run(Direction(delay_ms=10, loss=0.05))
+    lost = sum(1 for _, _, r in got if r == "loss") / len(got)
+    assert lost == pytest.approx(0.05, abs=0.003)
+    assert all(a - t == pytest.approx(0.010) for t, a, r in got if r is None)
+
+
+def test_gilbert_elliott_mean_loss_and_burst_length():
+    d = Direction(loss=0.001, burst_p=0.01, burst_r=0.25, burst_loss=0.9)
+    got = run(d)
+    lost = [r is not None for _, _, r in got]
+    # stationary: P(bad) = p / (p + r) = 0.01 / 0.26; mean loss = 0.0385 x 0.9 + 0.9615 x 0.001
+    want = (0.01 * 0.9 + 0.25 * 0.001) / 0.26
+    assert sum(lost) / len(lost) == pytest.approx(want, rel=0.08)
+    # losses come in bursts: runs of consecutive losses longer than Bernoulli's
+    runs, current = [], 0
+    for x in lost:
+        if x:
+            current += 1
+        elif current:
+            runs.append(current)
+            current = 0
+    mean_run = sum(runs) / len(runs)
+    # a bad spell lasts 1/r = 4 packets and loses 90 % of them: mean run of
+    # consecutive losses 1 / (1 - 0.9 (1 - r)) = 1 / 0.325 = 3.08
+    assert mean_run == pytest.approx(1 / (1 - 0.9 * 0.75), rel=0.1)
+    assert {r for _, _, r in got} == {None, "loss", "burst_loss"}
+
+
+def test_jitter_delays_within_bounds_and_never_reorders():
+    got = run(Direction(delay_ms=20, jitter_ms=5), n=20_000, gap=0.0002)
+    arrivals = [a for _, a, r in got if r is None]
+    assert arrivals == sorted(arrivals)
+    extra = [a - t - 0.020 for t, a, r in got if r is None]
+    assert min(extra) >= 0 and max(extra) < 0.0052  # 5 ms, plus holding back behind a later draw
+    assert sum(extra) / len(extra) > 0.002  # about half the jitter on average
+
+
+def test_bottleneck_rate_and_tail_drop():
+    # 10 Mbit/s, 1000-byte packets offered every 0.4 ms (20 Mbit/s): half must be dropped
+    d = Direction(rate_mbps=10, queue_bytes=20_000)
+    got = run(d, n=10_000, gap=0.0004)
+    delivered = [a for _, a, r in got if r is None]
+    rate = (len(delivered) - 1) * 1000 * 8 / (delivered[-1] - delivered[0])
+    assert rate == pytest.approx(10e6, rel=0.01)
+    assert sum(1 for _, _, r in got if r == "queue") / len(got) == pytest.approx(0.5, abs=0.01)
