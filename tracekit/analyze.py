@@ -109,7 +109,7 @@ def _steps(params=None):
             StoreStep("requests"), StoreStep("playback"),
             StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
             StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
-            StoreStep("attribution")]
+            StoreStep("attribution"), StoreStep("runs")]
 
 
 def analyze(con, progress=None, params=None):
