@@ -19,18 +19,25 @@
 --   wait       (b, c)      propagation = min(R, c - b) (irreducible; 0 at a
 --              server-side vantage, where no propagation lies between the
 --              request's arrival and the response's departure); processing =
---              min(T_c, what is left) (irreducible); the rest queueing
+--              min(T_c, what is left) (irreducible); the rest queueing, except
+--              that a response whose download phase was shorter than S_d / B
+--              (a tunnel hands it over in a burst) has the rest of its
+--              download_transfer here, out of the queueing
 --   download   [c, d]      download_transfer = min(S_d / B, d - c)
 --              (irreducible), taken from the time the server->client
---              direction was slow_start / congestion_limited (stalls);
---              what is left of that time is window_waiting (slow start and
+--              direction was slow_start / congestion_limited (stalls), and
+--              where that is too short, from the loss_recovery, then the
+--              sender's pause, then the receiver-limited time (data flows
+--              during recovery too, and a paced or tunnelled sender looks
+--              idle between packets);
+--              what is left of the window time is window_waiting (slow start and
 --              window: the sender waited for ACKs); loss_recovery, one span
 --              per recovery round (recovery_rounds: each loss_recovery and
 --              rto_wait stretch goes to the round it began in);
 --              receiver_limited (receive_window_limited, zero_window);
 --              server_idle (application_limited, pacing_idle); the rest of
---              the phase is residual (and, if the transfer did not fit in the
---              window time, its overflow makes residual negative)
+--              the phase is residual (negative if the transfer did not fit in
+--              the time the phase had)
 --   tail       (d, end]    client_idle (after the last byte, until the
 --              request_end event)
 -- At a client-side vantage the sender's window is not visible (what it has
@@ -159,6 +166,41 @@ numbers AS (
     FROM raw_numbers
 ),
 
+carved AS (  -- the transfer comes out of the time data was flowing: window first, then
+             -- loss recovery, then the sender's pauses, then receiver-limited time
+    SELECT *,
+        least(down_transfer, window_time) AS t_window,
+        least(down_transfer - least(down_transfer, window_time), down_loss) AS t_loss
+    FROM numbers
+),
+carved2 AS (
+    SELECT *, least(down_transfer - t_window - t_loss, idle) AS t_idle FROM carved
+),
+carved3 AS (
+    SELECT *, least(down_transfer - t_window - t_loss - t_idle, rwnd) AS t_rwnd FROM carved2
+),
+
+loss_rows AS (  -- recovery rounds, less their share of the transfer (rounding to the first)
+    SELECT rd.request_key, rd.episode, rd.round, rd.ns,
+        rd.ns - CASE WHEN row_number() OVER w = 1
+                     THEN c.t_loss - coalesce(sum(c.t_loss * rd.ns // c.down_loss) OVER w, 0)
+                          + c.t_loss * rd.ns // c.down_loss
+                          - (c.t_loss * (c.down_loss - sum(rd.ns) OVER (PARTITION BY rd.request_key))) // c.down_loss
+                     ELSE c.t_loss * rd.ns // c.down_loss END AS kept
+    FROM rounds rd JOIN carved3 c USING (request_key)
+    WINDOW w AS (PARTITION BY rd.request_key ORDER BY rd.episode, rd.round
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+),
+
+waits AS (  -- a response the path delivered faster than B (a tunnel hands it over in a
+            -- burst) left part of its transfer time before its first byte: in the wait
+    SELECT request_key,
+        (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation) AS queueing_ns,
+        least(coalesce(download_ns, 0) - down_transfer,
+              (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation)) AS early_transfer
+    FROM numbers
+),
+
 spans AS (
     SELECT request_key, 1 AS span_order, 'connect_tcp' AS span, 'setup' AS phase, tcp_ns AS ns, false AS irreducible, NULL AS detail FROM numbers
     UNION ALL SELECT request_key, 2, 'connect_tls', 'setup', tls_ns, false, NULL FROM numbers
@@ -169,17 +211,21 @@ spans AS (
     UNION ALL SELECT request_key, 7, 'upload_waiting', 'upload', (b - a) - up_transfer - least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
     UNION ALL SELECT request_key, 8, 'propagation', 'wait', propagation, true, NULL FROM numbers
     UNION ALL SELECT request_key, 9, 'processing', 'wait', least(coalesce(processing_ns, 0), (c - b) - propagation), true, NULL FROM numbers
-    UNION ALL SELECT request_key, 10, 'queueing', 'wait', (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation), false, NULL FROM numbers
+    UNION ALL SELECT request_key, 10, 'queueing', 'wait', queueing_ns - early_transfer, false, NULL FROM waits
+    UNION ALL SELECT request_key, 11, 'download_transfer', 'wait', early_transfer, true,
+        'before the first response byte reached the capture point' FROM waits
     UNION ALL SELECT request_key, 11, 'download_transfer', 'download', down_transfer, true, NULL FROM numbers
-    UNION ALL SELECT request_key, 12, 'window_waiting', 'download', window_time - least(down_transfer, window_time), false, NULL FROM numbers
-    UNION ALL SELECT request_key, 13, 'loss_recovery', 'download', ns, false, 'episode ' || episode || ' round ' || round FROM rounds
-    UNION ALL SELECT n.request_key, 13, 'loss_recovery', 'download', n.down_loss - coalesce(sum(rd.ns), 0), false, 'outside a recorded round'
-        FROM numbers n LEFT JOIN rounds rd USING (request_key) GROUP BY n.request_key, n.down_loss
-        HAVING n.down_loss - coalesce(sum(rd.ns), 0) <> 0
-    UNION ALL SELECT request_key, 14, 'receiver_limited', 'download', rwnd, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 15, 'server_idle', 'download', idle, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 12, 'window_waiting', 'download', window_time - t_window, false, NULL FROM carved3
+    UNION ALL SELECT request_key, 13, 'loss_recovery', 'download', kept, false, 'episode ' || episode || ' round ' || round FROM loss_rows
+    UNION ALL SELECT c.request_key, 13, 'loss_recovery', 'download',
+        (c.down_loss - c.t_loss) - coalesce(sum(lr.kept), 0), false, 'outside a recorded round'
+        FROM carved3 c LEFT JOIN loss_rows lr USING (request_key) GROUP BY c.request_key, c.down_loss, c.t_loss
+        HAVING (c.down_loss - c.t_loss) - coalesce(sum(lr.kept), 0) <> 0
+    UNION ALL SELECT request_key, 14, 'receiver_limited', 'download', rwnd - t_rwnd, false, NULL FROM carved3
+    UNION ALL SELECT request_key, 15, 'server_idle', 'download', idle - t_idle, false, NULL FROM carved3
     UNION ALL SELECT request_key, 16, 'residual', 'download',
-        (d - c) - down_transfer - (window_time - least(down_transfer, window_time)) - down_loss - rwnd - idle, false, NULL FROM numbers
+        (d - c) - down_transfer - (window_time - t_window) - (down_loss - t_loss) - (rwnd - t_rwnd)
+        - (idle - t_idle), false, NULL FROM carved3
     UNION ALL SELECT request_key, 17, 'client_idle', 'tail', end_ns - d, false, NULL FROM numbers
 ),
 

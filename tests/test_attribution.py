@@ -43,7 +43,7 @@ def test_spans_add_up_to_the_measured_time_exactly(store):
     assert bad == []
     n = store.execute("SELECT count(*) FROM requests").fetchall()[0][0]
     assert n == store.execute("SELECT count(DISTINCT request_key) FROM attribution").fetchall()[0][0]
-    assert n >= 90  # 84 lab requests and the samples' exchanges
+    assert n >= 120  # 116 lab requests and the samples' exchanges
 
 
 def test_irreducible_spans_add_up_to_the_bound(store):
@@ -52,7 +52,7 @@ def test_irreducible_spans_add_up_to_the_bound(store):
         FROM bounds b JOIN attribution a USING (request_key)
         WHERE b.vantage <> 'server'
         GROUP BY ALL""").fetchall()
-    assert len(rows) >= 84
+    assert len(rows) >= 116
     for key, bound, irreducible, upload in rows:
         # a one-packet request's upload happens before the capture sees it
         assert 0 <= bound - irreducible <= upload + 2, key
@@ -100,8 +100,11 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     results = ablation(store, "path", by=["connection"], levels=["direct", "tunnel"],
                        where={"experiment": "cross-region"})
     fresh = next(c for c in results if c.by == ("fresh",))
-    assert fresh.ratio_of_medians > 3 and fresh.ci_low > 2
-    assert fresh.won == (0, 12)
+    persistent = next(c for c in results if c.by == ("persistent",))
+    assert fresh.ratio_of_medians > 2 and fresh.ci_low > 2
+    assert fresh.won == (0, fresh.pairs) and fresh.pairs == 20
+    # persistent, tuned connections close most of the gap (DOMAIN.md §7)
+    assert persistent.ratio_of_medians < fresh.ratio_of_medians / 2
     top = [name for name, _, _ in fresh.spans_moved[:3]]
     assert set(top) == {"loss_recovery", "window_waiting", "connect_tcp"}
     # through the tunnel the TCP handshake is local and the session warm

@@ -4,7 +4,7 @@ An experiment file names the workload, the path, the factors and their
 levels, trials and a seed:
 
     name = "tts-direct-vs-tunnel"
-    workload = "tts"            # the TTS-shaped download (tracekit.lab.tts)
+    workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS)
     trials = 4                  # rounds; each round runs every combination once
     requests = 4                # requests per run
     seed = 1
@@ -55,7 +55,7 @@ from . import netns
 from .record import tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
-WORKLOADS = ("tts",)
+WORKLOADS = ("tts", "asr", "agent")
 PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
              "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
@@ -142,7 +142,7 @@ def _tune(path, s):
 
 def run_one(spec, trial, order, combo, workdir):
     """One run; returns its manifest (also written as manifest.json)."""
-    from .tts import PROCESSING_MS, RESPONSE_BYTES
+    from .tts import PROCESSING_MS, WORKLOADS as SHAPES
     from .tunnel import Tunnel, TunnelSettings
 
     s = _settings(spec, combo)
@@ -164,10 +164,12 @@ def run_one(spec, trial, order, combo, workdir):
         try:
             if server.stdout.readline().strip() != "up":
                 raise TracekitError("the TTS server did not start")
+            up, down = SHAPES[spec.get("workload", "tts")]
             client_cmd = [sys.executable, "-m", "tracekit.lab.tts", "client",
                           "--log", files["client_log"], "--requests", str(spec["requests"]),
                           "--connection", s["connection"], "--run", run_id,
-                          "--warmup", str(int(s.get("warmup", 0)))]
+                          "--warmup", str(int(s.get("warmup", 0))),
+                          "--upload-bytes", str(up), "--bytes", str(down)]
             if tunnel_settings:
                 with Tunnel(path, tunnel_settings) as tunnel:
                     # warm the tunnel's session once (not measured, not logged)
@@ -196,8 +198,9 @@ def run_one(spec, trial, order, combo, workdir):
         "run": run_id, "experiment": spec["name"], "trial": trial, "order": order,
         "factors": combo, "fixed": spec.get("fixed", {}), "settings": s, "path": asdict(pspec),
         "tunnel": tunnel_settings.as_dict() if tunnel_settings else None,
-        "workload": {"name": "tts", "response_bytes": RESPONSE_BYTES,
-                     "processing_ms": PROCESSING_MS, "requests": spec["requests"]},
+        "workload": {"name": spec.get("workload", "tts"), "upload_bytes": up,
+                     "response_bytes": down, "processing_ms": PROCESSING_MS,
+                     "requests": spec["requests"]},
         "forwarder": path.stats, "files": {k: os.path.basename(v) for k, v in files.items()},
         "started": started, "seconds": round(time.time() - started, 3),
     }

@@ -1,7 +1,10 @@
-"""The TTS-shaped request: a short request up, ~30 ms of processing, a fixed
-354,640-byte response down; over fresh connections (one per request) or one
-persistent connection. Both sides log tracekit's event schema; the server
-also records the kernel's TCP_INFO after each response (a `tcp_info` event).
+"""Request/response workloads over fresh connections (one per request) or one
+persistent connection, in three shapes (WORKLOADS): `tts`, a short request
+up, ~30 ms of processing, a fixed 354,640-byte response down; `asr`, ~355 KB
+of audio up and a short reply; `agent`, rounds of a 0.8 MB screenshot up and
+a small action down, each round after the previous one. Both sides log
+tracekit's event schema; the server also records the kernel's TCP_INFO
+after each response (a `tcp_info` event), and the client after each upload.
 
     python -m tracekit.lab.tts server --addr A --port P --log server.jsonl
     python -m tracekit.lab.tts client --addr A --port P --log client.jsonl \\
@@ -24,6 +27,8 @@ from .streaming import EventLog, _read_exact
 
 RESPONSE_BYTES = 354_640
 PROCESSING_MS = 30.0
+# shape -> (bytes up after the request line, bytes down)
+WORKLOADS = {"tts": (0, 354_640), "asr": (354_640, 200), "agent": (800_000, 2_000)}
 LENGTH = struct.Struct(">Q")
 # struct tcp_info (linux/tcp.h): fields worth keeping, by offset and type
 TCP_INFO = {"tcpi_rto_us": (8, "I"), "tcpi_snd_mss": (16, "I"), "tcpi_rtt_us": (68, "I"),
@@ -53,6 +58,15 @@ def _handle(conn, peer, log_path, port):
             log = EventLog(log_path, request=ask["request"], local_port=port,
                            remote_addr=peer[0], remote_port=peer[1],
                            **({"run": ask["run"]} if ask.get("run") else {}))
+            upload = ask.get("upload", 0)
+            while len(buf) < upload:
+                part = conn.recv(65536)
+                if not part:
+                    return
+                buf += part
+            buf = buf[upload:]
+            if upload:
+                log("upload_received", bytes=upload)
             log("model_start")
             time.sleep(ask.get("processing_ms", PROCESSING_MS) / 1000)
             log("model_end")
@@ -80,7 +94,7 @@ def serve(addr, port, log_path):
 
 
 def client(addr, port, log_path, requests, connection, run=None, response_bytes=RESPONSE_BYTES,
-           processing_ms=PROCESSING_MS, prefix="r", warmup=0):
+           processing_ms=PROCESSING_MS, prefix="r", warmup=0, upload_bytes=0):
     """`warmup` requests first, on the same connection and not logged (a
     persistent connection measured warm: its window already open)."""
     common = {"run": run} if run else {}
@@ -96,14 +110,17 @@ def client(addr, port, log_path, requests, connection, run=None, response_bytes=
             log("connect_end", local_port=sock.getsockname()[1], remote_addr=addr, remote_port=port)
         local_port = sock.getsockname()[1]
         sock.sendall(json.dumps({"request": req, "bytes": response_bytes, "run": run,
-                                 "processing_ms": processing_ms}).encode() + b"\n")
+                                 "processing_ms": processing_ms,
+                                 "upload": upload_bytes}).encode() + b"\n" + b"u" * upload_bytes)
+        if upload_bytes:
+            log("upload_sent", bytes=upload_bytes, local_port=local_port)
         head = _read_exact(sock, 1)
         log("first_byte", local_port=local_port)
         head += _read_exact(sock, LENGTH.size - 1)
         (n,) = LENGTH.unpack(head)
         _read_exact(sock, n)
         log("request_end", local_port=local_port, remote_addr=addr, remote_port=port,
-            bytes_down=n)
+            bytes_down=n, **({"bytes_up": upload_bytes} if upload_bytes else {}))
         log.close()
         if connection == "fresh":
             sock.close()
@@ -125,12 +142,13 @@ def main(argv=None):
     p.add_argument("--processing-ms", type=float, default=PROCESSING_MS)
     p.add_argument("--prefix", default="r")
     p.add_argument("--warmup", type=int, default=0)
+    p.add_argument("--upload-bytes", type=int, default=0)
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log)
     else:
         client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
-               a.processing_ms, a.prefix, a.warmup)
+               a.processing_ms, a.prefix, a.warmup, a.upload_bytes)
 
 
 if __name__ == "__main__":
