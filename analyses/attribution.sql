@@ -237,7 +237,7 @@ no_packets AS (
 ),
 
 final AS (
-    SELECT * FROM spans WHERE ns <> 0 OR span IN ('residual', 'download_transfer', 'propagation')
+    SELECT * FROM spans WHERE ns <> 0 OR (span IN ('residual', 'download_transfer', 'propagation') AND phase <> 'wait')
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail
