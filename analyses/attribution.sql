@@ -181,15 +181,20 @@ carved3 AS (
 ),
 
 loss_rows AS (  -- recovery rounds, less their share of the transfer (rounding to the first)
-    SELECT rd.request_key, rd.episode, rd.round, rd.ns,
-        rd.ns - CASE WHEN row_number() OVER w = 1
-                     THEN c.t_loss - coalesce(sum(c.t_loss * rd.ns // c.down_loss) OVER w, 0)
-                          + c.t_loss * rd.ns // c.down_loss
-                          - (c.t_loss * (c.down_loss - sum(rd.ns) OVER (PARTITION BY rd.request_key))) // c.down_loss
-                     ELSE c.t_loss * rd.ns // c.down_loss END AS kept
-    FROM rounds rd JOIN carved3 c USING (request_key)
-    WINDOW w AS (PARTITION BY rd.request_key ORDER BY rd.episode, rd.round
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    SELECT request_key, episode, round, ns,
+        ns - CASE WHEN k = 1 THEN t_rounds - coalesce(others, 0) ELSE cut END AS kept
+    FROM (
+        SELECT rd.request_key, rd.episode, rd.round, rd.ns,
+            row_number() OVER w AS k,
+            coalesce(c.t_loss * rd.ns // nullif(c.down_loss, 0), 0) AS cut,
+            coalesce(c.t_loss * sum(rd.ns) OVER p // nullif(c.down_loss, 0), 0) AS t_rounds,
+            sum(coalesce(c.t_loss * rd.ns // nullif(c.down_loss, 0), 0)) OVER p
+                - coalesce(first_value(c.t_loss * rd.ns // nullif(c.down_loss, 0)) OVER w, 0) AS others
+        FROM rounds rd JOIN carved3 c USING (request_key)
+        WINDOW p AS (PARTITION BY rd.request_key),
+               w AS (PARTITION BY rd.request_key ORDER BY rd.episode, rd.round
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    )
 ),
 
 waits AS (  -- a response the path delivered faster than B (a tunnel hands it over in a
