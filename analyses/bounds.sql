@@ -10,9 +10,17 @@
 --                    the smallest path RTT (rtt_summary.path_rtt_ns) of any
 --                    flow on the same path in the store (rtt_source)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
---                    else the fastest flight seen on the path (flight bytes /
---                    its duration, both directions): a lower bound of the
---                    path's rate (rate_source)
+--                    else the rate data arrives at the receiver's side of the
+--                    path: over every 10 consecutive new segments of a flow
+--                    direction captured at its receiver (vantage client for
+--                    server data, server for client data), bytes after the
+--                    first / their time; the 90th percentile over the path's
+--                    flows (rate_source `arrival_rate`). Back-to-back segments
+--                    behind a bottleneck arrive at its rate; a path without
+--                    one gives the capture point's own link rate. Without a
+--                    capture at a receiver, the same over every capture of
+--                    the path (`capture_rate`: an upper estimate, senders
+--                    burst faster than the bottleneck)
 --   T_c              processing: the `processing_ms` label if given; else the
 --                    request's model_start -> model_end events (any log, same
 --                    run and request id); else the server time seen from the client
@@ -34,11 +42,27 @@ path_rtt AS (
     WHERE s.path_rtt_ns > 0 GROUP BY ALL
 ),
 
-path_rate AS (
-    SELECT coalesce(c.labels['path'], f.server_addr) AS path,
-        max(fl.bytes * 1e9 / fl.duration_ns) AS rate_Bps
-    FROM flights fl JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
-    WHERE fl.duration_ns > 0 AND fl.bytes > 0 GROUP BY ALL
+path_rate AS (  -- arrival rate of back-to-back data at the receiver's side of the path
+    SELECT path,
+        coalesce(quantile_cont(rate_Bps, 0.9) FILTER (receiver_side),
+                 quantile_cont(rate_Bps, 0.9)) AS rate_Bps,
+        bool_or(receiver_side) AS at_receiver
+    FROM (
+        SELECT coalesce(c.labels['path'], f.server_addr) AS path,
+            sum(a.payload_bytes) OVER w9 * 1e9 / (a.ts_ns - lag(a.ts_ns, 9) OVER w) AS rate_Bps,
+            (v.vantage = 'client' AND NOT a.from_client) OR (v.vantage = 'server' AND a.from_client)
+                AS receiver_side
+        FROM tcp_analysis a
+        JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
+        JOIN (SELECT capture_id, flow_id, any_value(vantage) AS vantage FROM rtt_summary
+              GROUP BY ALL) v USING (capture_id, flow_id)
+        WHERE a.segment = 'new' AND a.payload_bytes > 0
+        WINDOW w AS (PARTITION BY a.capture_id, a.flow_id, a.from_client ORDER BY a.frame),
+               w9 AS (PARTITION BY a.capture_id, a.flow_id, a.from_client ORDER BY a.frame
+                      ROWS BETWEEN 8 PRECEDING AND CURRENT ROW)
+        QUALIFY a.ts_ns > lag(a.ts_ns, 9) OVER w
+    )
+    GROUP BY path
 ),
 
 model_time AS (  -- per run and request: ids repeat from run to run
@@ -56,7 +80,8 @@ inputs AS (
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
         coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, b.rate_Bps) AS rate_Bps,
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
-             WHEN b.rate_Bps IS NOT NULL THEN 'fastest_flight' END AS rate_source,
+             WHEN b.at_receiver THEN 'arrival_rate'
+             WHEN b.rate_Bps IS NOT NULL THEN 'capture_rate' END AS rate_source,
         m.ns AS model_ns,
         q.response_first_byte_ns - q.request_last_byte_ns AS server_wait_ns
     FROM req q

@@ -5,7 +5,8 @@ Runs experiments/cross-region.toml and experiments/counterfactual.toml with
 `tracekit lab run` (real kernel TCP over tracekit's emulated WAN, kcptun for
 the tunnel) and keeps, per run, the client-side capture(s) (headers only),
 both event logs, the emulator's drop log and summary, and the manifest, in
-captures/lab/<run>/ (the per-packet delivery logs are left out for size).
+captures/lab/<run>/ (server-side captures and the per-packet delivery logs
+are left out for size).
 `make demo` ingests them with captures/lab/*.runs.json. Needs root, tcpdump
 and kcptun; about two minutes.
 

@@ -51,13 +51,15 @@ def test_a_small_experiment_runs_records_and_ingests(tmp_path):
     labels = con.execute("SELECT file_name, labels['path'], labels['connection'], labels['run'] "
                          "FROM captures ORDER BY 4, 1").fetchall()
     assert labels == [("client.pcap", "direct", "fresh", "tiny-001"),
+                      ("server.pcap", "direct", "fresh", "tiny-001"),
                       ("client-loopback.pcap", "tunnel", "fresh", "tiny-002"),  # the application's
-                      ("client.pcap", "tunnel", "fresh", "tiny-002")]
+                      ("client.pcap", "tunnel", "fresh", "tiny-002"),
+                      ("server.pcap", "tunnel", "fresh", "tiny-002")]
     # on the wire the tunnel is one UDP conversation to kcptun-server
     udp = con.execute("""
         SELECT count(*) FROM flows f JOIN captures c USING (capture_id)
         WHERE c.labels['path'] = 'tunnel' AND f.protocol = 'udp' AND f.server_port = 4000""").fetchall()
-    assert udp == [(1,)]
+    assert udp == [(2,)]  # seen from both ends
     # the sender's kernel: every data segment the emulator dropped was retransmitted
     base = out / "tiny-001"
     drops = [json.loads(x) for x in (base / "drops.jsonl").read_text().splitlines()]
@@ -85,3 +87,58 @@ def test_a_bad_experiment_file_is_refused(tmp_path):
     exp.write_text('name = "x"\n[factors]\npath = ["direct"]\n')
     r = CliRunner().invoke(main, ["lab", "run", str(exp), "--dry-run"])
     assert r.exit_code == 2 and "needs a list of at least two levels" in r.output
+
+
+RATE_EXPERIMENT = """
+name = "rate"
+trials = 1
+requests = 2
+seed = 5
+[path]
+rtt_ms = 40
+rate_mbps = 20
+[fixed]
+connection = "persistent"
+warmup = 1
+[factors]
+quickack = [0, 1]
+"""
+
+
+def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp_path):
+    exp = tmp_path / "rate.toml"
+    exp.write_text(RATE_EXPERIMENT)
+    db = str(tmp_path / "lab.duckdb")
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
+    assert r.exit_code == 0, r.output
+    from tracekit.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    # the sender's kernel measured the configured bottleneck (tcpi_delivery_rate, B/s)
+    for run in ("rate-001", "rate-002"):
+        infos = [json.loads(x) for x in (tmp_path / "runs" / run / "server-events.jsonl")
+                 .read_text().splitlines() if '"tcp_info"' in x]
+        rates = [i["tcpi_delivery_rate"] * 8 for i in infos[1:]]  # measured requests, warm
+        assert all(x == pytest.approx(20e6, rel=0.1) for x in rates), rates
+    # and so did tracekit, from the arrival of back-to-back data at the client
+    # (what bounds uses when no bottleneck_mbps label is given)
+    con.execute("UPDATE captures SET labels = map_from_entries(list_filter(map_entries(labels), "
+                "lambda e: e.key <> 'bottleneck_mbps'))")
+    con.execute("UPDATE event_logs SET labels = map_from_entries(list_filter(map_entries(labels), "
+                "lambda e: e.key <> 'bottleneck_mbps')), updated_at = now()")
+    analyze(con)
+    rates = {r[0] for r in con.execute("SELECT DISTINCT rate_bps, rate_source FROM bounds").fetchall()}
+    sources = {r[0] for r in con.execute("SELECT DISTINCT rate_source FROM bounds").fetchall()}
+    assert sources == {"arrival_rate"}
+    assert all(x == pytest.approx(20e6, rel=0.05) for x in rates), rates
+    # quickack: the client acknowledges every segment; without it, every second one
+    per_ack = dict(con.execute("""
+        SELECT c.labels['quickack'], avg(g.acked_segments) FROM ack_gaps g
+        JOIN captures c USING (capture_id)
+        WHERE g.direction = 's2c' AND g.acked_segments > 0 AND c.file_name = 'client.pcap'
+        GROUP BY 1""").fetchall())
+    assert per_ack["1"] == pytest.approx(1.0, abs=0.1)
+    assert per_ack["0"] > 1.5
+    # both sides were captured
+    assert con.execute("SELECT count(*) FROM captures WHERE file_name = 'server.pcap'").fetchall() == [(2,)]
+    con.close()

@@ -727,9 +727,11 @@ def lab():
 @click.option("--out", "workdir", default="lab-runs", show_default=True, metavar="DIR",
               help="Where each run's captures, logs and manifest go.")
 @click.option("--dry-run", is_flag=True, help="Print the run order and settings only.")
+@click.option("--resume", is_flag=True,
+              help="Keep the runs an interrupted call finished (their manifest.json exists).")
 @db_option
 @handle_errors
-def lab_run(experiment, workdir, dry_run, db):
+def lab_run(experiment, workdir, dry_run, resume, db):
     """Run EXPERIMENT (TOML), interleaved, then ingest every run with its labels.
 
     \b
@@ -750,10 +752,11 @@ def lab_run(experiment, workdir, dry_run, db):
     os.makedirs(workdir, exist_ok=True)
     started = time.monotonic()
 
-    def progress(i, n, combo):
+    def progress(i, n, combo, skipped=False):
         levels = " ".join(f"{k}={v}" for k, v in combo.items())
-        click.echo(f"run {i}/{n}: {levels} ({time.monotonic() - started:.0f} s)", err=True)
-    manifests = ex.run_experiment(spec, workdir, progress)
+        what = "kept from before" if skipped else f"{time.monotonic() - started:.0f} s"
+        click.echo(f"run {i}/{n}: {levels} ({what})", err=True)
+    manifests = ex.run_experiment(spec, workdir, progress, resume)
     from .store.db import connect
     con = connect(db)
     try:

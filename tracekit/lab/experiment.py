@@ -30,7 +30,9 @@ connection (a persistent connection measured warm).
 
 Known factors: path (direct, tunnel), connection (fresh, persistent),
 congestion (reno, cubic, bbr: the server's net.ipv4.tcp_congestion_control),
-loss_down, rtt_ms (path settings), initcwnd, slow_start_after_idle; any
+loss_down, rtt_ms, rate_mbps (path settings), initcwnd (the server's route),
+slow_start_after_idle (both), rcvbuf (the client's tcp_rmem ceiling),
+quickack (the client's route: 1 = no delayed ACKs), warmup; any
 other factor is recorded as a label only. Each round runs every combination
 of levels once, in an order that reverses every other round (A B, B A, ...)
 so drift hits every arm alike. Each run gets its own pair of namespaces (no
@@ -135,6 +137,12 @@ def _tune(path, s):
         for run_in in (path.client, path.server):
             netns.run(*run_in(["sysctl", "-q",
                                f"net.ipv4.tcp_slow_start_after_idle={int(s['slow_start_after_idle'])}"]))
+    if "rcvbuf" in s:  # the client's largest receive buffer (autotuning's ceiling)
+        v = int(s["rcvbuf"])
+        netns.run(*path.client(["sysctl", "-q", f"net.ipv4.tcp_rmem=4096 {min(v, 131072)} {v}"]))
+    if "quickack" in s:  # the client ACKs every segment at once (no delayed ACK)
+        netns.run(*path.client(["ip", "route", "change", "198.19.0.0/16", "dev", "tk0",
+                                "src", "198.18.0.1", "quickack", str(int(s["quickack"]))]))
     if "initcwnd" in s:  # the direct path's route; the tunnel's UDP is kcptun's own window
         netns.run(*path.server(["ip", "route", "change", "198.18.0.0/16", "dev", "tk0",
                                 "src", SERVER_ADDR, "initcwnd", str(int(s["initcwnd"]))]))
@@ -152,6 +160,7 @@ def run_one(spec, trial, order, combo, workdir):
     seed = int(spec["seed"]) * 1000 + order
     pspec = _path_spec(s, seed)
     files = {"client_capture": os.path.join(out, "client.pcap"),
+             "server_capture": os.path.join(out, "server.pcap"),
              "client_log": os.path.join(out, "client-events.jsonl"),
              "server_log": os.path.join(out, "server-events.jsonl")}
     tunnel_settings = TunnelSettings(target_port=SERVER_PORT) if s["path"] == "tunnel" else None
@@ -179,13 +188,15 @@ def run_one(spec, trial, order, combo, workdir):
                         "--bytes", "1000", "--prefix", "warmup"]), check=True, timeout=60)
                     files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
                     with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                            tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN), \
                             tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
                                     device="lo"):
                         subprocess.run(path.client(client_cmd + ["--addr", tunnel.addr, "--port",
                                                                  str(tunnel.port)]),
                                        check=True, timeout=600)
             else:
-                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN):
+                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                        tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN):
                     subprocess.run(path.client(client_cmd + ["--addr", SERVER_ADDR, "--port",
                                                              str(SERVER_PORT)]),
                                    check=True, timeout=600)
@@ -220,12 +231,20 @@ def labels_of(manifest):
     return labels
 
 
-def run_experiment(spec, workdir, progress=None):
-    """Run every scheduled run; return their manifests."""
+def run_experiment(spec, workdir, progress=None, resume=False):
+    """Run every scheduled run; return their manifests. With `resume`, a run
+    whose manifest.json exists (it finished) is kept, not run again."""
     netns.require_root()
     manifests = []
     plan = schedule(spec)
     for i, (trial, order, combo) in enumerate(plan, 1):
+        done = os.path.join(workdir, f"{spec['name']}-{order:03d}", "manifest.json")
+        if resume and os.path.exists(done):
+            with open(done) as f:
+                manifests.append(json.load(f))
+            if progress:
+                progress(i, len(plan), combo, skipped=True)
+            continue
         if progress:
             progress(i, len(plan), combo)
         manifests.append(run_one(spec, trial, order, combo, workdir))
@@ -239,8 +258,9 @@ def run_inputs(manifests, workdir):
     out = []
     for m in manifests:
         base = os.path.join(workdir, m["run"])
-        captures = [os.path.join(base, m["files"][k]) for k in ("client_capture", "loopback_capture")
-                    if k in m["files"]]
+        captures = [os.path.join(base, m["files"][k])
+                    for k in ("client_capture", "loopback_capture", "server_capture")
+                    if k in m["files"] and os.path.exists(os.path.join(base, m["files"][k]))]
         logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")]
         out.append((captures, logs, labels_of(m)))
     return out
