@@ -208,35 +208,48 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
         from .store.runs import read_manifest
         for m in manifests:
             runs += [(c, lg, {**r_labels, **labels}) for c, lg, r_labels in read_manifest(m)]
-        capture_paths = capture_paths + [p for c, _, _ in runs for p in c]
-        log_paths = log_paths + [p for _, lg, _ in runs for p in lg]
     con = connect(db)
     progress = Progress(sys.stderr.isatty())
+    run_results = []
     try:
-        summaries = (load_captures(con, [p for p in capture_paths if not _in_runs(p, runs)],
-                                   labels=labels, replace=replace, progress=progress)
-                     if [p for p in capture_paths if not _in_runs(p, runs)] else [])
+        summaries = (load_captures(con, capture_paths, labels=labels, replace=replace,
+                                   progress=progress) if capture_paths else [])
         log_summaries = load_logs(con, parsed, labels, offset_ns, replace) if parsed else []
         if runs:
             from .store.runs import ingest_run_inputs
-            more_captures, more_logs = ingest_run_inputs(con, runs)
-            summaries += more_captures
-            log_summaries += more_logs
+            run_results = ingest_run_inputs(con, runs)
     finally:
         progress.done()
         con.close()
+    for run_labels, run_captures, run_logs in run_results:
+        name = run_labels.get("run", "run")
+        factors = " ".join(f"{k}={v}" for k, v in run_labels.items()
+                           if k not in ("run", "trial", "order", "experiment"))
+        click.echo(f"{name}: {_plural(len(run_captures), 'capture')} "
+                   f"({sum(c.packets for c in run_captures):,} packets), "
+                   f"{_plural(len(run_logs), 'log')} ({sum(lg.events for lg in run_logs):,} events); "
+                   f"{factors}")
+        for lg in run_logs:
+            if lg.malformed:
+                _report_log(lg)
+    capture_paths = capture_paths + [p for c, _, _ in runs for p in c]
+    log_paths = log_paths + [p for _, lg, _ in runs for p in lg]
+    summaries_all = summaries + [c for _, cs, _ in run_results for c in cs]
+    logs_all = log_summaries + [lg for _, _, ls in run_results for lg in ls]
     total_packets = total_flows = 0
     skipped = {}
-    for s in summaries:
-        name = os.path.basename(s.path)
+    for s in summaries_all:
+        shown = any(s is x for x in summaries)  # a run's files are summed in its line
+        name = os.path.basename(s.path) if shown else s.path
         if s.outcome == "duplicate":
             click.echo(f"{name}: already in the store as capture {s.duplicate_of} "
                        f"(same sha256); nothing added. Use --replace to ingest it again.")
             continue
         replacing = f", replacing capture {s.duplicate_of}" if s.outcome == "replaced" else ""
-        click.echo(f"{name}: ingested as capture {s.capture_id}{replacing}: "
-                   f"{_plural(s.packets, 'packet')}, {_plural(s.flows, 'flow')}, "
-                   f"{_skipped_text(s.decode_status)}")
+        if shown:
+            click.echo(f"{name}: ingested as capture {s.capture_id}{replacing}: "
+                       f"{_plural(s.packets, 'packet')}, {_plural(s.flows, 'flow')}, "
+                       f"{_skipped_text(s.decode_status)}")
         if s.read_stop:
             click.echo(f"tracekit: warning: {s.path}: {s.read_stop.reason} at byte offset "
                        f"{s.read_stop.offset}: {s.read_stop.message}; the "
@@ -254,7 +267,7 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
         total_flows += s.flows
         for k, v in s.decode_status.items():
             skipped[k] = skipped.get(k, 0) + v
-    total_events = sum(s.events for s in log_summaries)
+    total_events = sum(s.events for s in logs_all)
     for s in log_summaries:
         _report_log(s)
     seconds = time.perf_counter() - started
@@ -265,7 +278,7 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
                      f"{_skipped_text(skipped)}")
     if log_paths:
         parts.append(f"{_plural(total_events, 'event')}, "
-                     f"{_plural(sum(len(s.malformed) for s in log_summaries), 'malformed record')}")
+                     f"{_plural(sum(len(s.malformed) for s in logs_all), 'malformed record')}")
     rates = []
     if capture_paths and seconds > 0:
         rates.append(f"{total_packets / seconds:,.0f} packets/s")

@@ -57,16 +57,15 @@ def read_manifest(path):
 def ingest_run_inputs(con, runs):
     """Ingest [(captures, logs, labels)]: every log is parsed before anything is
     written; then each run's captures and logs go in with its labels.
-    Returns (capture summaries, log summaries)."""
+    Returns [(labels, capture summaries, log summaries)], one per run."""
     from ..events import read_log
     from .events import load_logs
     from .ingest import load_captures
 
     parsed = [[read_log(p) for p in logs] for _, logs, _ in runs]
-    captures, logs = [], []
+    out = []
     for (capture_paths, _, labels), run_logs in zip(runs, parsed):
-        if capture_paths:
-            captures += load_captures(con, capture_paths, labels=labels)
-        if run_logs:
-            logs += load_logs(con, run_logs, labels)
-    return captures, logs
+        captures = load_captures(con, capture_paths, labels=labels) if capture_paths else []
+        logs = load_logs(con, run_logs, labels) if run_logs else []
+        out.append((labels, captures, logs))
+    return out
