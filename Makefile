@@ -22,18 +22,18 @@ demo: setup
 	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng captures/*-events.jsonl \
 		captures/serving-static-batching.jsonl --db demo.duckdb --label source=sample
 	$(BIN)/tracekit ingest --manifest captures/lab/cross-region.runs.json \
-		--manifest captures/lab/counterfactual.runs.json --db demo.duckdb
-	$(BIN)/tracekit captures --db demo.duckdb
-	$(BIN)/tracekit sessions --db demo.duckdb
+		--manifest captures/lab/counterfactual.runs.json --db demo.duckdb | tail -n 3
+	$(BIN)/tracekit sessions --db demo.duckdb --capture 1
 	$(BIN)/tracekit analyze --db demo.duckdb
-	$(BIN)/tracekit handshakes --db demo.duckdb
-	$(BIN)/tracekit retransmissions --db demo.duckdb
-	$(BIN)/tracekit rounds --db demo.duckdb
+	$(BIN)/tracekit handshakes --db demo.duckdb --capture 1
+	$(BIN)/tracekit retransmissions --db demo.duckdb --capture 3
+	$(BIN)/tracekit rounds --db demo.duckdb --capture 3
 	$(BIN)/tracekit stalls --db demo.duckdb --capture 3
-	$(BIN)/tracekit requests --db demo.duckdb
+	$(BIN)/tracekit requests --db demo.duckdb --capture 1
 	$(BIN)/tracekit playback --db demo.duckdb
 	$(BIN)/tracekit underruns --db demo.duckdb
 	$(BIN)/tracekit serving --db demo.duckdb
+	$(BIN)/tracekit attribute --db demo.duckdb --run cross-region-001
 	$(BIN)/tracekit ablation --db demo.duckdb --compare path --by connection --levels direct,tunnel \
 		--where experiment=cross-region
 	$(BIN)/tracekit ablation --db demo.duckdb --compare loss_down --by connection --levels 0.05,0.0 \
