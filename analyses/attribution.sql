@@ -50,7 +50,10 @@
 -- packet before it ends (the data its ACK released cannot come sooner) and
 -- server_idle beyond that; a pause after a shorter segment is server_idle
 -- throughout (a sender held by its window sends full segments; one that
--- sends less had no more data).
+-- sends less had no more data). A QUIC request (its ACKs encrypted, no
+-- limitation states) is split the same way from its datagrams: the download
+-- is window waiting except the pauses the ACK clock does not explain; its
+-- loss recovery cannot be told apart and stays inside window_waiting.
 -- A request with no packets (an event request without a linked flow) is one
 -- `unattributed` span. S, B, R, T_c are the bound's (bounds.sql). The
 -- capture point matters: at the client the instants are when the client
@@ -62,7 +65,7 @@ WITH r AS (
         b.rtt_ns, b.processing_ns, b.upload_ns, b.download_ns, q.vantage,
         q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
         q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0,
-        f.syn_ts_ns, f.ack_ts_ns
+        f.syn_ts_ns, f.ack_ts_ns, f.protocol = 'udp' AS quic
     FROM requests q JOIN bounds b USING (request_key)
     LEFT JOIN flows f USING (capture_id, flow_id)
 ),
@@ -83,7 +86,8 @@ hs AS (
 
 setup AS (
     SELECT i.request_key,
-        greatest(0, least(i.ack_ts_ns, i.a) - greatest(i.syn_ts_ns, i.start_ns)) AS tcp_ns,
+        CASE WHEN i.syn_ts_ns IS NULL OR i.ack_ts_ns IS NULL THEN 0
+             ELSE greatest(0, least(i.ack_ts_ns, i.a) - greatest(i.syn_ts_ns, i.start_ns)) END AS tcp_ns,
         coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
                  FILTER (h.protocol = 'tls'), 0) AS tls_ns,
         coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
@@ -127,7 +131,7 @@ pauses AS (  -- server data pauses the ACK clock does not explain (client vantag
                  ELSE greatest(0, p.ts_ns - greatest(p.prev_ns, p.last_client_ns + i.rtt_ns + i.rtt_ns // 4))
             END) AS idle_ns
     FROM inst i
-    JOIN (SELECT capture_id, flow_id, ts_ns, from_client, payload_bytes,
+    JOIN (SELECT capture_id, flow_id, ts_ns, from_client, payload_bytes,  -- packets: TCP and QUIC
               lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_ns,
               lag(payload_bytes) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_bytes,
               -- full-sized: within 40 option bytes of the MSS the client announced
@@ -137,11 +141,12 @@ pauses AS (  -- server data pauses the ACK clock does not explain (client vantag
               max(CASE WHEN from_client THEN ts_ns END) OVER (
                   PARTITION BY capture_id, flow_id ORDER BY frame
                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
-          FROM tcp_analysis t
+          FROM packets t
           WHERE (payload_bytes > 0 OR from_client)
-            AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM inst WHERE vantage = 'client')
+            AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM inst
+                                          WHERE vantage = 'client' OR quic)
          ) p USING (capture_id, flow_id)
-    WHERE i.vantage = 'client' AND NOT p.from_client AND p.payload_bytes > 0
+    WHERE (i.vantage = 'client' OR i.quic) AND NOT p.from_client AND p.payload_bytes > 0
       AND p.prev_ns >= i.c AND p.ts_ns <= i.d
     GROUP BY i.request_key
 ),
@@ -160,10 +165,12 @@ raw_numbers AS (
 
 numbers AS (
     SELECT *,
-        CASE WHEN vantage = 'client' THEN least(pause_idle, window_time0 + idle0) ELSE idle0 END AS idle,
-        CASE WHEN vantage = 'client' THEN window_time0 + idle0 - least(pause_idle, window_time0 + idle0)
+        CASE WHEN vantage = 'client' OR quic THEN least(pause_idle, window_time0 + idle0) ELSE idle0 END AS idle,
+        CASE WHEN vantage = 'client' OR quic THEN window_time0 + idle0 - least(pause_idle, window_time0 + idle0)
              ELSE window_time0 END AS window_time
-    FROM raw_numbers
+    FROM (SELECT * REPLACE (  -- QUIC has no limitation states (its ACKs are encrypted): the
+                              -- whole download is sending or waiting, split by the ACK clock
+              CASE WHEN quic THEN d - c ELSE window_time0 END AS window_time0) FROM raw_numbers)
 ),
 
 carved AS (  -- the transfer comes out of the time data was flowing: window first, then

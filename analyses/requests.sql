@@ -30,9 +30,11 @@
 --   event for the request, or the linked flow's SYN inside [start, end]),
 --   else 'reused'; an event's `connection` field overrides.
 --   request_first_byte_ns .. response_last_byte_ns: first and last payload
---   packet each way inside [start, end] on the linked flow as captured (for
---   an event request without packets, response_first_byte_ns is its
---   first_byte event)
+--   packet each way inside [start, end] on the linked flow as captured, from
+--   the first application data on (after a TLS handshake); for QUIC, whose
+--   payload is encrypted, the client's first packet after the handshake and
+--   the server's datagrams of >= 1000 bytes (for an event request without
+--   packets, response_first_byte_ns is its first_byte event)
 -- Columns: request_key, source, log_id, request, run, capture_id, flow_id,
 --   flows_matched, exchange, protocol, connection, start_ns, request_first_byte_ns,
 --   request_last_byte_ns, response_first_byte_ns, response_last_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
@@ -68,6 +70,11 @@ links AS (
      AND f.first_ts_ns <= e.end_ns AND f.last_ts_ns >= e.start_ns - 1000000000
 ),
 
+app_start AS (  -- where application data begins on a flow: after a TLS or QUIC handshake
+    SELECT capture_id, flow_id, max(first_data_c2s_ns) AS first_data_c2s_ns
+    FROM handshakes WHERE protocol IN ('tls', 'quic') GROUP BY ALL
+),
+
 linked_bytes AS (
     SELECT l.log_id, l.request,
         max(a.rel_end) FILTER (a.from_client) - min(a.rel_seq) FILTER (a.from_client) AS up,
@@ -79,7 +86,38 @@ linked_bytes AS (
     FROM links l JOIN ev e USING (log_id, request)
     JOIN tcp_analysis a ON a.capture_id = l.capture_id AND a.flow_id = l.flow_id
      AND a.ts_ns BETWEEN e.start_ns AND e.end_ns AND a.payload_bytes > 0
-    WHERE l.pick = 1
+    LEFT JOIN app_start h ON h.capture_id = l.capture_id AND h.flow_id = l.flow_id
+    WHERE l.pick = 1 AND (h.first_data_c2s_ns IS NULL OR a.ts_ns >= h.first_data_c2s_ns)
+    GROUP BY ALL
+),
+
+tls_response AS (  -- on TLS the first response byte is the first data-sized record after
+                  -- the request (a TLS 1.3 server's session tickets come first)
+    SELECT b.log_id, b.request, min(a.ts_ns) AS resp_first
+    FROM linked_bytes b
+    JOIN links l ON l.log_id = b.log_id AND l.request = b.request AND l.pick = 1
+    JOIN app_start h ON h.capture_id = l.capture_id AND h.flow_id = l.flow_id
+    JOIN tcp_analysis a ON a.capture_id = l.capture_id AND a.flow_id = l.flow_id
+     AND NOT a.from_client AND a.ts_ns > b.req_last AND a.ts_ns <= b.resp_last
+     AND a.payload_bytes >= 1000
+    GROUP BY ALL
+),
+
+linked_quic AS (  -- QUIC: the request is the client's first packet after the handshake;
+                  -- the response, the server's data-sized datagrams (>= 1000 bytes)
+    SELECT l.log_id, l.request,
+        min(p.ts_ns) FILTER (p.from_client) AS req_first,
+        min(p.ts_ns) FILTER (p.from_client) AS req_last,
+        min(p.ts_ns) FILTER (NOT p.from_client AND p.payload_bytes >= 1000) AS resp_first,
+        max(p.ts_ns) FILTER (NOT p.from_client AND p.payload_bytes >= 1000) AS resp_last,
+        count(*) FILTER (p.from_client) AS packets_up,
+        count(*) FILTER (NOT p.from_client) AS packets_down
+    FROM links l JOIN ev e USING (log_id, request)
+    JOIN packets p ON p.capture_id = l.capture_id AND p.flow_id = l.flow_id
+     AND p.ts_ns BETWEEN e.start_ns AND e.end_ns AND p.payload_bytes > 0
+    LEFT JOIN app_start h ON h.capture_id = l.capture_id AND h.flow_id = l.flow_id
+    WHERE l.pick = 1 AND l.protocol = 'udp'
+      AND (h.first_data_c2s_ns IS NULL OR p.ts_ns >= h.first_data_c2s_ns)
     GROUP BY ALL
 ),
 
@@ -92,15 +130,19 @@ from_events AS (
                  CASE WHEN e.connect_ns IS NOT NULL THEN 'fresh'
                       WHEN l.syn_ts_ns BETWEEN e.start_ns - 1000000 AND e.end_ns THEN 'fresh'
                       WHEN l.flow_id IS NOT NULL THEN 'reused' END) AS connection,
-        e.start_ns, b.req_first AS request_first_byte_ns, b.req_last AS request_last_byte_ns,
-        coalesce(b.resp_first, e.first_byte_ns) AS response_first_byte_ns,
-        b.resp_last AS response_last_byte_ns,
+        e.start_ns, coalesce(b.req_first, qb.req_first) AS request_first_byte_ns,
+        coalesce(b.req_last, qb.req_last) AS request_last_byte_ns,
+        coalesce(tr.resp_first, b.resp_first, qb.resp_first, e.first_byte_ns) AS response_first_byte_ns,
+        coalesce(b.resp_last, qb.resp_last) AS response_last_byte_ns,
         e.end_ns, e.end_ns - e.start_ns AS duration_ns,
         coalesce(e.bytes_up, b.up) AS bytes_up, coalesce(e.bytes_down, b.down) AS bytes_down,
-        b.packets_up, b.packets_down
+        coalesce(b.packets_up, qb.packets_up) AS packets_up,
+        coalesce(b.packets_down, qb.packets_down) AS packets_down
     FROM ev e
     LEFT JOIN links l ON l.log_id = e.log_id AND l.request = e.request AND l.pick = 1
     LEFT JOIN linked_bytes b ON b.log_id = e.log_id AND b.request = e.request
+    LEFT JOIN linked_quic qb ON qb.log_id = e.log_id AND qb.request = e.request
+    LEFT JOIN tls_response tr ON tr.log_id = e.log_id AND tr.request = e.request
 ),
 
 tls_start AS (

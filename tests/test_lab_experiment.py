@@ -142,3 +142,48 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     # both sides were captured
     assert con.execute("SELECT count(*) FROM captures WHERE file_name = 'server.pcap'").fetchall() == [(2,)]
     con.close()
+
+
+PROTOCOL_EXPERIMENT = """
+name = "proto"
+trials = 1
+requests = 2
+[path]
+rtt_ms = 40
+[fixed]
+connection = "fresh"
+[factors]
+protocol = ["tcp", "tls", "h3"]
+"""
+
+
+def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
+    pytest.importorskip("aioquic")
+    exp = tmp_path / "proto.toml"
+    exp.write_text(PROTOCOL_EXPERIMENT)
+    db = str(tmp_path / "lab.duckdb")
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
+    assert r.exit_code == 0, r.output
+    from tracekit.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    spans = {}
+    for protocol, span, ns in con.execute("""
+            SELECT q.labels['protocol'], a.span, median(a.ns) FROM attribution a
+            JOIN requests q USING (request_key) WHERE q.source = 'events' GROUP BY ALL""").fetchall():
+        spans.setdefault(protocol, {})[span] = ns
+    # every fresh connection pays its handshake: TCP one RTT; TLS 1.3 one more
+    # (plus the crypto); QUIC one, transport and TLS together
+    assert spans["tcp"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
+    assert "connect_tls" not in spans["tcp"]
+    assert spans["tls"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
+    assert 40e6 <= spans["tls"]["connect_tls"] < 60e6
+    assert 40e6 <= spans["h3"]["connect_quic"] < 80e6 and "connect_tcp" not in spans["h3"]
+    # the qlogs of the h3 run came in beside its capture
+    assert con.execute("SELECT count(*) FROM event_logs WHERE format = 'qlog'").fetchall()[0][0] >= 2
+    # and the spans still add up
+    assert con.execute("""
+        SELECT count(*) FROM (SELECT r.request_key FROM requests r JOIN attribution a USING (request_key)
+                              GROUP BY r.request_key, r.duration_ns HAVING sum(a.ns) <> r.duration_ns)
+        """).fetchall() == [(0,)]
+    con.close()

@@ -62,6 +62,8 @@ PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitt
              "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
 SNAPLEN = 96  # IP + TCP with options (+ Ethernet on loopback): headers only
+PROTOCOLS = ("tcp", "tls", "h3")
+H3_PORT = 4433
 
 
 def load(path):
@@ -163,13 +165,29 @@ def run_one(spec, trial, order, combo, workdir):
              "server_capture": os.path.join(out, "server.pcap"),
              "client_log": os.path.join(out, "client-events.jsonl"),
              "server_log": os.path.join(out, "server-events.jsonl")}
+    protocol = s.get("protocol", "tcp")
+    if protocol not in PROTOCOLS:
+        raise TracekitError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
+    if protocol == "h3" and s["path"] == "tunnel":
+        raise TracekitError("h3 (QUIC) does not go through the kcptun tunnel (TCP only)")
     tunnel_settings = TunnelSettings(target_port=SERVER_PORT) if s["path"] == "tunnel" else None
+    snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
+    server_extra, client_extra = [], []
+    if protocol == "tls":
+        from .h3 import _certificate
+        cert, key = _certificate(out)
+        files["keylog"] = os.path.join(out, "keys.log")
+        server_extra = ["--tls-cert", cert, "--tls-key", key]
+        client_extra = ["--tls", "--keylog", files["keylog"]]
     started = time.time()
+    if protocol == "h3":
+        return _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server = subprocess.Popen(path.server([
             sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
-            "--port", str(SERVER_PORT), "--log", files["server_log"]]), stdout=subprocess.PIPE, text=True)
+            "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]),
+            stdout=subprocess.PIPE, text=True)
         try:
             if server.stdout.readline().strip() != "up":
                 raise TracekitError("the TTS server did not start")
@@ -178,7 +196,7 @@ def run_one(spec, trial, order, combo, workdir):
                           "--log", files["client_log"], "--requests", str(spec["requests"]),
                           "--connection", s["connection"], "--run", run_id,
                           "--warmup", str(int(s.get("warmup", 0))),
-                          "--upload-bytes", str(up), "--bytes", str(down)]
+                          "--upload-bytes", str(up), "--bytes", str(down), *client_extra]
             if tunnel_settings:
                 with Tunnel(path, tunnel_settings) as tunnel:
                     # warm the tunnel's session once (not measured, not logged)
@@ -187,16 +205,16 @@ def run_one(spec, trial, order, combo, workdir):
                         "--port", str(tunnel.port), "--log", os.devnull, "--requests", "1",
                         "--bytes", "1000", "--prefix", "warmup"]), check=True, timeout=60)
                     files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
-                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
-                            tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN), \
-                            tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
+                    with tcpdump(path.client, files["client_capture"], snaplen=snaplen), \
+                            tcpdump(path.server, files["server_capture"], snaplen=snaplen), \
+                            tcpdump(path.client, files["loopback_capture"], snaplen=snaplen,
                                     device="lo"):
                         subprocess.run(path.client(client_cmd + ["--addr", tunnel.addr, "--port",
                                                                  str(tunnel.port)]),
                                        check=True, timeout=600)
             else:
-                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
-                        tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN):
+                with tcpdump(path.client, files["client_capture"], snaplen=snaplen), \
+                        tcpdump(path.server, files["server_capture"], snaplen=snaplen):
                     subprocess.run(path.client(client_cmd + ["--addr", SERVER_ADDR, "--port",
                                                              str(SERVER_PORT)]),
                                    check=True, timeout=600)
@@ -205,19 +223,78 @@ def run_one(spec, trial, order, combo, workdir):
             server.terminate()
             server.wait(timeout=10)
             server.stdout.close()
-    manifest = {
-        "run": run_id, "experiment": spec["name"], "trial": trial, "order": order,
-        "factors": combo, "fixed": spec.get("fixed", {}), "settings": s, "path": asdict(pspec),
-        "tunnel": tunnel_settings.as_dict() if tunnel_settings else None,
-        "workload": {"name": spec.get("workload", "tts"), "upload_bytes": up,
-                     "response_bytes": down, "processing_ms": PROCESSING_MS,
-                     "requests": spec["requests"]},
-        "forwarder": path.stats, "files": {k: os.path.basename(v) for k, v in files.items()},
-        "started": started, "seconds": round(time.time() - started, 3),
-    }
+    manifest = _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
+                         started, run_id,
+                         {"name": spec.get("workload", "tts"), "protocol": protocol,
+                          "upload_bytes": up, "response_bytes": down,
+                          "processing_ms": PROCESSING_MS, "requests": spec["requests"]})
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     return manifest
+
+
+def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
+    """One run of the TTS shape over HTTP/3 (aioquic): fresh = a QUIC
+    connection per request, persistent = one for all (warmup requests first)."""
+    from .tts import PROCESSING_MS, WORKLOADS as SHAPES
+
+    up, down = SHAPES[spec.get("workload", "tts")]
+    if up:
+        raise TracekitError("the h3 workload carries downloads only (tts)")
+    qlogs = {side: os.path.join(out, f"{side}-qlog") for side in ("client", "server")}
+    files["client_log"] = os.path.join(out, "client-events.jsonl")
+    files.pop("server_log", None)
+    with EmulatedPath(pspec, out) as path:
+        _tune(path, s)
+        server = subprocess.Popen(path.server([
+            sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", "0.0.0.0",
+            "--port", str(H3_PORT), "--qlog-dir", qlogs["server"],
+            "--processing-ms", str(PROCESSING_MS)]), stdout=subprocess.PIPE, text=True)
+        try:
+            if server.stdout.readline().strip() != "up":
+                raise TracekitError("the HTTP/3 server did not start")
+            base = [sys.executable, "-m", "tracekit.lab.h3", "client", "--addr", SERVER_ADDR,
+                    "--port", str(H3_PORT), "--qlog-dir", qlogs["client"], "--bytes", str(down),
+                    "--run", run_id]
+            n = int(spec["requests"])  # (no warmup: an h3 run is measured from its first request)
+            with tcpdump(path.client, files["client_capture"], snaplen=1600), \
+                    tcpdump(path.server, files["server_capture"], snaplen=1600):
+                if s["connection"] == "fresh":
+                    for i in range(n):
+                        subprocess.run(path.client(base + [
+                            "--events", files["client_log"], "--keylog", os.path.join(out, "keys.log"),
+                            "--requests", "1", "--first", str(i)]), check=True, timeout=120)
+                else:
+                    subprocess.run(path.client(base + [
+                        "--events", files["client_log"], "--keylog", os.path.join(out, "keys.log"),
+                        "--requests", str(n)]), check=True, timeout=300)
+            time.sleep(1.0)  # the server writes its qlog when a connection has drained
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+            server.stdout.close()
+    manifest = _manifest(spec, s, trial, order, combo, pspec, None, files, path, started, run_id,
+                         {"name": "tts", "protocol": "h3", "upload_bytes": 0,
+                          "response_bytes": down, "processing_ms": PROCESSING_MS,
+                          "requests": spec["requests"]})
+    import glob
+    manifest["files"]["qlogs"] = [os.path.relpath(q, out) for d in qlogs.values()
+                                  for q in sorted(glob.glob(os.path.join(d, "*.qlog")))]
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
+def _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path, started, run_id,
+              workload):
+    return {
+        "run": run_id, "experiment": spec["name"], "trial": trial, "order": order,
+        "factors": combo, "fixed": spec.get("fixed", {}), "settings": s, "path": asdict(pspec),
+        "tunnel": tunnel_settings.as_dict() if tunnel_settings else None,
+        "workload": workload, "forwarder": path.stats,
+        "files": {k: os.path.basename(v) for k, v in files.items()},
+        "started": started, "seconds": round(time.time() - started, 3),
+    }
 
 
 def labels_of(manifest):
@@ -261,7 +338,9 @@ def run_inputs(manifests, workdir):
         captures = [os.path.join(base, m["files"][k])
                     for k in ("client_capture", "loopback_capture", "server_capture")
                     if k in m["files"] and os.path.exists(os.path.join(base, m["files"][k]))]
-        logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")]
+        logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")
+                if k in m["files"]]
+        logs += [os.path.join(base, q) for q in m["files"].get("qlogs", [])]
         out.append((captures, logs, labels_of(m)))
     return out
 

@@ -46,7 +46,7 @@ def _certificate(directory):
     return cert_path, key_path
 
 
-async def _serve(addr, port, qlog_dir):
+async def _serve(addr, port, qlog_dir, processing_ms=0.0):
     from aioquic.asyncio import QuicConnectionProtocol, serve
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import HeadersReceived
@@ -66,10 +66,14 @@ async def _serve(addr, port, qlog_dir):
                 if isinstance(ev, HeadersReceived):
                     path = dict(ev.headers).get(b":path", b"/").decode()
                     size = int(path.rsplit("/", 1)[-1]) if path.startswith("/bytes/") else 0
-                    self.h3.send_headers(ev.stream_id, [(b":status", b"200"),
-                                                        (b"content-length", str(size).encode())])
-                    self.h3.send_data(ev.stream_id, b"x" * size, end_stream=True)
-                    self.transmit()
+                    asyncio.get_running_loop().call_later(
+                        processing_ms / 1000, self.respond, ev.stream_id, size)
+
+        def respond(self, stream_id, size):
+            self.h3.send_headers(stream_id, [(b":status", b"200"),
+                                             (b"content-length", str(size).encode())])
+            self.h3.send_data(stream_id, b"x" * size, end_stream=True)
+            self.transmit()
 
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                quic_logger=QuicFileLogger(qlog_dir))
@@ -80,7 +84,7 @@ async def _serve(addr, port, qlog_dir):
     await asyncio.Future()
 
 
-async def _fetch(addr, port, qlog_dir, events, keylog, requests, size):
+async def _fetch(addr, port, qlog_dir, events, keylog, requests, size, first=0, run=None):
     from aioquic.asyncio import QuicConnectionProtocol, connect
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived, HeadersReceived
@@ -118,14 +122,18 @@ async def _fetch(addr, port, qlog_dir, events, keylog, requests, size):
         config.secrets_log_file = keys
 
         def event(kind, **fields):
-            log.write(json.dumps({"ts": time.time_ns(), "kind": kind, **fields}) + "\n")
-        event("connect_start", request="conn")
+            common = {"run": run} if run else {}
+            log.write(json.dumps({"ts": time.time_ns(), "kind": kind, **common, **fields}) + "\n")
+        # the first request starts before its connection: its setup is part of it
+        event("request_start", request=f"h3-{first}")
+        event("connect_start", request=f"h3-{first}")
         async with connect(addr, port, configuration=config, create_protocol=Client) as client:
             await client.wait_connected()
             local_port = client._transport.get_extra_info("sockname")[1]
-            event("connect_end", request="conn", local_port=local_port, remote_port=port)
-            for i in range(requests):
-                event("request_start", request=f"h3-{i}", local_port=local_port, remote_port=port)
+            event("connect_end", request=f"h3-{first}", local_port=local_port, remote_port=port)
+            for i in range(first, first + requests):
+                if i != first:
+                    event("request_start", request=f"h3-{i}", local_port=local_port, remote_port=port)
                 got = await client.get(f"/bytes/{size}")
                 event("request_end", request=f"h3-{i}", local_port=local_port, remote_port=port,
                       bytes_down=got)
@@ -183,12 +191,16 @@ def main(argv=None):
     p.add_argument("--keylog")
     p.add_argument("--requests", type=int, default=1)
     p.add_argument("--bytes", type=int, default=354_640)
+    p.add_argument("--processing-ms", type=float, default=0.0)
+    p.add_argument("--first", type=int, default=0, help="client: index of the first request id")
+    p.add_argument("--run")
     a = p.parse_args(argv)
     os.makedirs(a.qlog_dir, exist_ok=True)
     if a.role == "server":
-        asyncio.run(_serve(a.addr, a.port, a.qlog_dir))
+        asyncio.run(_serve(a.addr, a.port, a.qlog_dir, a.processing_ms))
     else:
-        asyncio.run(_fetch(a.addr, a.port, a.qlog_dir, a.events, a.keylog, a.requests, a.bytes))
+        asyncio.run(_fetch(a.addr, a.port, a.qlog_dir, a.events, a.keylog, a.requests, a.bytes,
+                           a.first, a.run))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -44,8 +45,14 @@ def tcp_info(sock):
     return {k: struct.unpack_from(t, raw, o)[0] for k, (o, t) in TCP_INFO.items() if o + 8 <= len(raw)}
 
 
-def _handle(conn, peer, log_path, port):
+def _handle(conn, peer, log_path, port, tls=None):
     buf = b""
+    if tls is not None:
+        try:
+            conn = tls.wrap_socket(conn, server_side=True)
+        except (ssl.SSLError, OSError):
+            conn.close()
+            return
     with conn:
         while True:
             while b"\n" not in buf:
@@ -82,7 +89,13 @@ def _handle(conn, peer, log_path, port):
             log.close()
 
 
-def serve(addr, port, log_path):
+def serve(addr, port, log_path, cert=None, key=None):
+    tls = None
+    if cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.minimum_version = ssl.TLSVersion.TLSv1_3
+        tls.set_alpn_protocols(["http/1.1"])
+        tls.load_cert_chain(cert, key)
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((addr, port))
@@ -90,14 +103,26 @@ def serve(addr, port, log_path):
     print("up", flush=True)
     while True:
         conn, peer = lsock.accept()
-        threading.Thread(target=_handle, args=(conn, peer, log_path, port), daemon=True).start()
+        threading.Thread(target=_handle, args=(conn, peer, log_path, port, tls), daemon=True).start()
 
 
 def client(addr, port, log_path, requests, connection, run=None, response_bytes=RESPONSE_BYTES,
-           processing_ms=PROCESSING_MS, prefix="r", warmup=0, upload_bytes=0):
+           processing_ms=PROCESSING_MS, prefix="r", warmup=0, upload_bytes=0, tls=False,
+           keylog=None):
     """`warmup` requests first, on the same connection and not logged (a
-    persistent connection measured warm: its window already open)."""
+    persistent connection measured warm: its window already open). With
+    `tls`, TLS 1.3 (ALPN http/1.1) over each connection, the secrets in
+    `keylog` (SSLKEYLOGFILE format) when given."""
     common = {"run": run} if run else {}
+    context = None
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the lab's self-signed server
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context.set_alpn_protocols(["http/1.1"])
+        if keylog:
+            context.keylog_filename = keylog
     sock = None
     for i in range(-warmup, requests):
         req = f"{prefix}{i}" if i >= 0 else f"warmup{-i}"
@@ -108,6 +133,9 @@ def client(addr, port, log_path, requests, connection, run=None, response_bytes=
             sock = socket.create_connection((addr, port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             log("connect_end", local_port=sock.getsockname()[1], remote_addr=addr, remote_port=port)
+            if context is not None:
+                sock = context.wrap_socket(sock)
+                log("tls_done", local_port=sock.getsockname()[1], version=sock.version())
         local_port = sock.getsockname()[1]
         sock.sendall(json.dumps({"request": req, "bytes": response_bytes, "run": run,
                                  "processing_ms": processing_ms,
@@ -143,12 +171,16 @@ def main(argv=None):
     p.add_argument("--prefix", default="r")
     p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--upload-bytes", type=int, default=0)
+    p.add_argument("--tls-cert", help="server: serve TLS 1.3 with this certificate")
+    p.add_argument("--tls-key")
+    p.add_argument("--tls", action="store_true", help="client: TLS 1.3")
+    p.add_argument("--keylog", help="client: write TLS secrets here (SSLKEYLOGFILE format)")
     a = p.parse_args(argv)
     if a.role == "server":
-        serve(a.addr, a.port, a.log)
+        serve(a.addr, a.port, a.log, a.tls_cert, a.tls_key)
     else:
         client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
-               a.processing_ms, a.prefix, a.warmup, a.upload_bytes)
+               a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls, a.keylog)
 
 
 if __name__ == "__main__":
