@@ -187,3 +187,37 @@ def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
                               GROUP BY r.request_key, r.duration_ns HAVING sum(a.ns) <> r.duration_ns)
         """).fetchall() == [(0,)]
     con.close()
+
+
+STREAMING_EXPERIMENT = """
+name = "buffers"
+workload = "streaming"
+trials = 1
+requests = 1
+chunks = 40
+[path]
+rtt_ms = 40
+loss_down = 0.05
+[factors]
+initial_buffer_ms = [20, 200]
+"""
+
+
+def test_the_streaming_workload_runs_as_an_experiment(tmp_path):
+    exp = tmp_path / "buffers.toml"
+    exp.write_text(STREAMING_EXPERIMENT)
+    db = str(tmp_path / "lab.duckdb")
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
+    assert r.exit_code == 0, r.output
+    from tracekit.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    rows = con.execute("""
+        SELECT s.run, s.chunks, s.initial_buffer_ns, s.silence_ns FROM playback_sessions s
+        ORDER BY s.initial_buffer_ns""").fetchall()
+    assert [(run, chunks, buf) for run, chunks, buf, _ in rows] == [
+        ("buffers-001", 40, 20_000_000), ("buffers-002", 40, 200_000_000)]
+    # the player's clock, the chunk timeline and the capture were all recorded
+    assert con.execute("SELECT count(*) FROM playback WHERE host_arrived_ns IS NULL").fetchall() == [(0,)]
+    assert rows[0][3] >= rows[1][3]  # a smaller buffer never starves less on the same path
+    con.close()

@@ -4,7 +4,9 @@ An experiment file names the workload, the path, the factors and their
 levels, trials and a seed:
 
     name = "tts-direct-vs-tunnel"
-    workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS)
+    workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS), or
+                                # streaming (tracekit.lab.streaming: requests = streams,
+                                # chunks and initial_buffer_ms settings)
     trials = 4                  # rounds; each round runs every combination once
     requests = 4                # requests per run
     seed = 1
@@ -57,7 +59,8 @@ from . import netns
 from .record import tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
-WORKLOADS = ("tts", "asr", "agent")
+WORKLOADS = ("tts", "asr", "agent", "streaming")
+STREAM_PORT = 9100
 PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
              "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
@@ -182,6 +185,8 @@ def run_one(spec, trial, order, combo, workdir):
     started = time.time()
     if protocol == "h3":
         return _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started)
+    if spec.get("workload") == "streaming":
+        return _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server = subprocess.Popen(path.server([
@@ -280,6 +285,63 @@ def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
     import glob
     manifest["files"]["qlogs"] = [os.path.relpath(q, out) for d in qlogs.values()
                                   for q in sorted(glob.glob(os.path.join(d, "*.qlog")))]
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+    return manifest
+
+
+def _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, started):
+    """One run of the streaming speech workload (tracekit.lab.streaming): one
+    stream per request, each on a new connection, direct or through the
+    tunnel; `chunks` (per stream) and `initial_buffer_ms` are settings (and
+    may be factors)."""
+    from .streaming import CHUNK_BYTES, CHUNK_MS, SAMPLE_RATE
+    from .tunnel import Tunnel, TunnelSettings
+
+    n = int(spec["requests"])
+    chunks = int(s.get("chunks", spec.get("chunks", 100)))
+    buffer_ms = float(s.get("initial_buffer_ms", 60))
+    tunnel_settings = TunnelSettings(target_port=STREAM_PORT) if s["path"] == "tunnel" else None
+    with EmulatedPath(pspec, out) as path:
+        _tune(path, s)
+        server = subprocess.Popen(path.server([
+            sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr", "0.0.0.0",
+            "--port", str(STREAM_PORT), "--log", files["server_log"], "--connections", str(n)]),
+            stdout=subprocess.PIPE, text=True)
+        try:
+            if server.stdout.readline().strip() != "up":
+                raise TracekitError("the streaming server did not start")
+
+            def streams(addr, port):
+                for i in range(n):
+                    subprocess.run(path.client([
+                        sys.executable, "-m", "tracekit.lab.streaming", "client", "--addr", addr,
+                        "--port", str(port), "--log", files["client_log"], "--chunks", str(chunks),
+                        "--initial-buffer-ms", str(buffer_ms), "--request", f"{run_id}-s{i}",
+                        "--run", run_id]), check=True, timeout=600)
+            if tunnel_settings:
+                with Tunnel(path, tunnel_settings) as tunnel:
+                    files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
+                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                            tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN), \
+                            tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
+                                    device="lo"):
+                        streams(tunnel.addr, tunnel.port)
+            else:
+                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
+                        tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN):
+                    streams(SERVER_ADDR, STREAM_PORT)
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(timeout=10)
+            server.stdout.close()
+    manifest = _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
+                         started, run_id,
+                         {"name": "streaming", "streams": n, "chunks": chunks,
+                          "chunk_ms": CHUNK_MS, "chunk_bytes": CHUNK_BYTES,
+                          "sample_rate": SAMPLE_RATE, "initial_buffer_ms": buffer_ms})
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     return manifest
