@@ -34,6 +34,19 @@ path = ["direct", "tunnel"]
 """
 
 
+def run_lab(tmp_path, text, name):
+    """Run an experiment file through the CLI; return the analysed store."""
+    from tracekit.analyze import analyze
+    exp = tmp_path / f"{name}.toml"
+    exp.write_text(text)
+    db = str(tmp_path / "lab.duckdb")
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
+    assert r.exit_code == 0, r.output
+    con = connect(db)
+    analyze(con)
+    return con
+
+
 def test_a_small_experiment_runs_records_and_ingests(tmp_path):
     exp = tmp_path / "tiny.toml"
     exp.write_text(EXPERIMENT)
@@ -106,14 +119,8 @@ quickack = [0, 1]
 
 
 def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp_path):
-    exp = tmp_path / "rate.toml"
-    exp.write_text(RATE_EXPERIMENT)
-    db = str(tmp_path / "lab.duckdb")
-    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
-    assert r.exit_code == 0, r.output
     from tracekit.analyze import analyze
-    con = connect(db)
-    analyze(con)
+    con = run_lab(tmp_path, RATE_EXPERIMENT, "rate")
     # the sender's kernel measured the configured bottleneck (tcpi_delivery_rate, B/s)
     for run in ("rate-001", "rate-002"):
         infos = [json.loads(x) for x in (tmp_path / "runs" / run / "server-events.jsonl")
@@ -159,14 +166,7 @@ protocol = ["tcp", "tls", "h3"]
 
 def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
     pytest.importorskip("aioquic")
-    exp = tmp_path / "proto.toml"
-    exp.write_text(PROTOCOL_EXPERIMENT)
-    db = str(tmp_path / "lab.duckdb")
-    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
-    assert r.exit_code == 0, r.output
-    from tracekit.analyze import analyze
-    con = connect(db)
-    analyze(con)
+    con = run_lab(tmp_path, PROTOCOL_EXPERIMENT, "proto")
     spans = {}
     for protocol, span, ns in con.execute("""
             SELECT q.labels['protocol'], a.span, median(a.ns) FROM attribution a
@@ -204,14 +204,7 @@ initial_buffer_ms = [20, 200]
 
 
 def test_the_streaming_workload_runs_as_an_experiment(tmp_path):
-    exp = tmp_path / "buffers.toml"
-    exp.write_text(STREAMING_EXPERIMENT)
-    db = str(tmp_path / "lab.duckdb")
-    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"), "--db", db])
-    assert r.exit_code == 0, r.output
-    from tracekit.analyze import analyze
-    con = connect(db)
-    analyze(con)
+    con = run_lab(tmp_path, STREAMING_EXPERIMENT, "buffers")
     rows = con.execute("""
         SELECT s.run, s.chunks, s.initial_buffer_ns, s.silence_ns FROM playback_sessions s
         ORDER BY s.initial_buffer_ns""").fetchall()
