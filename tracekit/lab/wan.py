@@ -60,9 +60,9 @@ class Direction:
     rate_mbps: float | None = None  # bottleneck rate (Mbit/s = 1e6 bit/s); None: unlimited
     queue_bytes: int = 256_000  # bottleneck queue (tail drop)
     # scripted loss: ((relative seq, times), ...) drops the first `times`
-    # transmissions of each TCP segment that starts at that relative sequence
-    # number (data starts at 1), in every connection; (relative seq, times,
-    # n) only in the n-th connection (from 0)
+    # transmissions of the TCP data that carries the byte at that relative
+    # sequence number (data starts at 1), in every connection; (relative
+    # seq, times, n) only in the n-th connection (from 0)
     drop_segments: tuple = ()
 
 
@@ -84,16 +84,19 @@ class ScriptedLoss:
 
     A rule is (relative seq, times) for every connection, or (relative seq,
     times, connection) for the connection-th one (from 0, in the order their
-    first SYN or SYN-ACK passed this way).
+    first SYN or SYN-ACK passed this way). It drops the first `times`
+    transmissions of data that carry the byte at that relative sequence
+    number, wherever the sender's segment boundaries fall (a window-limited
+    sender can shift them by sending a short segment).
     """
 
     def __init__(self, rules):
-        self.rules = {}
+        self.rules = []
         for rule in rules:
             seq, times, *which = rule
-            self.rules[(seq, which[0] if which else None)] = times
+            self.rules.append((seq, times, which[0] if which else None))
         self.isn = {}  # (src, sport, dst, dport) -> (initial sequence number, connection)
-        self.sent = {}  # (connection, relative seq) -> transmissions seen
+        self.sent = {}  # (connection, rule's relative seq) -> transmissions seen
 
     def drop(self, packet):
         if not self.rules or len(packet) < 40 or packet[0] >> 4 != 4 or packet[9] != 6:
@@ -109,13 +112,16 @@ class ScriptedLoss:
             return False
         isn, ordinal = self.isn[key]
         rel = (seq - isn) & 0xFFFFFFFF
-        times = self.rules.get((rel, ordinal), self.rules.get((rel, None)))
         total = struct.unpack(">H", packet[2:4])[0]
-        if times is None or total - ihl - (packet[ihl + 12] >> 4) * 4 <= 0:
+        length = total - ihl - (packet[ihl + 12] >> 4) * 4
+        if length <= 0:
             return False
-        seen = self.sent.get((key, rel), 0)
-        self.sent[(key, rel)] = seen + 1
-        return seen < times
+        for target, times, which in self.rules:
+            if (which is None or which == ordinal) and rel <= target < rel + length:
+                seen = self.sent.get((key, target), 0)
+                self.sent[(key, target)] = seen + 1
+                return seen < times
+        return False
 
 
 class Link:
