@@ -137,7 +137,7 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     rates = {r[0] for r in con.execute("SELECT DISTINCT rate_bps, rate_source FROM bounds").fetchall()}
     sources = {r[0] for r in con.execute("SELECT DISTINCT rate_source FROM bounds").fetchall()}
     assert sources == {"arrival_rate"}
-    assert all(x == pytest.approx(20e6, rel=0.05) for x in rates), rates
+    assert all(x == pytest.approx(20e6, rel=0.1) for x in rates), rates  # seen: within 5 %
     # quickack: the client acknowledges every segment; without it, every second one
     per_ack = dict(con.execute("""
         SELECT c.labels['quickack'], avg(g.acked_segments) FROM ack_gaps g
@@ -177,8 +177,8 @@ def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
     assert spans["tcp"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
     assert "connect_tls" not in spans["tcp"]
     assert spans["tls"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
-    assert 40e6 <= spans["tls"]["connect_tls"] < 60e6
-    assert 40e6 <= spans["h3"]["connect_quic"] < 80e6 and "connect_tcp" not in spans["h3"]
+    assert 40e6 <= spans["tls"]["connect_tls"] < 80e6  # seen 45-47 ms
+    assert 40e6 <= spans["h3"]["connect_quic"] < 120e6 and "connect_tcp" not in spans["h3"]  # seen 51-56
     # the qlogs of the h3 run came in beside its capture
     assert con.execute("SELECT count(*) FROM event_logs WHERE format = 'qlog'").fetchall()[0][0] >= 2
     # and the spans still add up

@@ -62,7 +62,8 @@ def test_every_datagram_qlog_sent_is_on_the_wire(run):
     logged, wire = datagrams(con, "quic_datagrams_sent", True)
     assert [n for _, n in logged] == [n for _, n in wire]
     lags = [w - q for (q, _), (w, _) in zip(logged, wire)]
-    assert 0 < min(lags) and max(lags) < 5e6  # qlog stamps before sendto, the tap after
+    # qlog stamps before sendto, the tap after: tens of us here, more on a loaded machine
+    assert 0 < min(lags) and max(lags) < 20e6
 
 
 def test_every_datagram_received_was_captured_first(run):
@@ -83,8 +84,8 @@ def test_handshake_times_agree_with_the_packet_view(run):
                min(ts_ns) FILTER (kind = 'quic_packet_received')
         FROM events WHERE log_id = 1 AND fields->'data'->'header'->>'packet_type' = 'initial'
         """).fetchall()
-    assert 0 < start - q_initial < 2e6
-    assert 0 < q_server_initial - server_hello < 5e6
+    assert 0 < start - q_initial < 10e6  # seen: 0.1 ms
+    assert 0 < q_server_initial - server_hello < 20e6  # the client's event loop reads it later
 
 
 def test_bytes_in_flight_were_seen_leaving(run):
