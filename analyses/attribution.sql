@@ -9,7 +9,8 @@
 --   setup      [start, a)  connect_tcp (SYN -> the client's ACK of the
 --              SYN-ACK), connect_tls (ClientHello -> client Finished),
 --              connect_quic (first Initial -> first 1-RTT), each as far as
---              it falls inside; the rest client_idle (the client had a
+--              it falls inside; connect_proxy (the SOCKS5 negotiation between
+--              the proxy_start and proxy_done events); the rest client_idle (the client had a
 --              connection and did not send: its own think time, proxy
 --              negotiation on another flow)
 --   upload     [a, b]      upload_transfer = min(S_u / B, b - a) (irreducible);
@@ -65,7 +66,7 @@ WITH r AS (
         b.rtt_ns, b.processing_ns, b.upload_ns, b.download_ns, q.vantage,
         q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
         q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0,
-        f.syn_ts_ns, f.ack_ts_ns, f.protocol = 'udp' AS quic
+        f.syn_ts_ns, f.ack_ts_ns, f.protocol = 'udp' AS quic, q.proxy_start_ns, q.proxy_done_ns
     FROM requests q JOIN bounds b USING (request_key)
     LEFT JOIN flows f USING (capture_id, flow_id)
 ),
@@ -91,9 +92,12 @@ setup AS (
         coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
                  FILTER (h.protocol = 'tls'), 0) AS tls_ns,
         coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
-                 FILTER (h.protocol = 'quic'), 0) AS quic_ns
+                 FILTER (h.protocol = 'quic'), 0) AS quic_ns,
+        CASE WHEN i.proxy_start_ns IS NULL OR i.proxy_done_ns IS NULL THEN 0
+             ELSE greatest(0, least(i.proxy_done_ns, i.a) - greatest(i.proxy_start_ns, i.start_ns))
+        END AS proxy_ns
     FROM inst i LEFT JOIN hs h USING (capture_id, flow_id)
-    GROUP BY i.request_key, i.ack_ts_ns, i.a, i.syn_ts_ns, i.start_ns
+    GROUP BY i.request_key, i.ack_ts_ns, i.a, i.syn_ts_ns, i.start_ns, i.proxy_start_ns, i.proxy_done_ns
 ),
 
 overlap AS (  -- stall time of each state inside the upload and download phases
@@ -152,7 +156,7 @@ pauses AS (  -- server data pauses the ACK clock does not explain (client vantag
 ),
 
 raw_numbers AS (
-    SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns,
+    SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns, st.proxy_ns,
         coalesce(x.up_loss, 0) AS up_loss, coalesce(x.window_time, 0) AS window_time0,
         coalesce(x.rwnd, 0) AS rwnd, coalesce(x.idle, 0) AS idle0, coalesce(x.down_loss, 0) AS down_loss,
         coalesce(pz.idle_ns, 0) AS pause_idle,
@@ -217,7 +221,8 @@ spans AS (
     SELECT request_key, 1 AS span_order, 'connect_tcp' AS span, 'setup' AS phase, tcp_ns AS ns, false AS irreducible, NULL AS detail FROM numbers
     UNION ALL SELECT request_key, 2, 'connect_tls', 'setup', tls_ns, false, NULL FROM numbers
     UNION ALL SELECT request_key, 3, 'connect_quic', 'setup', quic_ns, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 4, 'client_idle', 'setup', (a - start_ns) - tcp_ns - tls_ns - quic_ns, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 3, 'connect_proxy', 'setup', proxy_ns, false, NULL FROM numbers
+    UNION ALL SELECT request_key, 4, 'client_idle', 'setup', (a - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns, false, NULL FROM numbers
     UNION ALL SELECT request_key, 5, 'upload_transfer', 'upload', up_transfer, true, NULL FROM numbers
     UNION ALL SELECT request_key, 6, 'upload_loss_recovery', 'upload', least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
     UNION ALL SELECT request_key, 7, 'upload_waiting', 'upload', (b - a) - up_transfer - least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers

@@ -15,7 +15,8 @@
 --   counted for TCP only); `flows_matched` counts
 --   them (a client- and a server-side capture of one run give 2), and
 --   capture_id/flow_id name the one of the lowest capture id.
---   From flows (source = 'flows'), for TCP flows no event request links to:
+--   From flows (source = 'flows'), for TCP flows no event request links to,
+--   in captures of runs (the `run` label) whose logs give no requests:
 --   an exchange begins at a client data segment that follows server data
 --   (or is the flow's first data) and runs until the next such segment;
 --   server data before the first client data is not a request. On TLS
@@ -38,7 +39,9 @@
 -- Columns: request_key, source, log_id, request, run, capture_id, flow_id,
 --   flows_matched, exchange, protocol, connection, start_ns, request_first_byte_ns,
 --   request_last_byte_ns, response_first_byte_ns, response_last_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
---   packets_up, packets_down, labels (the log's --label factors, else the
+--   packets_up, packets_down, proxy_start_ns, proxy_done_ns (a SOCKS5
+--   negotiation's proxy_start/proxy_done events; the request's bytes start
+--   after it), labels (the log's --label factors, else the
 --   capture's), vantage (rtt_summary of the linked flow: client, server,
 --   between, unknown)
 WITH ev AS (
@@ -47,6 +50,8 @@ WITH ev AS (
         max(ts_ns) FILTER (kind = 'request_end') AS end_ns,
         min(ts_ns) FILTER (kind = 'first_byte') AS first_byte_ns,
         min(ts_ns) FILTER (kind = 'connect_start') AS connect_ns,
+        min(ts_ns) FILTER (kind = 'proxy_start') AS proxy_start_ns,
+        max(ts_ns) FILTER (kind = 'proxy_done') AS proxy_done_ns,
         any_value(local_port) FILTER (local_port IS NOT NULL) AS local_port,
         any_value(remote_port) FILTER (remote_port IS NOT NULL) AS remote_port,
         coalesce(any_value(TRY_CAST(fields->>'bytes_up' AS BIGINT)) FILTER (kind = 'request_end'),
@@ -88,6 +93,7 @@ linked_bytes AS (
      AND a.ts_ns BETWEEN e.start_ns AND e.end_ns AND a.payload_bytes > 0
     LEFT JOIN app_start h ON h.capture_id = l.capture_id AND h.flow_id = l.flow_id
     WHERE l.pick = 1 AND (h.first_data_c2s_ns IS NULL OR a.ts_ns >= h.first_data_c2s_ns)
+      AND (e.proxy_done_ns IS NULL OR a.ts_ns > e.proxy_done_ns)  -- not the SOCKS5 negotiation
     GROUP BY ALL
 ),
 
@@ -137,7 +143,8 @@ from_events AS (
         e.end_ns, e.end_ns - e.start_ns AS duration_ns,
         coalesce(e.bytes_up, b.up) AS bytes_up, coalesce(e.bytes_down, b.down) AS bytes_down,
         coalesce(b.packets_up, qb.packets_up) AS packets_up,
-        coalesce(b.packets_down, qb.packets_down) AS packets_down
+        coalesce(b.packets_down, qb.packets_down) AS packets_down,
+        e.proxy_start_ns, e.proxy_done_ns
     FROM ev e
     LEFT JOIN links l ON l.log_id = e.log_id AND l.request = e.request AND l.pick = 1
     LEFT JOIN linked_bytes b ON b.log_id = e.log_id AND b.request = e.request
@@ -156,6 +163,10 @@ data AS (
     LEFT JOIN tls_start t USING (capture_id, flow_id)
     WHERE a.payload_bytes > 0 AND (t.first_data_c2s_ns IS NULL OR a.ts_ns >= t.first_data_c2s_ns)
       AND NOT EXISTS (SELECT 1 FROM links l WHERE l.capture_id = a.capture_id AND l.flow_id = a.flow_id)
+      -- a run whose logs give its requests: its other flows are legs of those (a proxy's)
+      AND a.capture_id NOT IN (SELECT c.capture_id FROM captures c JOIN event_logs g
+                               ON c.labels['run'] = g.labels['run']
+                               WHERE g.log_id IN (SELECT log_id FROM ev))
     WINDOW w AS (PARTITION BY a.capture_id, a.flow_id ORDER BY a.frame)
 ),
 

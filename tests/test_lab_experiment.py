@@ -214,3 +214,32 @@ def test_the_streaming_workload_runs_as_an_experiment(tmp_path):
     assert con.execute("SELECT count(*) FROM playback WHERE host_arrived_ns IS NULL").fetchall() == [(0,)]
     assert rows[0][3] >= rows[1][3]  # a smaller buffer never starves less on the same path
     con.close()
+
+
+SOCKS_EXPERIMENT = """
+name = "socks"
+trials = 1
+requests = 2
+[path]
+rtt_ms = 40
+[fixed]
+connection = "fresh"
+path = "tunnel"
+[factors]
+socks = [0, 1]
+"""
+
+
+@pytest.mark.skipif(not shutil.which("microsocks"), reason="microsocks is not installed")
+def test_a_socks5_front_is_its_own_setup_span(tmp_path):
+    con = run_lab(tmp_path, SOCKS_EXPERIMENT, "socks")
+    rows = con.execute("""
+        SELECT q.labels['socks'], count(DISTINCT q.request_key),
+               coalesce(sum(a.ns) FILTER (a.span = 'connect_proxy'), 0)
+        FROM requests q JOIN attribution a USING (request_key) GROUP BY 1 ORDER BY 1""").fetchall()
+    # two requests per arm, from the client's events: the proxy's own leg to the
+    # tunnel is not a request of its own
+    assert [(level, n) for level, n, _ in rows] == [("0", 2), ("1", 2)]
+    without, with_proxy = rows
+    assert without[2] == 0 and with_proxy[2] > 0  # the SOCKS5 negotiation, charged as such
+    con.close()

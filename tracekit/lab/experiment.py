@@ -34,6 +34,8 @@ Known factors: path (direct, tunnel), connection (fresh, persistent),
 congestion (reno, cubic, bbr: the server's net.ipv4.tcp_congestion_control),
 loss_down, rtt_ms, rate_mbps (path settings), initcwnd (the server's route),
 slow_start_after_idle (both), rcvbuf (the client's tcp_rmem ceiling),
+socks (tunnel: reach it through a SOCKS5 proxy, microsocks, as Queqiao
+presents itself),
 quickack (the client's route: 1 = no delayed ACKs), warmup; any
 other factor is recorded as a label only. Each round runs every combination
 of levels once, in an order that reverses every other round (A B, B A, ...)
@@ -61,6 +63,7 @@ from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
 WORKLOADS = ("tts", "asr", "agent", "streaming")
 STREAM_PORT = 9100
+SOCKS_PORT = 1080
 PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
              "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
@@ -173,7 +176,9 @@ def run_one(spec, trial, order, combo, workdir):
         raise TracekitError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
     if protocol == "h3" and s["path"] == "tunnel":
         raise TracekitError("h3 (QUIC) does not go through the kcptun tunnel (TCP only)")
-    tunnel_settings = TunnelSettings(target_port=SERVER_PORT) if s["path"] == "tunnel" else None
+    tunnel_settings = (TunnelSettings(target_port=SERVER_PORT,
+                                      socks_port=SOCKS_PORT if s.get("socks") else 0)
+                       if s["path"] == "tunnel" else None)
     snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
     server_extra, client_extra = [], []
     if protocol == "tls":
@@ -214,8 +219,10 @@ def run_one(spec, trial, order, combo, workdir):
                             tcpdump(path.server, files["server_capture"], snaplen=snaplen), \
                             tcpdump(path.client, files["loopback_capture"], snaplen=snaplen,
                                     device="lo"):
-                        subprocess.run(path.client(client_cmd + ["--addr", tunnel.addr, "--port",
-                                                                 str(tunnel.port)]),
+                        via = (["--socks", f"{tunnel.addr}:{SOCKS_PORT}"]
+                               if tunnel_settings.socks_port else [])
+                        subprocess.run(path.client(client_cmd + via + ["--addr", tunnel.addr, "--port",
+                                                                       str(tunnel.port)]),
                                        check=True, timeout=600)
             else:
                 with tcpdump(path.client, files["client_capture"], snaplen=snaplen), \

@@ -106,9 +106,20 @@ def serve(addr, port, log_path, cert=None, key=None):
         threading.Thread(target=_handle, args=(conn, peer, log_path, port, tls), daemon=True).start()
 
 
+def socks5_connect(sock, addr, port):
+    """SOCKS5 (RFC 1928) CONNECT without authentication, IPv4 target."""
+    sock.sendall(b"\x05\x01\x00")
+    if _read_exact(sock, 2) != b"\x05\x00":
+        raise ConnectionError("the SOCKS5 proxy refused the no-authentication method")
+    sock.sendall(b"\x05\x01\x00\x01" + socket.inet_aton(addr) + struct.pack(">H", port))
+    reply = _read_exact(sock, 10)
+    if reply[1] != 0:
+        raise ConnectionError(f"the SOCKS5 proxy could not connect (reply {reply[1]})")
+
+
 def client(addr, port, log_path, requests, connection, run=None, response_bytes=RESPONSE_BYTES,
            processing_ms=PROCESSING_MS, prefix="r", warmup=0, upload_bytes=0, tls=False,
-           keylog=None):
+           keylog=None, socks=None):
     """`warmup` requests first, on the same connection and not logged (a
     persistent connection measured warm: its window already open). With
     `tls`, TLS 1.3 (ALPN http/1.1) over each connection, the secrets in
@@ -130,9 +141,20 @@ def client(addr, port, log_path, requests, connection, run=None, response_bytes=
         log("request_start", connection="fresh" if sock is None else "reused")
         if sock is None:
             log("connect_start")
-            sock = socket.create_connection((addr, port))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            log("connect_end", local_port=sock.getsockname()[1], remote_addr=addr, remote_port=port)
+            if socks:  # through a local SOCKS5 proxy, as Queqiao presents itself
+                shost, sport = socks.rsplit(":", 1)
+                sock = socket.create_connection((shost, int(sport)))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                log("connect_end", local_port=sock.getsockname()[1], remote_addr=shost,
+                    remote_port=int(sport))
+                log("proxy_start", local_port=sock.getsockname()[1])
+                socks5_connect(sock, addr, port)
+                log("proxy_done", local_port=sock.getsockname()[1])
+            else:
+                sock = socket.create_connection((addr, port))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                log("connect_end", local_port=sock.getsockname()[1], remote_addr=addr,
+                    remote_port=port)
             if context is not None:
                 sock = context.wrap_socket(sock)
                 log("tls_done", local_port=sock.getsockname()[1], version=sock.version())
@@ -175,12 +197,13 @@ def main(argv=None):
     p.add_argument("--tls-key")
     p.add_argument("--tls", action="store_true", help="client: TLS 1.3")
     p.add_argument("--keylog", help="client: write TLS secrets here (SSLKEYLOGFILE format)")
+    p.add_argument("--socks", metavar="HOST:PORT", help="client: connect through this SOCKS5 proxy")
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log, a.tls_cert, a.tls_key)
     else:
         client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
-               a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls, a.keylog)
+               a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls, a.keylog, a.socks)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ FEC (datashard + parityshard) repairs losses without a round trip.
         connect to (tunnel.addr, tunnel.port) from the client namespace
 
 Settings (all recorded in the run's manifest): mode (kcptun's profile,
-default fast3), datashard, parityshard, sndwnd, rcvwnd, and the target
-port of the server.
+default fast3), datashard, parityshard, sndwnd, rcvwnd, the target port of
+the server, and socks_port: when set, microsocks listens there on the
+client's loopback and the client reaches the tunnel through a SOCKS5
+CONNECT, as Queqiao presents itself to applications.
 """
 
 import shutil
@@ -35,6 +37,7 @@ class TunnelSettings:
     parityshard: int = 3
     sndwnd: int = 1024
     rcvwnd: int = 1024
+    socks_port: int = 0  # > 0: a SOCKS5 proxy (microsocks) in front, as Queqiao presents one
 
     def as_dict(self):
         return {"tool": "kcptun", **asdict(self)}
@@ -42,7 +45,7 @@ class TunnelSettings:
 
 class Tunnel:
     def __init__(self, path, settings=TunnelSettings(), log_dir=None):
-        for tool in ("kcptun-client", "kcptun-server"):
+        for tool in ("kcptun-client", "kcptun-server") + (("microsocks",) if settings.socks_port else ()):
             if not shutil.which(tool):
                 raise TracekitError(f"{tool} is not installed (apt-get install kcptun)")
         self.path = path
@@ -69,22 +72,29 @@ class Tunnel:
                 self.path.client(["kcptun-client", "-l", f"{LOCAL_ADDR}:{s.local_port}",
                                   "-r", f"{SERVER_ADDR}:{s.kcp_port}", *self._common()]),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            if s.socks_port:
+                self.procs.append(subprocess.Popen(
+                    self.path.client(["microsocks", "-i", LOCAL_ADDR, "-p", str(s.socks_port)]),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             self._wait_listening()
+            if s.socks_port:
+                self._wait_listening(s.socks_port)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _wait_listening(self):
+    def _wait_listening(self, port=None):
+        port = port or self.settings.local_port
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             out = subprocess.run(self.path.client(["ss", "-ltn"]), capture_output=True, text=True).stdout
-            if f"{LOCAL_ADDR}:{self.settings.local_port}" in out:
+            if f"{LOCAL_ADDR}:{port}" in out:
                 return
             if any(p.poll() is not None for p in self.procs):
                 break
             time.sleep(0.05)
-        raise TracekitError("kcptun did not start listening in the client namespace")
+        raise TracekitError(f"port {port} did not start listening in the client namespace")
 
     def __exit__(self, *exc):
         for p in self.procs:
