@@ -151,17 +151,13 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     con.close()
 
 
-PROTOCOL_EXPERIMENT = """
-name = "proto"
-trials = 1
-requests = 2
-[path]
-rtt_ms = 40
-[fixed]
-connection = "fresh"
-[factors]
-protocol = ["tcp", "tls", "h3"]
-"""
+def fresh_on_40ms(name, factor, fixed=""):
+    """A one-round experiment of two fresh requests per run on a 40 ms path."""
+    return (f'name = "{name}"\ntrials = 1\nrequests = 2\n[path]\nrtt_ms = 40\n'
+            f'[fixed]\nconnection = "fresh"\n{fixed}[factors]\n{factor}\n')
+
+
+PROTOCOL_EXPERIMENT = fresh_on_40ms("proto", 'protocol = ["tcp", "tls", "h3"]')
 
 
 def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
@@ -216,18 +212,7 @@ def test_the_streaming_workload_runs_as_an_experiment(tmp_path):
     con.close()
 
 
-SOCKS_EXPERIMENT = """
-name = "socks"
-trials = 1
-requests = 2
-[path]
-rtt_ms = 40
-[fixed]
-connection = "fresh"
-path = "tunnel"
-[factors]
-socks = [0, 1]
-"""
+SOCKS_EXPERIMENT = fresh_on_40ms("socks", "socks = [0, 1]", 'path = "tunnel"\n')
 
 
 @pytest.mark.skipif(not shutil.which("microsocks"), reason="microsocks is not installed")
