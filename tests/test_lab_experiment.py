@@ -157,11 +157,12 @@ def fresh_on_40ms(name, factor, fixed=""):
             f'[fixed]\nconnection = "fresh"\n{fixed}[factors]\n{factor}\n')
 
 
-PROTOCOL_EXPERIMENT = fresh_on_40ms("proto", 'protocol = ["tcp", "tls", "h3"]')
+PROTOCOL_EXPERIMENT = fresh_on_40ms("proto", 'protocol = ["tcp", "tls", "h2", "h3"]')
 
 
 def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
     pytest.importorskip("aioquic")
+    pytest.importorskip("h2")
     con = run_lab(tmp_path, PROTOCOL_EXPERIMENT, "proto")
     spans = {}
     for protocol, span, ns in con.execute("""
@@ -175,6 +176,9 @@ def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
     assert spans["tls"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
     assert 40e6 <= spans["tls"]["connect_tls"] < 80e6  # seen 45-47 ms
     assert 40e6 <= spans["h3"]["connect_quic"] < 120e6 and "connect_tcp" not in spans["h3"]  # seen 51-56
+    assert 40e6 <= spans["h2"]["connect_tls"] < 80e6
+    alpn = {r[0] for r in con.execute("SELECT alpn FROM handshakes WHERE protocol = 'tls'").fetchall()}
+    assert alpn == {"http/1.1", "h2"}
     # the qlogs of the h3 run came in beside its capture
     assert con.execute("SELECT count(*) FROM event_logs WHERE format = 'qlog'").fetchall()[0][0] >= 2
     # and the spans still add up

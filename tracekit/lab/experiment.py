@@ -68,7 +68,7 @@ PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitt
              "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
 SNAPLEN = 96  # IP + TCP with options (+ Ethernet on loopback): headers only
-PROTOCOLS = ("tcp", "tls", "h3")
+PROTOCOLS = ("tcp", "tls", "h2", "h3")
 H3_PORT = 4433
 
 
@@ -181,12 +181,12 @@ def run_one(spec, trial, order, combo, workdir):
                        if s["path"] == "tunnel" else None)
     snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
     server_extra, client_extra = [], []
-    if protocol == "tls":
+    if protocol in ("tls", "h2"):
         from .h3 import _certificate
         cert, key = _certificate(out)
         files["keylog"] = os.path.join(out, "keys.log")
         server_extra = ["--tls-cert", cert, "--tls-key", key]
-        client_extra = ["--tls", "--keylog", files["keylog"]]
+        client_extra = ["--tls" if protocol == "tls" else "--h2", "--keylog", files["keylog"]]
     started = time.time()
     if protocol == "h3":
         return _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started)

@@ -53,6 +53,11 @@ def _handle(conn, peer, log_path, port, tls=None):
         except (ssl.SSLError, OSError):
             conn.close()
             return
+        if conn.selected_alpn_protocol() == "h2":
+            from .h2 import serve_connection
+            with conn:
+                serve_connection(conn, log_path, port, peer)
+            return
     with conn:
         while True:
             while b"\n" not in buf:
@@ -94,7 +99,7 @@ def serve(addr, port, log_path, cert=None, key=None):
     if cert:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.minimum_version = ssl.TLSVersion.TLSv1_3
-        tls.set_alpn_protocols(["http/1.1"])
+        tls.set_alpn_protocols(["h2", "http/1.1"])
         tls.load_cert_chain(cert, key)
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -119,7 +124,7 @@ def socks5_connect(sock, addr, port):
 
 def client(addr, port, log_path, requests, connection, run=None, response_bytes=RESPONSE_BYTES,
            processing_ms=PROCESSING_MS, prefix="r", warmup=0, upload_bytes=0, tls=False,
-           keylog=None, socks=None):
+           keylog=None, socks=None, http2=False):
     """`warmup` requests first, on the same connection and not logged (a
     persistent connection measured warm: its window already open). With
     `tls`, TLS 1.3 (ALPN http/1.1) over each connection, the secrets in
@@ -131,7 +136,7 @@ def client(addr, port, log_path, requests, connection, run=None, response_bytes=
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # the lab's self-signed server
         context.minimum_version = ssl.TLSVersion.TLSv1_3
-        context.set_alpn_protocols(["http/1.1"])
+        context.set_alpn_protocols(["h2"] if http2 else ["http/1.1"])
         if keylog:
             context.keylog_filename = keylog
     sock = None
@@ -157,8 +162,23 @@ def client(addr, port, log_path, requests, connection, run=None, response_bytes=
                     remote_port=port)
             if context is not None:
                 sock = context.wrap_socket(sock)
-                log("tls_done", local_port=sock.getsockname()[1], version=sock.version())
+                log("tls_done", local_port=sock.getsockname()[1], version=sock.version(),
+                    alpn=sock.selected_alpn_protocol())
+                if http2:
+                    from .h2 import Client
+                    session = Client(sock, addr)
         local_port = sock.getsockname()[1]
+        if http2:  # one HTTP/2 stream per request
+            n = session.get({"request": req, "bytes": response_bytes, "run": run,
+                             "processing_ms": processing_ms},
+                            lambda: log("first_byte", local_port=local_port))
+            log("request_end", local_port=local_port, remote_addr=addr, remote_port=port,
+                bytes_down=n)
+            log.close()
+            if connection == "fresh":
+                sock.close()
+                sock = None
+            continue
         sock.sendall(json.dumps({"request": req, "bytes": response_bytes, "run": run,
                                  "processing_ms": processing_ms,
                                  "upload": upload_bytes}).encode() + b"\n" + b"u" * upload_bytes)
@@ -198,12 +218,14 @@ def main(argv=None):
     p.add_argument("--tls", action="store_true", help="client: TLS 1.3")
     p.add_argument("--keylog", help="client: write TLS secrets here (SSLKEYLOGFILE format)")
     p.add_argument("--socks", metavar="HOST:PORT", help="client: connect through this SOCKS5 proxy")
+    p.add_argument("--h2", action="store_true", help="client: HTTP/2 over TLS (implies --tls)")
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log, a.tls_cert, a.tls_key)
     else:
         client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
-               a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls, a.keylog, a.socks)
+               a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls or a.h2, a.keylog,
+               a.socks, a.h2)
 
 
 if __name__ == "__main__":
