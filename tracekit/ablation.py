@@ -58,16 +58,36 @@ class Comparison:
     rtt_spread_ns: float = float("nan")
     no_difference: bool = False
 
+    def label(self, by):
+        """"f1=v1, f2=v2" of this row's --by levels ("" without --by)."""
+        return ", ".join(f"{f}={v}" for f, v in zip(by, self.by))
+
+
+def _resampled_medians(values, rng, resamples):
+    v = np.asarray(values, dtype=float)
+    return np.median(v[rng.integers(0, len(v), (resamples, len(v)))], axis=1)
+
+
+def _percentile_interval(samples, level):
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
+
 
 def bootstrap_ratio_ci(a, b, resamples=RESAMPLES, seed=SEED, level=0.95):
     """Percentile bootstrap CI of median(a) / median(b), arms resampled independently."""
     rng = np.random.default_rng(seed)
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    ma = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    mb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    ratios = ma / mb
-    tail = (1 - level) / 2 * 100
-    return float(np.percentile(ratios, tail)), float(np.percentile(ratios, 100 - tail))
+    ma = _resampled_medians(a, rng, resamples)
+    mb = _resampled_medians(b, rng, resamples)
+    return _percentile_interval(ma / mb, level)
+
+
+def bootstrap_median_ci(values, resamples=RESAMPLES, seed=SEED, level=0.95):
+    """Percentile bootstrap CI of one arm's median (the median itself for one value)."""
+    if len(values) < 2:
+        m = float(np.median(values))
+        return m, m
+    return _percentile_interval(
+        _resampled_medians(values, np.random.default_rng(seed), resamples), level)
 
 
 def compare_arms(a, b, by=(), rtt_spread_ns=float("nan")):

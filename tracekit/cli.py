@@ -127,8 +127,7 @@ INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "q
 
 def _split_inputs(files, input_format):
     """(capture paths, log paths) by magic number, or all one kind by --format."""
-    from .capture.pcap import sniff_pcap
-    from .capture.pcapng import sniff_pcapng
+    from .capture.formats import is_capture_file
 
     if input_format in ("pcap", "pcapng"):
         return list(files), []
@@ -137,11 +136,10 @@ def _split_inputs(files, input_format):
     captures, logs = [], []
     for path in files:
         try:
-            with open(path, "rb") as f:
-                head = f.read(4)
+            capture = is_capture_file(path)
         except OSError as e:
             raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
-        (captures if sniff_pcap(head) or sniff_pcapng(head) else logs).append(path)
+        (captures if capture else logs).append(path)
     return captures, logs
 
 
@@ -629,7 +627,7 @@ def ablation(compare, by, levels, top_spans, where, db, fmt):
     emit(*ablation_rows(results, by, top_spans), fmt)
     for c in results:
         if c.no_difference:
-            where = ", ".join(f"{f}={v}" for f, v in zip(by, c.by)) or "all requests"
+            where = c.label(by) or "all requests"
             click.echo(f"tracekit: warning: {where}: the medians differ by less than the RTT "
                        f"spread of these runs ({c.rtt_spread_ns / 1e6:.1f} ms): no difference",
                        err=True)

@@ -24,6 +24,14 @@ def describe_magic(head):
     return f"its first bytes are {shown} ({text!r})"
 
 
+def is_capture_file(path):
+    """True when the file starts with a pcap or pcapng magic number (OSError if
+    it cannot be read): how ingest tells captures from event logs."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return bool(sniff_pcap(head) or sniff_pcapng(head))
+
+
 def open_capture(path, fileobj, chunk_bytes=DEFAULT_CHUNK_BYTES,
                  batch_packets=DEFAULT_BATCH_PACKETS):
     """Return a reader for an open binary file, chosen by its magic number."""

@@ -4,6 +4,7 @@ waterfall, and each arm's median spans stacked."""
 
 import numpy as np
 
+from ..ablation import bootstrap_median_ci
 from ..errors import TracekitError
 from .charts import _alt
 
@@ -17,26 +18,17 @@ SPAN_COLORS = {
 }
 
 
-def _median_ci(values, resamples=2000, seed=1):
-    rng = np.random.default_rng(seed)
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return float(np.median(v)), float(np.median(v))
-    meds = np.median(v[rng.integers(0, len(v), (resamples, len(v)))], axis=1)
-    return float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
-
-
 def ablation_bars(results, by):
     """Each arm's median (ms) with a bootstrap 95% interval, grouped by the --by levels."""
     alt = _alt()
     import pandas as pd
     rows = []
     for c in results:
-        group = ", ".join(f"{f}={v}" for f, v in zip(by, c.by)) or "all"
+        group = c.label(by) or "all"
         for a in c.arms:
             if not a.n:
                 continue
-            lo, hi = _median_ci(a.durations)
+            lo, hi = bootstrap_median_ci(a.durations)
             rows.append({"group": group, "arm": a.level, "median_ms": a.median / 1e6,
                          "lo_ms": lo / 1e6, "hi_ms": hi / 1e6, "n": a.n})
     if not rows:
@@ -83,7 +75,7 @@ def attribution_stacked(results, by):
     import pandas as pd
     rows = []
     for c in results:
-        group = ", ".join(f"{f}={v}" for f, v in zip(by, c.by)) or "all"
+        group = c.label(by) or "all"
         for a in c.arms:
             names = sorted({k for s in a.spans for k in s})
             for name in names:

@@ -20,8 +20,7 @@ from ..errors import TracekitError
 
 def read_manifest(path):
     """[(capture paths, log paths, labels)] from a manifest file."""
-    from ..capture.pcap import sniff_pcap
-    from ..capture.pcapng import sniff_pcapng
+    from ..capture.formats import is_capture_file
     from ..lab.experiment import run_inputs
 
     try:
@@ -45,11 +44,10 @@ def read_manifest(path):
         for name in run["files"]:
             full = os.path.join(base, name)
             try:
-                with open(full, "rb") as f:
-                    head = f.read(4)
+                capture = is_capture_file(full)
             except OSError as e:
                 raise TracekitError(f"{path}: run {i}: {full}: cannot read: {e.strerror}") from None
-            (captures if sniff_pcap(head) or sniff_pcapng(head) else logs).append(full)
+            (captures if capture else logs).append(full)
         out.append((captures, logs, labels))
     return out
 
