@@ -6,19 +6,16 @@ configured RTT plus that lateness; the forwarder's drop log says which
 segments were lost, and each must reach the receiver later all the same.
 """
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tracekit.lab import netns
-from tracekit.lab.record import tcpdump
+from tracekit.lab.record import running, tcpdump
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 from tracekit.store.db import connect
 from tracekit.store.ingest import load_captures
@@ -79,19 +76,9 @@ for _ in range(int(sys.argv[1])):
 """
 
 
-@contextlib.contextmanager
 def serving(path, script, *args):
     """A server script in the server namespace, up (it prints "up") for the block."""
-    server = subprocess.Popen(path.server([sys.executable, "-c", script, *map(str, args)]),
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout.readline().strip() == "up"
-        yield server
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        server.stdout.close()
+    return running(path.server, [sys.executable, "-c", script, *map(str, args)], "test server")
 
 
 def run_transfers(path, workdir, connections, response_bytes):

@@ -47,6 +47,7 @@ manifest.json with every setting. Then everything is ingested with the
 factor levels, `run`, `trial` and `order` as labels.
 """
 
+import contextlib
 import itertools
 import json
 import os
@@ -58,7 +59,7 @@ from dataclasses import asdict
 
 from ..errors import TracekitError
 from . import netns
-from .record import tcpdump
+from .record import running, tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
 WORKLOADS = ("tts", "asr", "agent", "streaming")
@@ -194,13 +195,9 @@ def run_one(spec, trial, order, combo, workdir):
         return _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
-        server = subprocess.Popen(path.server([
-            sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
-            "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]),
-            stdout=subprocess.PIPE, text=True)
-        try:
-            if server.stdout.readline().strip() != "up":
-                raise TracekitError("the TTS server did not start")
+        server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
+                      "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]
+        with running(path.server, server_cmd, "TTS server"):
             up, down = SHAPES[spec.get("workload", "tts")]
             client_cmd = [sys.executable, "-m", "tracekit.lab.tts", "client",
                           "--log", files["client_log"], "--requests", str(spec["requests"]),
@@ -214,27 +211,18 @@ def run_one(spec, trial, order, combo, workdir):
                         sys.executable, "-m", "tracekit.lab.tts", "client", "--addr", tunnel.addr,
                         "--port", str(tunnel.port), "--log", os.devnull, "--requests", "1",
                         "--bytes", "1000", "--prefix", "warmup"]), check=True, timeout=60)
-                    files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
-                    with tcpdump(path.client, files["client_capture"], snaplen=snaplen), \
-                            tcpdump(path.server, files["server_capture"], snaplen=snaplen), \
-                            tcpdump(path.client, files["loopback_capture"], snaplen=snaplen,
-                                    device="lo"):
+                    with _recording(path, files, out, snaplen, tunnel=True):
                         via = (["--socks", f"{tunnel.addr}:{SOCKS_PORT}"]
                                if tunnel_settings.socks_port else [])
                         subprocess.run(path.client(client_cmd + via + ["--addr", tunnel.addr, "--port",
                                                                        str(tunnel.port)]),
                                        check=True, timeout=600)
             else:
-                with tcpdump(path.client, files["client_capture"], snaplen=snaplen), \
-                        tcpdump(path.server, files["server_capture"], snaplen=snaplen):
+                with _recording(path, files, out, snaplen):
                     subprocess.run(path.client(client_cmd + ["--addr", SERVER_ADDR, "--port",
                                                              str(SERVER_PORT)]),
                                    check=True, timeout=600)
             time.sleep(0.3)  # the server's last tcp_info
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-            server.stdout.close()
     manifest = _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
                          started, run_id,
                          {"name": spec.get("workload", "tts"), "protocol": protocol,
@@ -258,19 +246,15 @@ def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
     files.pop("server_log", None)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
-        server = subprocess.Popen(path.server([
-            sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", "0.0.0.0",
-            "--port", str(H3_PORT), "--qlog-dir", qlogs["server"],
-            "--processing-ms", str(PROCESSING_MS)]), stdout=subprocess.PIPE, text=True)
-        try:
-            if server.stdout.readline().strip() != "up":
-                raise TracekitError("the HTTP/3 server did not start")
+        server_cmd = [sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", "0.0.0.0",
+                      "--port", str(H3_PORT), "--qlog-dir", qlogs["server"],
+                      "--processing-ms", str(PROCESSING_MS)]
+        with running(path.server, server_cmd, "HTTP/3 server"):
             base = [sys.executable, "-m", "tracekit.lab.h3", "client", "--addr", SERVER_ADDR,
                     "--port", str(H3_PORT), "--qlog-dir", qlogs["client"], "--bytes", str(down),
                     "--run", run_id]
             n = int(spec["requests"])  # (no warmup: an h3 run is measured from its first request)
-            with tcpdump(path.client, files["client_capture"], snaplen=1600), \
-                    tcpdump(path.server, files["server_capture"], snaplen=1600):
+            with _recording(path, files, out, 1600):
                 if s["connection"] == "fresh":
                     for i in range(n):
                         subprocess.run(path.client(base + [
@@ -281,10 +265,6 @@ def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
                         "--events", files["client_log"], "--keylog", os.path.join(out, "keys.log"),
                         "--requests", str(n)]), check=True, timeout=300)
             time.sleep(1.0)  # the server writes its qlog when a connection has drained
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-            server.stdout.close()
     manifest = _manifest(spec, s, trial, order, combo, pspec, None, files, path, started, run_id,
                          {"name": "tts", "protocol": "h3", "upload_bytes": 0,
                           "response_bytes": down, "processing_ms": PROCESSING_MS,
@@ -311,13 +291,10 @@ def _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, star
     tunnel_settings = TunnelSettings(target_port=STREAM_PORT) if s["path"] == "tunnel" else None
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
-        server = subprocess.Popen(path.server([
-            sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr", "0.0.0.0",
-            "--port", str(STREAM_PORT), "--log", files["server_log"], "--connections", str(n)]),
-            stdout=subprocess.PIPE, text=True)
-        try:
-            if server.stdout.readline().strip() != "up":
-                raise TracekitError("the streaming server did not start")
+        server_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr", "0.0.0.0",
+                      "--port", str(STREAM_PORT), "--log", files["server_log"],
+                      "--connections", str(n)]
+        with running(path.server, server_cmd, "streaming server") as server:
 
             def streams(addr, port):
                 for i in range(n):
@@ -328,22 +305,12 @@ def _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, star
                         "--run", run_id]), check=True, timeout=600)
             if tunnel_settings:
                 with Tunnel(path, tunnel_settings) as tunnel:
-                    files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
-                    with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
-                            tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN), \
-                            tcpdump(path.client, files["loopback_capture"], snaplen=SNAPLEN,
-                                    device="lo"):
+                    with _recording(path, files, out, SNAPLEN, tunnel=True):
                         streams(tunnel.addr, tunnel.port)
             else:
-                with tcpdump(path.client, files["client_capture"], snaplen=SNAPLEN), \
-                        tcpdump(path.server, files["server_capture"], snaplen=SNAPLEN):
+                with _recording(path, files, out, SNAPLEN):
                     streams(SERVER_ADDR, STREAM_PORT)
             server.wait(timeout=30)
-        finally:
-            if server.poll() is None:
-                server.terminate()
-                server.wait(timeout=10)
-            server.stdout.close()
     manifest = _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
                          started, run_id,
                          {"name": "streaming", "streams": n, "chunks": chunks,
@@ -352,6 +319,20 @@ def _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, star
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     return manifest
+
+
+@contextlib.contextmanager
+def _recording(path, files, out, snaplen, tunnel=False):
+    """Client- and server-side captures for the block; through a tunnel also the
+    client's loopback, where the application's connection is."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(tcpdump(path.client, files["client_capture"], snaplen=snaplen))
+        stack.enter_context(tcpdump(path.server, files["server_capture"], snaplen=snaplen))
+        if tunnel:
+            files["loopback_capture"] = os.path.join(out, "client-loopback.pcap")
+            stack.enter_context(tcpdump(path.client, files["loopback_capture"], snaplen=snaplen,
+                                        device="lo"))
+        yield
 
 
 def _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path, started, run_id,

@@ -148,20 +148,16 @@ def record(path, workdir, requests=2, size=100_000, port=4433):
     import glob
     import subprocess
 
-    from .record import tcpdump
+    from .record import running, tcpdump
     from .wan import SERVER_ADDR
 
     out = {"capture": os.path.join(workdir, "client.pcap"),
            "events": os.path.join(workdir, "client-events.jsonl"),
            "keylog": os.path.join(workdir, "keys.log")}
     qlogs = {side: os.path.join(workdir, f"{side}-qlog") for side in ("client", "server")}
-    server = subprocess.Popen(path.server([sys.executable, "-m", "tracekit.lab.h3", "server",
-                                           "--addr", SERVER_ADDR, "--port", str(port),
-                                           "--qlog-dir", qlogs["server"]]),
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        if server.stdout.readline().strip() != "up":
-            raise RuntimeError("the HTTP/3 server did not start")
+    server_cmd = [sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", SERVER_ADDR,
+                  "--port", str(port), "--qlog-dir", qlogs["server"]]
+    with running(path.server, server_cmd, "HTTP/3 server"):
         with tcpdump(path.client, out["capture"], snaplen=None):
             subprocess.run(path.client([
                 sys.executable, "-m", "tracekit.lab.h3", "client", "--addr", SERVER_ADDR,
@@ -172,10 +168,6 @@ def record(path, workdir, requests=2, size=100_000, port=4433):
             deadline = time.monotonic() + 5
             while not glob.glob(os.path.join(qlogs["server"], "*.qlog")) and time.monotonic() < deadline:
                 time.sleep(0.05)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        server.stdout.close()
     for side, d in qlogs.items():
         out[f"{side}_qlog"] = sorted(glob.glob(os.path.join(d, "*.qlog")))
     return out

@@ -1,4 +1,5 @@
-"""Recording a lab run: tcpdump inside a namespace for the length of a block."""
+"""Recording a lab run: tcpdump inside a namespace for the length of a block,
+and the servers a run talks to, up for the length of a block."""
 
 import contextlib
 import re
@@ -43,3 +44,23 @@ def tcpdump(run_in, out, snaplen=128, device="tk0"):
     if dropped and int(dropped.group(1)):
         raise TracekitError(f"tcpdump on {device} lost {dropped.group(1)} packets "
                             f"(dropped by kernel): {out} is incomplete")
+
+
+@contextlib.contextmanager
+def running(run_in, cmd, what):
+    """A server in a namespace, up (it prints "up") for the block and stopped
+    after it (a server that ended by itself is left alone)."""
+    proc = subprocess.Popen(run_in(cmd), stdout=subprocess.PIPE, text=True)
+    try:
+        if proc.stdout.readline().strip() != "up":
+            raise TracekitError(f"the {what} did not start")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()

@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 
-from ..errors import TracekitError
 from .wan import SERVER_ADDR
 
 SAMPLE_RATE = 24_000
@@ -202,7 +201,7 @@ def record(path, workdir, streams, initial_buffer_ms=60.0, port=9100, run=None):
     pause = (chunk, ms) for the server's model, throttle = (chunk, ms) for
     the client's reader. Transport stalls come from the path's drop rules.
     """
-    from .record import tcpdump
+    from .record import running, tcpdump
 
     out = {"capture": os.path.join(workdir, "client.pcap"),
            "client_log": os.path.join(workdir, "client-events.jsonl"),
@@ -210,10 +209,7 @@ def record(path, workdir, streams, initial_buffer_ms=60.0, port=9100, run=None):
     server_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr",
                   SERVER_ADDR, "--port", str(port), "--log", out["server_log"],
                   "--connections", str(len(streams))]
-    server = subprocess.Popen(path.server(server_cmd), stdout=subprocess.PIPE, text=True)
-    try:
-        if server.stdout.readline().strip() != "up":
-            raise TracekitError("the streaming server did not start")
+    with running(path.server, server_cmd, "streaming server") as server:
         with tcpdump(path.client, out["capture"]):
             for s in streams:
                 cmd = [sys.executable, "-m", "tracekit.lab.streaming", "client", "--addr",
@@ -229,11 +225,6 @@ def record(path, workdir, streams, initial_buffer_ms=60.0, port=9100, run=None):
                             "--throttle-ms", str(s["throttle"][1])]
                 subprocess.run(path.client(cmd), check=True, timeout=120)
         server.wait(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        server.stdout.close()
     return out
 
 
