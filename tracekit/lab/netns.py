@@ -44,6 +44,18 @@ def delete(ns):
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def stop(proc, grace_s=10):
+    """End a process we started: SIGTERM, then SIGKILL if it is still there
+    after `grace_s` seconds. A process that already ended is left alone."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def leftovers():
     """Namespaces made by the lab that still exist (after a crash)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

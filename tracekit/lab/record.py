@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from ..errors import TracekitError
+from .netns import stop
 
 
 @contextlib.contextmanager
@@ -56,11 +57,5 @@ def running(run_in, cmd, what):
             raise TracekitError(f"the {what} did not start")
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         proc.stdout.close()

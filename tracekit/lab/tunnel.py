@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..errors import TracekitError
+from . import netns
 from .wan import SERVER_ADDR
 
 LOCAL_ADDR = "127.0.0.1"
@@ -98,12 +99,6 @@ class Tunnel:
 
     def __exit__(self, *exc):
         for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            netns.stop(p, grace_s=5)
         self.procs = []
         return False

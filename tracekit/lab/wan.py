@@ -347,13 +347,7 @@ class EmulatedPath:
 
     def __exit__(self, *exc):
         if self.forwarder is not None:
-            if self.forwarder.poll() is None:
-                self.forwarder.terminate()
-                try:
-                    self.forwarder.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.forwarder.kill()
-                    self.forwarder.wait()
+            netns.stop(self.forwarder)
             self.forwarder.stdout.close()
             if os.path.exists(self.stats_path):
                 with open(self.stats_path) as f:
