@@ -71,7 +71,8 @@ final AS (
         c.ws_duplicate_ack_num AS duplicate_ack_num,
         coalesce(len(c.tcp_sack_left), 0) AS sack_blocks,
         coalesce(list_sum(list_transform(list_zip(c.tcp_sack_left, c.tcp_sack_right),
-                 lambda b: (b[2] - b[1]) % 4294967296)), 0) AS sacked_bytes,
+                 lambda b: (b[2]::BIGINT - b[1]::BIGINT + 4294967296) % 4294967296)), 0)
+            AS sacked_bytes,  -- serial arithmetic: a block may straddle 2^32
         c.dsack,
         c.tcp_window_bytes AS window_bytes,
         c.ws_zero_window AS zero_window,

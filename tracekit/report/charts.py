@@ -53,8 +53,11 @@ def time_sequence(con, capture_id, flow_id, direction="s2c"):
         ORDER BY t.frame""", [t0, capture_id, flow_id, data_from_client]).df()
     sacks = con.execute("""
         SELECT (t.ts_ns - ?) / 1e9 AS t,
-               (unnest(p.tcp_sack_left) - (p.tcp_ack - t.rel_ack)) % 4294967296 AS lo,
-               (unnest(p.tcp_sack_right) - (p.tcp_ack - t.rel_ack)) % 4294967296 AS hi
+               -- each edge: the relative number nearest the ACK's (RFC 1982)
+               t.rel_ack + (unnest(p.tcp_sack_left)::BIGINT - p.tcp_ack::BIGINT
+                            + 6442450944) % 4294967296 - 2147483648 AS lo,
+               t.rel_ack + (unnest(p.tcp_sack_right)::BIGINT - p.tcp_ack::BIGINT
+                            + 6442450944) % 4294967296 - 2147483648 AS hi
         FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
         WHERE t.capture_id = ? AND t.flow_id = ? AND t.from_client <> ?
           AND p.tcp_sack_left IS NOT NULL""", [t0, capture_id, flow_id, data_from_client]).df()

@@ -2,8 +2,9 @@
 
 Wireshark's verdicts (wireshark.py) are kept for comparison; these are the
 ones the analyses build on. One sequential pass per capture, per direction
-of each flow, with sequence numbers relative to the sender's ISN (flows are
-assumed to move less than 4 GiB each way).
+of each flow, with sequence numbers relative to the sender's ISN, counted in
+64 bits (wireshark.py unwraps them: a transfer may cross 2^32 any number of
+times).
 
 Segment class (`seg_class`), for packets that carry payload, SYN or FIN:
 

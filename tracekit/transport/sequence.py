@@ -20,6 +20,7 @@ DUPTHRESH = 3
 RTO_MIN_NS = 200_000_000  # Linux's TCP_RTO_MIN
 REORDER_WINDOW_NS = 3_000_000
 TH_ACK = 0x10
+M32 = 0xFFFFFFFF
 
 # TCP packets that carry a full header and belong to a flow, in capture order
 PACKETS_SQL = """
@@ -64,6 +65,19 @@ def read_tcp(con, capture_id):
     return out
 
 
+def relative_sack(p, w):
+    """SACK edges in the acknowledged side's relative (64-bit) sequence space:
+    each edge is the number nearest to the packet's relative ACK with the
+    edge's low 32 bits (RFC 1982), so blocks that straddle 2^32 stay whole."""
+    ack32 = p["tcp_ack"][:, None] & M32
+    rel_ack = w["rel_ack"][:, None]
+    out = []
+    for raw in (p["sack_l"], p["sack_r"]):
+        d = (raw - ack32) & M32
+        out.append(rel_ack + np.where(d >= 1 << 31, d - (1 << 32), d))
+    return out
+
+
 def wireshark_analysis(p):
     """Run the Wireshark state machine over read_tcp()'s columns; dict of outputs."""
     n = len(p["frame"])
@@ -86,10 +100,7 @@ def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
     relative numbers; dict of outputs."""
     n = len(p["frame"])
     nflows = int(p["flow_id"].max()) + 1 if n else 0
-    # SACK edges relative to the acknowledged side's ISN, as the ACK number is
-    peer_base = (p["tcp_ack"] - w["rel_ack"]) & 0xFFFFFFFF
-    sack_l = (p["sack_l"] - peer_base[:, None]) & 0xFFFFFFFF
-    sack_r = (p["sack_r"] - peer_base[:, None]) & 0xFFFFFFFF
+    sack_l, sack_r = relative_sack(p, w)
     out = {}
     for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack", "flight"):
         out[name] = np.zeros(n, np.int64)

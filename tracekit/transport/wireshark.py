@@ -46,6 +46,13 @@ rules, in Wireshark's order (seglen = TCP payload bytes):
   the bytes of the first three SACK blocks of the peer's latest packet, less
   one for a SYN or FIN.
 
+Every comparison of sequence numbers is serial-number arithmetic modulo
+2^32 (RFC 1982), as Wireshark's. The relative numbers it hands on
+(`rel_seq`, `rel_ack`) are Wireshark's tcp.seq / tcp.ack while a direction
+has sent less than 2 GiB; beyond that they keep counting in 64 bits where
+tshark wraps at 2^32, so tracekit's own analyses see one monotonic sequence
+space whatever the transfer's size.
+
 Checked against tshark 4.0.17 on every TCP packet of the shared captures
 (tests/test_tcp_analysis.py).
 """
@@ -88,8 +95,8 @@ TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
 # per-direction state columns (int64)
 (BASE, BASE_SET, NEXTSEQ, NEXTSEQ_FRAME, NEXTSEQ_TS, MAXSEQ_TO_ACK, LASTACK, LASTACK_TS,
  LASTNONDUP, DUPACKS, WINDOW, SCALE, VALID_BIF, LASTFLAGS, HEAD, COUNT, SACKED, LO, HI,
- ACKED_AT, DIRTY) = range(21)
-NSTATE = 21
+ ACKED_AT, DIRTY, REL_HI) = range(22)
+NSTATE = 22
 ACK_UNSEEN = -1  # Wireshark's dupacknum after an ACK of unseen data (unsigned: >= 2)
 
 
@@ -98,7 +105,16 @@ def gt_seq(a, b):
     return d != 0 and d < 0x80000000
 
 
-@kernel(helpers=(gt_seq,))
+def unwrap(rel32, ref):
+    """The 64-bit number nearest to `ref` whose low 32 bits are `rel32`
+    (RFC 1982 serial arithmetic: sequence space never jumps 2^31)."""
+    d = (rel32 - (ref & M32)) & M32
+    if d >= 0x80000000:
+        d -= 0x100000000
+    return ref + d
+
+
+@kernel(helpers=(gt_seq, unwrap))
 def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift, sack_n,
             sack_l, sack_r, nflows, ws_flags, bif, acks_frame, ack_rtt, dupack_num, dupack_frame, rto,
             rto_frame, rel_seq, rel_ack):
@@ -293,5 +309,14 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
             sacked += (sack_r[i, b] - sack_l[i, b]) & M32
         st[fw, SACKED] = sacked
         ws_flags[i] = out
-        rel_seq[i] = (s - st[fw, BASE]) & M32
-        rel_ack[i] = (a - st[rv, BASE]) & M32
+        # relative numbers counted on past 2^32 (tshark's tcp.seq wraps there):
+        # each direction's nearest to the highest byte seen of it so far
+        r = unwrap((s - st[fw, BASE]) & M32, st[fw, REL_HI])
+        rel_seq[i] = r
+        r += ln + (1 if f & (TH_SYN | TH_FIN) else 0)
+        if r > st[fw, REL_HI]:
+            st[fw, REL_HI] = r
+        r = unwrap((a - st[rv, BASE]) & M32, st[rv, REL_HI])
+        rel_ack[i] = r
+        if f & TH_ACK and r > st[rv, REL_HI]:  # data this capture never saw
+            st[rv, REL_HI] = r
