@@ -1,7 +1,9 @@
 -- ack_gaps: every ACK, how long after the previous one, what it acknowledged.
 --
--- Parameters: $capture_id.
--- Sources: tcp_analysis (acked_segments and ack_delay_ns come from its kernel),
+-- A view over every capture (nothing stored: tcp_analysis holds each ACK's
+-- gap and window-full count; the window and SACK option come from packets).
+-- Sources: tcp_analysis (gap, acked_segments, ack_delay_ns and the window-full
+-- count come from its kernel),
 -- packets (SACK blocks, window), rtt_summary (vantage).
 -- Definitions:
 --   an ACK         a packet with the ACK flag that acknowledges the other
@@ -27,37 +29,21 @@
 --   receiver_side, delayed, duplicate_ack, duplicate_ack_num, sack_blocks,
 --   sacked_bytes, dsack, window_bytes, zero_window, window_update,
 --   window_full_segments
-WITH t AS (
-    SELECT t.*, p.tcp_window_bytes, p.tcp_sack_left, p.tcp_sack_right, p.tcp_flags,
-        -- window-full segments sent so far by the client / by the server
-        sum(CASE WHEN t.ws_window_full AND t.from_client THEN 1 ELSE 0 END) OVER w AS full_c,
-        sum(CASE WHEN t.ws_window_full AND NOT t.from_client THEN 1 ELSE 0 END) OVER w AS full_s
+WITH acks AS (
+    SELECT t.*, p.tcp_window_bytes, p.tcp_sack_left, p.tcp_sack_right,
+        CASE WHEN t.from_client THEN 's2c' ELSE 'c2s' END AS direction
     FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
-    WHERE t.capture_id = $capture_id
-    WINDOW w AS (PARTITION BY t.flow_id ORDER BY t.frame)
-),
-
-acks AS (
-    SELECT *,
-        CASE WHEN from_client THEN 's2c' ELSE 'c2s' END AS direction,
-        NOT from_client AS data_from_client,
-        ts_ns - lag(ts_ns) OVER w AS gap_ns,
-        -- the other side's window-full segments since this side's previous ACK
-        CASE WHEN from_client THEN full_s ELSE full_c END
-            - coalesce(lag(CASE WHEN from_client THEN full_s ELSE full_c END) OVER w, 0)
-            AS window_full_segments
-    FROM t
-    WHERE tcp_flags & 16 = 16 AND tcp_flags & 2 = 0
-    WINDOW w AS (PARTITION BY flow_id, from_client ORDER BY frame)
+    WHERE p.tcp_flags & 16 = 16 AND p.tcp_flags & 2 = 0
 ),
 
 vantage AS (
-    SELECT flow_id, direction, vantage FROM rtt_summary WHERE capture_id = $capture_id
+    SELECT capture_id, flow_id, direction, vantage FROM rtt_summary
 ),
 
 final AS (
     SELECT
-        c.capture_id, c.flow_id, c.direction, c.frame, c.ts_ns, c.rel_ack, c.gap_ns,
+        c.capture_id, c.flow_id, c.direction, c.frame, c.ts_ns, c.rel_ack,
+        c.ack_gap_ns AS gap_ns,
         coalesce(c.acked_bytes, 0) AS acked_bytes,
         coalesce(c.acked_segments, 0) AS acked_segments,
         coalesce(c.acked_segments, 0) > 2 AS stretch,
@@ -77,9 +63,10 @@ final AS (
         c.tcp_window_bytes AS window_bytes,
         c.ws_zero_window AS zero_window,
         c.ws_window_update AS window_update,
-        c.window_full_segments
+        coalesce(c.window_full_segments, 0) AS window_full_segments
     FROM acks c
-    LEFT JOIN vantage v ON v.flow_id = c.flow_id AND v.direction = c.direction
+    LEFT JOIN vantage v ON v.capture_id = c.capture_id AND v.flow_id = c.flow_id
+     AND v.direction = c.direction
 )
 
-SELECT * FROM final ORDER BY flow_id, frame
+SELECT * FROM final ORDER BY capture_id, flow_id, frame

@@ -1,8 +1,9 @@
 -- attribution: each request's measured time split into labelled spans that add
 -- up to it exactly; the irreducible spans add up to its serial bound.
 --
--- Built over the whole store. Sources: requests, bounds, handshakes, stalls,
--- recovery_rounds.
+-- Built over the whole store. Sources: requests, bounds, handshakes,
+-- request_phases (the four instants and what the transport did in each phase:
+-- tracekit/transport/phases.py, from stalls and recovery_rounds).
 -- Definitions (the method). A request [start, end] (requests) is cut at four instants seen on
 -- its flow at the capture point: the first and last request byte (a, b) and
 -- the first and last response byte (c, d), clamped into order:
@@ -61,24 +62,16 @@
 -- sent and received; at the server they are shifted by the one-way delays
 -- and the request's measured time is about R shorter than the client's.
 -- Columns: request_key, span_order, span, phase, ns, irreducible, detail
-WITH r AS (
+WITH inst AS (
     SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
         b.rtt_ns, b.processing_ns, b.upload_ns, b.download_ns, q.vantage,
-        q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
-        q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0,
+        ph.a_ns AS a, ph.b_ns AS b, ph.c_ns AS c, ph.d_ns AS d,
         f.syn_ts_ns, f.ack_ts_ns, f.protocol = 'udp' AS quic, q.proxy_start_ns, q.proxy_done_ns
     FROM requests q JOIN bounds b USING (request_key)
-    LEFT JOIN flows f USING (capture_id, flow_id)
+    JOIN request_phases ph USING (request_key)
+    LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+    WHERE ph.a_ns IS NOT NULL
 ),
-
-cut AS (  -- the four instants, clamped into order inside [start, end]
-    SELECT *,
-        greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a
-    FROM r
-),
-cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
-cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2),
-inst AS (SELECT *, greatest(c, least(coalesce(d0, c), end_ns)) AS d FROM cut3),
 
 hs AS (
     SELECT capture_id, flow_id, protocol, start_ns AS hs_start, done_ns AS hs_end
@@ -100,71 +93,32 @@ setup AS (
     GROUP BY i.request_key, i.ack_ts_ns, i.a, i.syn_ts_ns, i.start_ns, i.proxy_start_ns, i.proxy_done_ns
 ),
 
-overlap AS (  -- stall time of each state inside the upload and download phases
-    SELECT i.request_key, s.direction, s.state, s.start_ns AS state_start,
-        CASE WHEN s.direction = 'c2s' THEN least(s.end_ns, i.b) - greatest(s.start_ns, i.a)
-             ELSE least(s.end_ns, i.d) - greatest(s.start_ns, i.c) END AS ns,
-        i.capture_id, i.flow_id
-    FROM inst i JOIN stalls s USING (capture_id, flow_id)
-    WHERE (s.direction = 'c2s' AND s.start_ns < i.b AND s.end_ns > i.a)
-       OR (s.direction = 's2c' AND s.start_ns < i.d AND s.end_ns > i.c)
-),
-
-states AS (
+states AS (  -- the limitation states' time inside the upload and download phases
     SELECT request_key,
-        coalesce(sum(ns) FILTER (direction = 'c2s' AND state IN ('loss_recovery', 'rto_wait')), 0) AS up_loss,
-        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('slow_start', 'congestion_limited')), 0) AS window_time,
-        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('receive_window_limited', 'zero_window')), 0) AS rwnd,
-        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('application_limited', 'pacing_idle')), 0) AS idle,
-        coalesce(sum(ns) FILTER (direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')), 0) AS down_loss
-    FROM overlap GROUP BY request_key
+        up_loss_recovery_ns + up_rto_wait_ns AS up_loss,
+        down_slow_start_ns + down_congestion_limited_ns AS window_time,
+        down_receive_window_limited_ns + down_zero_window_ns AS rwnd,
+        down_application_limited_ns + down_pacing_idle_ns AS idle,
+        down_loss_recovery_ns + down_rto_wait_ns AS down_loss,
+        unexplained_pause_ns AS pause_idle
+    FROM request_phases
 ),
 
 rounds AS (  -- each download loss stretch to the round it began in
-    SELECT o.request_key, rr.episode, rr.round, sum(o.ns) AS ns
-    FROM (SELECT * FROM overlap WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')) o
-    ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
-               WHERE direction = 's2c') rr
-      ON rr.capture_id = o.capture_id AND rr.flow_id = o.flow_id AND o.state_start >= rr.first_ts_ns
+    SELECT request_key, lr.episode, lr.round, sum(lr.ns) AS ns
+    FROM (SELECT request_key, unnest(loss_rounds) AS lr FROM request_phases)
     GROUP BY ALL
-),
-
-pauses AS (  -- server data pauses the ACK clock does not explain (client vantage)
-    SELECT i.request_key,
-        sum(CASE WHEN p.prev_bytes < p.full_bytes THEN p.ts_ns - p.prev_ns
-                 ELSE greatest(0, p.ts_ns - greatest(p.prev_ns, p.last_client_ns + i.rtt_ns + i.rtt_ns // 4))
-            END) AS idle_ns
-    FROM inst i
-    JOIN (SELECT capture_id, flow_id, ts_ns, from_client, payload_bytes,  -- packets: TCP and QUIC
-              lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_ns,
-              lag(payload_bytes) OVER (PARTITION BY capture_id, flow_id, from_client ORDER BY frame) AS prev_bytes,
-              -- full-sized: within 40 option bytes of the MSS the client announced
-              coalesce((SELECT f.client_mss - 40 FROM flows f WHERE f.capture_id = t.capture_id
-                        AND f.flow_id = t.flow_id),
-                       max(payload_bytes) OVER (PARTITION BY capture_id, flow_id, from_client)) AS full_bytes,
-              max(CASE WHEN from_client THEN ts_ns END) OVER (
-                  PARTITION BY capture_id, flow_id ORDER BY frame
-                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
-          FROM packets t
-          WHERE (payload_bytes > 0 OR from_client)
-            AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM inst
-                                          WHERE vantage = 'client' OR quic)
-         ) p USING (capture_id, flow_id)
-    WHERE (i.vantage = 'client' OR i.quic) AND NOT p.from_client AND p.payload_bytes > 0
-      AND p.prev_ns >= i.c AND p.ts_ns <= i.d
-    GROUP BY i.request_key
 ),
 
 raw_numbers AS (
     SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns, st.proxy_ns,
         coalesce(x.up_loss, 0) AS up_loss, coalesce(x.window_time, 0) AS window_time0,
         coalesce(x.rwnd, 0) AS rwnd, coalesce(x.idle, 0) AS idle0, coalesce(x.down_loss, 0) AS down_loss,
-        coalesce(pz.idle_ns, 0) AS pause_idle,
+        coalesce(x.pause_idle, 0) AS pause_idle,
         least(coalesce(i.upload_ns, 0), i.b - i.a) AS up_transfer,
         least(coalesce(i.download_ns, 0), i.d - i.c) AS down_transfer,
         CASE WHEN i.vantage = 'server' THEN 0 ELSE least(coalesce(i.rtt_ns, 0), i.c - i.b) END AS propagation
     FROM inst i JOIN setup st USING (request_key) LEFT JOIN states x USING (request_key)
-    LEFT JOIN pauses pz USING (request_key)
 ),
 
 numbers AS (

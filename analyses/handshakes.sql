@@ -1,6 +1,6 @@
 -- handshakes: every connection setup -- TCP, TLS over TCP, QUIC -- in one schema.
 --
--- Parameters: $capture_id.
+-- Parameters: $first, $last (the captures capture_id BETWEEN them).
 -- Sources: flows, packets, tls_messages, tls_decrypted, rtt_summary.
 -- Definitions: one row per flow and protocol layer. Times are capture
 -- timestamps, so the intervals are as seen from the capture point
@@ -44,19 +44,20 @@
 --   duration_ns,
 --   retries, version_negotiation, resumed, early_data, fast_open, round_trips,
 --   measured_round_trips
-WITH f AS (SELECT * FROM flows WHERE capture_id = $capture_id),
+WITH f AS (SELECT * FROM flows WHERE capture_id BETWEEN $first AND $last),
 
 path AS (
-    SELECT flow_id, any_value(path_rtt_ns) AS path_rtt_ns
-    FROM rtt_summary WHERE capture_id = $capture_id GROUP BY flow_id
+    SELECT capture_id, flow_id, any_value(path_rtt_ns) AS path_rtt_ns
+    FROM rtt_summary WHERE capture_id BETWEEN $first AND $last GROUP BY ALL
 ),
 
 tcp_data AS (
-    SELECT flow_id,
-        min(ts_ns) FILTER (from_client AND payload_bytes > 0) AS c2s_ns,
-        min(ts_ns) FILTER (NOT from_client AND payload_bytes > 0) AS s2c_ns
-    FROM packets WHERE capture_id = $capture_id AND protocol = 6
-    GROUP BY flow_id
+    SELECT capture_id, flow_id,
+        min(ts_ns) FILTER (from_client) AS c2s_ns,
+        min(ts_ns) FILTER (NOT from_client) AS s2c_ns
+    FROM packets WHERE capture_id BETWEEN $first AND $last AND protocol = 6
+      AND payload_bytes > 0
+    GROUP BY ALL
 ),
 
 tcp AS (
@@ -67,14 +68,14 @@ tcp AS (
             AS retries,
         NULL::BOOLEAN AS version_negotiation, NULL::BOOLEAN AS resumed,
         NULL::BOOLEAN AS early_data, f.fast_open, 1 AS round_trips
-    FROM f LEFT JOIN tcp_data d USING (flow_id)
+    FROM f LEFT JOIN tcp_data d USING (capture_id, flow_id)
     WHERE f.protocol = 'tcp' AND (f.syn_ts_ns IS NOT NULL OR f.synack_ts_ns IS NOT NULL)
 ),
 
-m AS (SELECT * FROM tls_messages WHERE capture_id = $capture_id),
+m AS (SELECT * FROM tls_messages WHERE capture_id BETWEEN $first AND $last),
 
 tls_hello AS (
-    SELECT flow_id,
+    SELECT capture_id, flow_id,
         min(ts_ns) FILTER (message = 'client_hello') AS ch_ns,
         max(ts_ns) FILTER (message = 'server_hello') AS sh_ns,
         count(*) FILTER (message = 'hello_retry_request') AS hrr,
@@ -84,23 +85,23 @@ tls_hello AS (
                  any_value(alpn) FILTER (message = 'client_hello')) AS alpn,
         bool_or(resumed) AS resumed,
         bool_or(early_data) AS early_data
-    FROM m GROUP BY flow_id
+    FROM m GROUP BY ALL
 ),
 
 dec AS (  -- decrypted with an SSLKEYLOGFILE (tracekit tls-keys): exact
-    SELECT flow_id,
+    SELECT capture_id, flow_id,
         min(ts_ns) FILTER (direction = 'c2s' AND message = 'finished') AS client_finished_ns,
         min(ts_ns) FILTER (direction = 'c2s' AND message = 'application_data') AS app_c2s_ns,
         min(ts_ns) FILTER (direction = 's2c' AND message = 'application_data') AS app_s2c_ns
-    FROM tls_decrypted WHERE capture_id = $capture_id GROUP BY flow_id
+    FROM tls_decrypted WHERE capture_id BETWEEN $first AND $last GROUP BY ALL
 ),
 
 tls_guess AS (
     SELECT h.*,
         CASE WHEN h.version = 'TLS 1.3'
-             THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = h.flow_id AND m.direction = 'c2s'
+             THEN (SELECT min(ts_ns) FROM m WHERE m.capture_id = h.capture_id AND m.flow_id = h.flow_id AND m.direction = 'c2s'
                    AND m.message = 'encrypted' AND m.ts_ns >= h.sh_ns)
-             ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = h.flow_id AND m.direction = 'c2s'
+             ELSE (SELECT min(ts_ns) FROM m WHERE m.capture_id = h.capture_id AND m.flow_id = h.flow_id AND m.direction = 'c2s'
                    AND m.message = 'encrypted_handshake') END AS guessed_done_ns
     FROM tls_hello h
 ),
@@ -108,26 +109,26 @@ tls_guess AS (
 tls_done AS (
     SELECT g.*, coalesce(d.client_finished_ns, g.guessed_done_ns) AS done_ns,
         d.client_finished_ns IS NOT NULL AS decrypted, d.app_c2s_ns, d.app_s2c_ns
-    FROM tls_guess g LEFT JOIN dec d USING (flow_id)
+    FROM tls_guess g LEFT JOIN dec d USING (capture_id, flow_id)
 ),
 
 tls AS (
-    SELECT $capture_id AS capture_id, d.flow_id, 'tls' AS protocol, d.version, d.sni, d.alpn,
+    SELECT d.capture_id, d.flow_id, 'tls' AS protocol, d.version, d.sni, d.alpn,
         d.ch_ns AS start_ns, d.sh_ns AS server_hello_ns, d.done_ns,
         CASE WHEN d.decrypted THEN d.app_c2s_ns
              WHEN d.version = 'TLS 1.3'
-             THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 'c2s'
+             THEN (SELECT min(ts_ns) FROM m WHERE m.capture_id = d.capture_id AND m.flow_id = d.flow_id AND m.direction = 'c2s'
                    AND m.message = 'encrypted' AND (m.ts_ns > d.done_ns OR m.ts_ns < d.sh_ns))
-             ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 'c2s'
+             ELSE (SELECT min(ts_ns) FROM m WHERE m.capture_id = d.capture_id AND m.flow_id = d.flow_id AND m.direction = 'c2s'
                    AND m.message = 'application_data') END AS first_data_c2s_ns,
         CASE WHEN d.decrypted THEN d.app_s2c_ns
              WHEN d.version = 'TLS 1.3'  -- after the client's first data: not a session ticket
-             THEN (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 's2c'
+             THEN (SELECT min(ts_ns) FROM m WHERE m.capture_id = d.capture_id AND m.flow_id = d.flow_id AND m.direction = 's2c'
                    AND m.message = 'encrypted' AND m.ts_ns > coalesce(
-                       (SELECT min(ts_ns) FROM m m2 WHERE m2.flow_id = d.flow_id
+                       (SELECT min(ts_ns) FROM m m2 WHERE m2.capture_id = d.capture_id AND m2.flow_id = d.flow_id
                         AND m2.direction = 'c2s' AND m2.message = 'encrypted'
                         AND m2.ts_ns > d.done_ns), d.done_ns))
-             ELSE (SELECT min(ts_ns) FROM m WHERE m.flow_id = d.flow_id AND m.direction = 's2c'
+             ELSE (SELECT min(ts_ns) FROM m WHERE m.capture_id = d.capture_id AND m.flow_id = d.flow_id AND m.direction = 's2c'
                    AND m.message = 'application_data') END AS first_data_s2c_ns,
         CASE WHEN d.decrypted THEN 'decrypted' ELSE 'records' END AS timing_source,
         d.hrr AS retries, NULL::BOOLEAN AS version_negotiation, d.resumed, d.early_data,
@@ -138,14 +139,14 @@ tls AS (
 ),
 
 q AS (
-    SELECT p.flow_id, p.from_client, p.ts_ns, p.quic_type, p.quic_version
-    FROM packets p JOIN f USING (flow_id)
-    WHERE p.capture_id = $capture_id AND p.protocol = 17 AND f.protocol = 'udp'
+    SELECT p.capture_id, p.flow_id, p.from_client, p.ts_ns, p.quic_type, p.quic_version
+    FROM packets p JOIN f USING (capture_id, flow_id)
+    WHERE p.capture_id BETWEEN $first AND $last AND p.protocol = 17 AND f.protocol = 'udp'
       AND p.payload_bytes > 0
 ),
 
 quic_flows AS (
-    SELECT flow_id,
+    SELECT capture_id, flow_id,
         min(ts_ns) FILTER (from_client AND quic_type = 'initial') AS ci_ns,
         min(ts_ns) FILTER (NOT from_client AND quic_type = 'initial') AS si_ns,
         count(*) FILTER (quic_type = 'retry') AS retries,
@@ -153,21 +154,21 @@ quic_flows AS (
         count(*) FILTER (quic_type = '0rtt') > 0 AS zero_rtt,
         any_value(quic_version) FILTER (quic_type = 'initial' AND NOT from_client) AS server_version,
         any_value(quic_version) FILTER (quic_type = 'initial') AS any_version
-    FROM q GROUP BY flow_id
+    FROM q GROUP BY ALL
     HAVING count(*) FILTER (quic_type = 'initial') > 0
 ),
 
 quic AS (
-    SELECT $capture_id AS capture_id, qf.flow_id, 'quic' AS protocol,
+    SELECT qf.capture_id, qf.flow_id, 'quic' AS protocol,
         CASE coalesce(qf.server_version, qf.any_version)
              WHEN 1 THEN 'QUIC v1' WHEN 1798521807 THEN 'QUIC v2'
              ELSE printf('QUIC 0x%08x', coalesce(qf.server_version, qf.any_version)) END AS version,
         NULL AS sni, NULL AS alpn, qf.ci_ns AS start_ns, qf.si_ns AS server_hello_ns,
-        (SELECT min(ts_ns) FROM q WHERE q.flow_id = qf.flow_id AND q.from_client
+        (SELECT min(ts_ns) FROM q WHERE q.capture_id = qf.capture_id AND q.flow_id = qf.flow_id AND q.from_client
          AND q.quic_type IS NULL AND q.ts_ns > qf.si_ns) AS done_ns,
-        (SELECT min(ts_ns) FROM q WHERE q.flow_id = qf.flow_id AND q.from_client
+        (SELECT min(ts_ns) FROM q WHERE q.capture_id = qf.capture_id AND q.flow_id = qf.flow_id AND q.from_client
          AND q.quic_type IS NULL AND q.ts_ns > qf.si_ns) AS first_data_c2s_ns,
-        (SELECT min(ts_ns) FROM q WHERE q.flow_id = qf.flow_id AND NOT q.from_client
+        (SELECT min(ts_ns) FROM q WHERE q.capture_id = qf.capture_id AND q.flow_id = qf.flow_id AND NOT q.from_client
          AND q.quic_type IS NULL) AS first_data_s2c_ns,
         qf.retries, qf.vn AS version_negotiation, NULL::BOOLEAN AS resumed,
         qf.zero_rtt AS early_data, NULL::BOOLEAN AS fast_open,
@@ -176,7 +177,7 @@ quic AS (
 ),
 
 quic_rtt AS (  -- for QUIC the first Initial exchange stands in for the path RTT
-    SELECT flow_id, min(si_ns) - min(ci_ns) AS path_rtt_ns FROM quic_flows GROUP BY flow_id
+    SELECT capture_id, flow_id, min(si_ns) - min(ci_ns) AS path_rtt_ns FROM quic_flows GROUP BY ALL
 ),
 
 all_layers AS (
@@ -193,8 +194,8 @@ final AS (
               / nullif(CASE WHEN a.protocol = 'quic' THEN qr.path_rtt_ns ELSE p.path_rtt_ns END, 0),
               2) AS measured_round_trips
     FROM all_layers a
-    LEFT JOIN path p USING (flow_id)
-    LEFT JOIN quic_rtt qr USING (flow_id)
+    LEFT JOIN path p USING (capture_id, flow_id)
+    LEFT JOIN quic_rtt qr USING (capture_id, flow_id)
 )
 
-SELECT * FROM final ORDER BY flow_id, start_ns, protocol
+SELECT * FROM final ORDER BY capture_id, flow_id, start_ns, protocol

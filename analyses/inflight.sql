@@ -1,6 +1,6 @@
 -- inflight: bytes in flight of each flow direction after every packet that changes it.
 --
--- Parameters: $capture_id.
+-- A view over every capture (nothing stored: a projection of tcp_analysis).
 -- Source: tcp_analysis.
 -- Definitions:
 --   inflight_bytes      SACK-aware: highest byte sent - cumulative ACK - bytes
@@ -18,7 +18,7 @@
 -- values are the sender's as seen from there (see rtt_summary.sql).
 -- Columns: capture_id, flow_id, direction, frame, ts_ns, event, inflight_bytes,
 --   wireshark_bytes, flight
-WITH t AS (SELECT * FROM tcp_analysis WHERE capture_id = $capture_id),
+WITH t AS (SELECT * FROM tcp_analysis),
 
 sends AS (
     SELECT capture_id, flow_id, CASE WHEN from_client THEN 'c2s' ELSE 's2c' END AS direction,
@@ -46,4 +46,4 @@ final AS (
     FROM series
 )
 
-SELECT * FROM final ORDER BY flow_id, direction, frame
+SELECT * FROM final ORDER BY capture_id, flow_id, direction, frame

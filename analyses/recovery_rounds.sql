@@ -1,6 +1,6 @@
 -- recovery_rounds: each round trip of loss recovery and what it cost.
 --
--- Parameters: $capture_id.
+-- Parameters: $first, $last (the captures capture_id BETWEEN them).
 -- Source: retransmissions (episode and round of every retransmission).
 -- Definitions: an episode is one loss recovery of a flow direction (see
 -- retransmissions.sql). Round k holds the retransmissions that sent their
@@ -20,7 +20,7 @@
 --   episode_start_ns, episode_end_ns, episode_ns (its duration)
 WITH r AS (
     SELECT * FROM retransmissions
-    WHERE capture_id = $capture_id AND kind = 'retransmission'
+    WHERE capture_id BETWEEN $first AND $last AND kind = 'retransmission'
 ),
 
 per_round AS (
@@ -43,11 +43,11 @@ final AS (
         capture_id, flow_id, direction, episode, round, segments, bytes,
         spurious_segments, triggers, first_ts_ns, last_ts_ns,
         coalesce(lead(first_ts_ns) OVER w, episode_end_ns) - first_ts_ns AS cost_ns,
-        max(round) OVER (PARTITION BY flow_id, direction, episode) AS episode_rounds,
+        max(round) OVER (PARTITION BY capture_id, flow_id, direction, episode) AS episode_rounds,
         episode_start_ns, episode_end_ns,
         episode_end_ns - episode_start_ns AS episode_ns
     FROM per_round
-    WINDOW w AS (PARTITION BY flow_id, direction, episode ORDER BY round)
+    WINDOW w AS (PARTITION BY capture_id, flow_id, direction, episode ORDER BY round)
 )
 
-SELECT * FROM final ORDER BY flow_id, direction, episode, round
+SELECT * FROM final ORDER BY capture_id, flow_id, direction, episode, round

@@ -1,6 +1,6 @@
 -- rtt_summary: per flow and direction, the RTT and where the capture was taken.
 --
--- Parameters: $capture_id.
+-- Parameters: $first, $last (the captures capture_id BETWEEN them).
 -- Source: rtt_samples.
 -- Definitions. Vantage point: an ACK-based RTT measured in a capture is the round trip
 -- between the capture point and the data's receiver. Each flow has two legs:
@@ -24,7 +24,7 @@
 --   client_leg_ns, server_leg_ns, path_rtt_ns (their sum)
 --   client_leg_fraction client_leg / path_rtt
 --   vantage             client | server | between | unknown
-WITH s AS (SELECT * FROM rtt_samples WHERE capture_id = $capture_id),
+WITH s AS (SELECT * FROM rtt_samples WHERE capture_id BETWEEN $first AND $last),
 
 per_dir AS (
     SELECT capture_id, flow_id, direction,
@@ -40,10 +40,10 @@ per_dir AS (
 ),
 
 legs AS (
-    SELECT flow_id,
+    SELECT capture_id, flow_id,
         any_value(coalesce(handshake_rtt_ns, min_rtt_ns)) FILTER (direction = 's2c') AS client_leg_ns,
         any_value(coalesce(handshake_rtt_ns, min_rtt_ns)) FILTER (direction = 'c2s') AS server_leg_ns
-    FROM per_dir GROUP BY flow_id
+    FROM per_dir GROUP BY ALL
 ),
 
 final AS (
@@ -55,7 +55,7 @@ final AS (
              WHEN l.client_leg_ns < 0.1 * (l.client_leg_ns + l.server_leg_ns) THEN 'client'
              WHEN l.server_leg_ns < 0.1 * (l.client_leg_ns + l.server_leg_ns) THEN 'server'
              ELSE 'between' END AS vantage
-    FROM per_dir d JOIN legs l USING (flow_id)
+    FROM per_dir d JOIN legs l USING (capture_id, flow_id)
 )
 
-SELECT * FROM final ORDER BY flow_id, direction
+SELECT * FROM final ORDER BY capture_id, flow_id, direction

@@ -110,9 +110,11 @@ def test_rows_of_a_crashed_ingest_are_removed_by_the_next(tmp_path, db):
     """A killed ingest leaves appended rows under an id listed in ingests_in_progress."""
     good = write(tmp_path, "good.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
     load_captures(db, [good])
-    db.execute("INSERT INTO packets (capture_id, frame, ts_ns, file_offset, captured_bytes, "
-               "wire_bytes, truncated) VALUES (2, 1, 0, 24, 60, 60, false)")
     db.execute("INSERT INTO ingests_in_progress VALUES (2, '/x.pcap', now())")
+    db.execute("INSERT INTO store.packets (capture_id, frame, ts_ns, file_offset, captured_bytes, "
+               "wire_bytes, truncated) VALUES (2, 1, 0, 24, 60, 60, false)")
+    # rows of an unfinished ingest are invisible to every query meanwhile
+    assert db.execute("SELECT count(*) FROM packets WHERE capture_id = 2").fetchall() == [(0,)]
     other = write(tmp_path, "other.pcap", pcap_bytes(frames(tcp(C, S, 3, 4, "S"))))
     load_captures(db, [other])
     assert db.execute("SELECT capture_id, count(*) FROM packets GROUP BY 1 ORDER BY 1").fetchall() \

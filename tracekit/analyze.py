@@ -1,15 +1,30 @@
 """`tracekit analyze`: build the derived tables, only what new captures need.
 
-Each analysis is a step: a kernel in tracekit/transport (code) or a SQL file
-in analyses/ whose final SELECT is run once per capture with $capture_id.
-Steps run in the order of `_steps()`, each after the tables it reads. The
-table `analysis_runs` records, per analysis and capture, the version (a hash
-of the code or SQL text) it was built with: a capture already built with the
-current version is skipped, and a changed version rebuilds that analysis for
-every capture. A version also covers the steps before it, so a change
-upstream rebuilds everything downstream. Each (analysis, capture) is
-written in one transaction, so an interrupted run leaves complete results
-behind and the next run resumes.
+Each analysis is a step, run in the order of `_steps()`, each after the
+tables it reads:
+
+- code steps (tracekit/transport): compiled kernels over one capture at a
+  time, streaming it in chunks of frames (memory bounded whatever its size);
+- SQL steps (analyses/<table>.sql): one query over a batch of consecutive
+  captures (`capture_id BETWEEN $first AND $last`), so a store of a
+  thousand small captures costs a few queries, not thousands;
+- views (analyses/<view>.sql): per-packet projections of `tcp_analysis`
+  (ACK gaps, bytes in flight, RTT samples) that cost more to store than to
+  compute when read; created once;
+- store steps: tables built from the whole store at once (events and every
+  capture: requests, bounds, attribution...).
+
+The table `analysis_runs` records, per analysis and capture, the version (a
+hash of the code or SQL text, chained over every step before it) it was
+built with: a capture already built with the current version is skipped,
+and a changed version rebuilds that analysis for every capture. Each
+(analysis, batch) is written in one transaction, so an interrupted run
+leaves complete results behind and the next run resumes.
+
+Failure isolation: a batch that fails is retried capture by capture; a
+capture an analysis cannot process is recorded in `analysis_runs` with the
+reason (`error`) and left out of the steps after it; every other capture is
+analysed and every view works for what was analysed.
 """
 
 import hashlib
@@ -17,22 +32,46 @@ import inspect
 import json
 import re
 import time
+from dataclasses import dataclass, field
+
+import duckdb
 
 from .errors import QueryError, TracekitError
+from .jit import PYTHON_COST, prefer_compiled
 from .runner import analysis_sql
-from .store.schema import create_table_sql
-
+from .store.schema import STAGED, create_table_sql, storage
 
 FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
+BATCH_PACKETS = 2_000_000  # SQL steps: consecutive captures per query, up to this many packets
+ANALYZE_MEMORY_LIMIT = "384MB"  # DuckDB's share while analysing: peak RSS stays under 1 GiB
+ONE_TRANSACTION_PACKETS = 1 << 18  # code steps: captures this small are built in one transaction
+
+
+@dataclass
+class StepResult:
+    """What one step did: captures built, rows, seconds, failures [(capture, reason)]."""
+
+    table: str
+    built: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    failures: list = field(default_factory=list)
+    scope: str = "capture"
+
+    def __iter__(self):  # (table, built, rows, seconds), as callers unpack it
+        return iter((self.table, self.built, self.rows, self.seconds))
 
 
 class CodeStep:
-    """A table built by `module.build(con, capture_id)`; its version hashes the
-    source of that module and of the modules it names in `SOURCES`."""
+    """Tables built by `module.build(con, writer, capture_id, **params)`; its
+    version hashes the source of that module and the modules in `SOURCES`."""
 
-    def __init__(self, table, module, params=None):
-        self.table = table
+    scope = "capture"
+
+    def __init__(self, module, params=None):
         self.module = module
+        self.tables = tuple(module.TABLES)
+        self.table = self.tables[0]
         self.params = {k: v for k, v in (params or {}).items()
                        if k in getattr(module, "PARAMETERS", {})}
 
@@ -44,35 +83,98 @@ class CodeStep:
         digest.update(json.dumps(settings, sort_keys=True).encode())
         return digest.hexdigest()[:16]
 
-    def write(self, con, capture_id):
-        table = self.module.build(con, capture_id, **self.params)
-        con.execute(create_table_sql(self.table))
-        con.register("_tracekit_rows", table)
+    def create(self, con):
+        for table in self.tables:
+            con.execute(create_table_sql(table))
+
+    def build_one(self, con, writer, capture_id, version):
+        """Build one capture; return its rows.
+
+        A large capture is written in many short transactions (one big one
+        keeps every row in memory until it commits): a row in
+        `analyses_in_progress` hides it from the tables' views meanwhile, and
+        the last transaction removes that row as it records the build.
+        """
+        (packets,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
+                                  [capture_id]).fetchall()
+        small = packets <= ONE_TRANSACTION_PACKETS  # then one transaction is cheaper
+        for table in self.tables:  # rows an earlier build left
+            writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?", [capture_id])
+        if small:
+            writer.execute("BEGIN")
+        else:
+            writer.execute("INSERT INTO analyses_in_progress VALUES (?, ?, now())",
+                           [self.table, capture_id])
+        t0 = time.perf_counter()
         try:
-            con.execute(f"INSERT INTO {self.table} SELECT * FROM _tracekit_rows")
-        finally:
-            con.unregister("_tracekit_rows")
-        return table.num_rows
+            out = self.module.build(con, writer, capture_id, **self.params)
+            if not small:
+                writer.execute("BEGIN")
+            writer.execute("DELETE FROM analyses_in_progress WHERE analysis = ? AND capture_id = ?",
+                           [self.table, capture_id])
+            writer.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
+                           [self.table, capture_id, version, out[self.table],
+                            time.perf_counter() - t0])
+            writer.execute("COMMIT")
+        except BaseException:
+            if _in_transaction(writer):
+                writer.execute("ROLLBACK")
+            discard(writer, self.table, capture_id)
+            raise
+        return out[self.table]
 
 
 class SqlStep:
+    """A table built by analyses/<table>.sql over a range of captures."""
+
+    scope = "capture"
+
     def __init__(self, table):
         self.table = table
+        self.tables = (table,)
 
     def version(self):
         return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
 
-    def write(self, con, capture_id):
+    def _sql(self):
         # a table has no order: skip the final ORDER BY the file keeps for reading
-        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        head = (f"INSERT INTO {self.table}" if _exists(con, self.table)
-                else f"CREATE TABLE {self.table} AS")
+        return FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+
+    def create(self, con):
+        if not _exists(con, self.table):
+            con.execute(f"CREATE TABLE {self.table} AS SELECT * FROM (\n{self._sql()}\n) LIMIT 0",
+                        {"first": 0, "last": -1})
+
+    def write(self, con, writer, captures):
+        first, last = min(captures), max(captures)
         try:
-            con.execute(f"{head} SELECT * FROM (\n{sql}\n)", {"capture_id": capture_id})
-        except Exception as e:  # a bug in an analysis: name it
+            writer.execute(f"INSERT INTO {self.table} SELECT * FROM (\n{self._sql()}\n)",
+                           {"first": first, "last": last})
+        except duckdb.Error as e:  # a bug in an analysis, or data it cannot take: name it
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        return con.execute(f"SELECT count(*) FROM {self.table} WHERE capture_id = ?",
-                           [capture_id]).fetchall()[0][0]
+        counts = dict(writer.execute(
+            f"SELECT capture_id, count(*) FROM {self.table} WHERE capture_id BETWEEN ? AND ? "
+            f"GROUP BY ALL", [first, last]).fetchall())
+        return {cid: counts.get(cid, 0) for cid in captures}
+
+
+class ViewStep:
+    """A view over per-capture tables (analyses/<name>.sql); nothing is stored."""
+
+    scope = "view"
+
+    def __init__(self, name):
+        self.table = name
+        self.tables = (name,)
+
+    def version(self):
+        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+
+    def create(self, con):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        if _exists(con, self.table, "BASE TABLE"):  # a table of an older version
+            con.execute(f"DROP TABLE {self.table}")
+        con.execute(f"CREATE OR REPLACE VIEW {self.table} AS {sql}")
 
 
 class StoreStep(SqlStep):
@@ -86,102 +188,254 @@ class StoreStep(SqlStep):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         try:
             con.execute(f"CREATE OR REPLACE TABLE {self.table} AS SELECT * FROM (\n{sql}\n)")
-        except Exception as e:
+        except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
         return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
+
+
+class CodeStoreStep:
+    """A table built by `module.build_all(con)` from the whole store."""
+
+    scope = "store"
+
+    def __init__(self, module):
+        self.module = module
+        self.table = module.TABLES[0]
+        self.tables = tuple(module.TABLES)
+
+    def version(self):
+        return hashlib.sha256(inspect.getsource(self.module).encode()).hexdigest()[:16]
+
+    def write_all(self, con):
+        return self.module.build_all(con)
 
 
 def _inputs_fingerprint(con):
     rows = con.execute("""
         SELECT 'c', capture_id, ingested_at::VARCHAR FROM captures
         UNION ALL SELECT 'l', log_id, updated_at::VARCHAR FROM event_logs
-        ORDER BY 1, 2""").fetchall()
+        UNION ALL SELECT 'f', capture_id, analysis FROM analysis_runs WHERE error IS NOT NULL
+        ORDER BY 1, 2, 3""").fetchall()
     return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
 
 
 def _steps(params=None):
-    from .transport import sequence, stalls, tls
-    return [CodeStep("tcp_analysis", sequence, params), CodeStep("tls_messages", tls),
-            SqlStep("retransmissions"),
-            SqlStep("recovery_rounds"), SqlStep("rtt_samples"), SqlStep("rtt_summary"),
-            SqlStep("ack_gaps"), SqlStep("inflight"), SqlStep("flights"),
-            CodeStep("stalls", stalls), SqlStep("handshakes"),
+    from .transport import phases, sequence, stalls, tls
+    return [CodeStep(sequence, params), CodeStep(tls),
+            SqlStep("retransmissions"), SqlStep("recovery_rounds"),
+            ViewStep("rtt_samples"), SqlStep("rtt_summary"),
+            ViewStep("ack_gaps"), ViewStep("inflight"),
+            CodeStep(stalls), SqlStep("handshakes"),
             StoreStep("requests"), StoreStep("playback"),
             StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
             StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
-            StoreStep("attribution"), StoreStep("runs")]
+            CodeStoreStep(phases), StoreStep("attribution"), StoreStep("runs")]
 
 
 def analyze(con, progress=None, params=None):
-    """Bring every derived table up to date; return [(analysis, captures built, rows, s)].
+    """Bring every derived table up to date; return a StepResult per step.
 
     `params` overrides the thresholds of the segment classification
     (transport/sequence.py PARAMETERS: dupthresh, rto_min_ns,
     reorder_window_ns); they are part of the version, so a change rebuilds
     tcp_analysis and everything after it.
     """
-    captures = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
+    captures = dict(con.execute("SELECT capture_id, packets FROM captures ORDER BY 1").fetchall())
     logs = con.execute("SELECT count(*) FROM event_logs").fetchall()[0][0]
     if not captures and not logs:
         raise TracekitError("the database holds no captures or event logs; ingest some first "
                             "(tracekit ingest FILE...)")
+    recover_unfinished(con)
     _forget_replaced(con)
+    # compiled kernels pay a start-up cost once per process: worth it for the whole run
+    # when the captures to analyse are large together, even if each is small
+    prefer_compiled(sum(captures.values()) * PYTHON_COST)
+    (keep_limit,), = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    con.execute(f"SET memory_limit = '{ANALYZE_MEMORY_LIMIT}'")
     # one checkpoint at the end instead of one per step (each step commits)
     con.execute("SET checkpoint_threshold = '16GB'")
-    summary = []
-    upstream = ""
-    for step in _steps(params):
-        # a step depends on the ones before it: their change rebuilds it too
-        version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
-        upstream = version
-        if getattr(step, "scope", "capture") == "store":
-            summary.append(_build_store_step(con, step, version, progress))
-            continue
-        stale = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version <> ?",
-                            [step.table, version]).fetchall()[0][0]
-        if stale:
-            con.execute("BEGIN")
-            con.execute(f"DROP TABLE IF EXISTS {step.table}")
-            con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
-            con.execute("COMMIT")
-        done = {r[0] for r in con.execute(
-            "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
-        built = rows = 0
-        started = time.perf_counter()
-        for cid in captures:
-            if cid in done:
-                continue
-            if progress:
-                progress(step.table, cid)
-            t0 = time.perf_counter()
-            con.execute("BEGIN")
-            try:
-                _delete(con, step.table, cid)
-                n = step.write(con, cid)
-                con.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now())",
-                            [step.table, cid, version, n, time.perf_counter() - t0])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            built += 1
-            rows += n
-        if not _exists(con, step.table):  # no captures yet: later steps still read it
-            con.execute("BEGIN")
-            _create_empty(con, step)
-            con.execute("COMMIT")
-        summary.append((step.table, built, rows, time.perf_counter() - started))
-    con.execute("CHECKPOINT")
-    con.execute("RESET checkpoint_threshold")
-    return summary
+    writer = con.cursor()
+    try:
+        results = []
+        upstream = ""
+        failed = set()  # captures an earlier step could not process
+        for step in _steps(params):
+            # a step depends on the ones before it: their change rebuilds it too
+            version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
+            upstream = version
+            if step.scope == "store":
+                results.append(_build_store_step(con, step, version, progress))
+            elif step.scope == "view":
+                results.append(_build_view(con, step, version))
+            else:
+                result = _build_capture_step(con, writer, step, version, captures, failed,
+                                             progress)
+                failed |= {cid for cid, _ in result.failures}
+                failed |= _failed_before(con, step)
+                results.append(result)
+        con.execute("CHECKPOINT")
+    finally:
+        writer.close()
+        con.execute("RESET checkpoint_threshold")
+        con.execute(f"SET memory_limit = '{keep_limit}'")
+    return results
+
+
+def _failed_before(con, step):
+    return {r[0] for r in con.execute(
+        "SELECT capture_id FROM analysis_runs WHERE analysis = ? AND error IS NOT NULL",
+        [step.table]).fetchall()}
+
+
+def _build_capture_step(con, writer, step, version, captures, failed, progress):
+    result = StepResult(step.table)
+    stale = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version <> ?",
+                        [step.table, version]).fetchall()[0][0]
+    if stale:
+        con.execute("BEGIN")
+        for table in step.tables:
+            if table in STAGED:
+                con.execute(f"DROP VIEW IF EXISTS {table}")
+            con.execute(f"DROP TABLE IF EXISTS {storage(table)}")
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+        con.execute("COMMIT")
+    step.create(con)
+    done = {r[0] for r in con.execute(
+        "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
+    pending = [cid for cid in captures if cid not in done and cid not in failed]
+    started = time.perf_counter()
+    for batch in _batches(pending, captures, step):
+        if progress:
+            progress(step.table, batch[0])
+        try:
+            counts = _write_batch(con, writer, step, version, batch)
+        except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
+            if len(batch) > 1:  # find the capture it cannot take, keep the others
+                counts = {}
+                for cid in batch:
+                    try:
+                        counts.update(_write_batch(con, writer, step, version, [cid]))
+                    except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e1:
+                        _record_failure(writer, step, version, cid, e1)
+                        result.failures.append((cid, _reason(e1)))
+            else:
+                _record_failure(writer, step, version, batch[0], e)
+                result.failures.append((batch[0], _reason(e)))
+                counts = {}
+        result.built += len(counts)
+        result.rows += sum(counts.values())
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _batches(pending, captures, step):
+    """Consecutive capture ids, up to BATCH_PACKETS packets a batch (code steps: one each)."""
+    batch, size = [], 0
+    for cid in pending:
+        n = captures[cid]
+        if batch and (not isinstance(step, SqlStep) or cid != batch[-1] + 1
+                      or size + n > BATCH_PACKETS):
+            yield batch
+            batch, size = [], 0
+        batch.append(cid)
+        size += n
+    if batch:
+        yield batch
+
+
+def _in_transaction(con):
+    try:
+        con.execute("BEGIN")
+    except duckdb.TransactionException:
+        return True
+    con.execute("ROLLBACK")
+    return False
+
+
+def discard(con, analysis, capture_id):
+    """Remove what an unfinished build of `analysis` wrote for a capture."""
+    for table in _tables_of(analysis):
+        if _exists(con, table.split(".")[-1], schema="store" if "." in table else "main"):
+            con.execute(f"DELETE FROM {table} WHERE capture_id = ?", [capture_id])
+    con.execute("DELETE FROM analyses_in_progress WHERE analysis = ? AND capture_id = ?",
+                [analysis, capture_id])
+
+
+def _tables_of(analysis):
+    for step in _steps():
+        if step.table == analysis:
+            return [storage(t) for t in step.tables]
+    return []
+
+
+def recover_unfinished(con):
+    """Remove the rows of builds a crash or a kill interrupted."""
+    for analysis, cid in con.execute(
+            "SELECT DISTINCT analysis, capture_id FROM analyses_in_progress").fetchall():
+        discard(con, analysis, cid)
+
+
+def _write_batch(con, writer, step, version, batch):
+    """Build one batch on `writer`; `con` reads committed tables."""
+    if isinstance(step, CodeStep):
+        return {cid: step.build_one(con, writer, cid, version) for cid in batch}
+    t0 = time.perf_counter()
+    writer.execute("BEGIN")
+    try:
+        for table in step.tables:  # rows an earlier build left (tls-keys asks for a rebuild)
+            writer.execute(f"DELETE FROM {table} WHERE capture_id BETWEEN ? AND ?",
+                           [min(batch), max(batch)])
+        counts = step.write(con, writer, batch)
+        seconds = (time.perf_counter() - t0) / len(batch)
+        writer.executemany("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
+                           [[step.table, cid, version, counts.get(cid, 0), seconds]
+                            for cid in batch])
+        writer.execute("COMMIT")
+    except BaseException:
+        writer.execute("ROLLBACK")
+        raise
+    return counts
+
+
+def _reason(e):
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text[:500]
+
+
+def _record_failure(writer, step, version, cid, e):
+    writer.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, 0, 0, now(), ?)",
+                   [step.table, cid, version, _reason(e)])
+
+
+def _build_view(con, step, version):
+    current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
+                          [step.table, version]).fetchall()[0][0]
+    result = StepResult(step.table, scope="view")
+    if current and _exists(con, step.table):
+        return result
+    t0 = time.perf_counter()
+    con.execute("BEGIN")
+    try:
+        step.create(con)
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+        con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, 0, ?, now(), NULL)",
+                    [step.table, version, time.perf_counter() - t0])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    result.built = 1
+    result.seconds = time.perf_counter() - t0
+    return result
 
 
 def _build_store_step(con, step, version, progress):
     stamped = hashlib.sha256((version + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
     current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
                           [step.table, stamped]).fetchall()[0][0]
+    result = StepResult(step.table, scope="store")
     if current and _exists(con, step.table):
-        return (step.table, 0, 0, 0.0)
+        return result
     if progress:
         progress(step.table, 0)
     t0 = time.perf_counter()
@@ -189,22 +443,14 @@ def _build_store_step(con, step, version, progress):
     try:
         n = step.write_all(con)
         con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
-        con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now())",
+        con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
                     [step.table, stamped, n, time.perf_counter() - t0])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return (step.table, 1, n, time.perf_counter() - t0)
-
-
-def _create_empty(con, step):
-    if isinstance(step, CodeStep):
-        con.execute(create_table_sql(step.table))
-        return
-    sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(step.table))
-    con.execute(f"CREATE TABLE {step.table} AS SELECT * FROM (\n{sql}\n) LIMIT 0",
-                {"capture_id": 0})
+    result.built, result.rows, result.seconds = 1, n, time.perf_counter() - t0
+    return result
 
 
 def _forget_replaced(con):
@@ -215,18 +461,29 @@ def _forget_replaced(con):
         WHERE r.capture_id <> 0 AND (c.capture_id IS NULL OR r.built_at < c.ingested_at)""").fetchall()
     if not gone:
         return
+    tables = {s.table: s.tables for s in _steps()}
     con.execute("BEGIN")
-    for table, cid in gone:
-        _delete(con, table, cid)
-        con.execute("DELETE FROM analysis_runs WHERE analysis = ? AND capture_id = ?", [table, cid])
+    for analysis, cid in gone:
+        for table in tables.get(analysis, (analysis,)):
+            _delete(con, table, cid)
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ? AND capture_id = ?",
+                    [analysis, cid])
     con.execute("COMMIT")
 
 
-def _exists(con, table):
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",
-                       [table]).fetchall()[0][0] > 0
+def _exists(con, table, kind=None, schema="main"):
+    sql = ("SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+           "AND table_schema = ?")
+    args = [table, schema]
+    if kind:
+        sql += " AND table_type = ?"
+        args.append(kind)
+    return con.execute(sql, args).fetchall()[0][0] > 0
 
 
 def _delete(con, table, capture_id):
-    if _exists(con, table):
+    if table in STAGED:
+        if _exists(con, table, schema="store"):
+            con.execute(f"DELETE FROM store.{table} WHERE capture_id = ?", [capture_id])
+    elif _exists(con, table, "BASE TABLE"):
         con.execute(f"DELETE FROM {table} WHERE capture_id = ?", [capture_id])

@@ -374,21 +374,21 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
         if shown[0]:
             click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
         con.close()
-    store_tables = {step.table for step in _store_steps()}
-    for table, built, rows, seconds in summary:
-        if built and table in store_tables:
+    for result in summary:
+        table, built, rows, seconds = result
+        if result.scope == "view":
+            click.echo(f"{table}: a view, computed when read" + (" (created)" if built else ""))
+        elif built and result.scope == "store":
             click.echo(f"{table}: rebuilt over the whole store, {_plural(rows, 'row')}, "
                        f"{seconds:.2f} s")
         elif built:
             click.echo(f"{table}: {_plural(built, 'capture')} analysed, "
                        f"{_plural(rows, 'row')}, {seconds:.2f} s")
-        else:
+        elif not result.failures:
             click.echo(f"{table}: up to date")
-
-
-def _store_steps():
-    from .analyze import _steps
-    return [s for s in _steps() if getattr(s, "scope", "capture") == "store"]
+        for capture_id, reason in result.failures:
+            click.echo(f"warning: {table}: capture {capture_id} was not analysed and is left "
+                       f"out of the analyses after it: {reason}", err=True)
 
 
 @main.command(context_settings=CONTEXT)

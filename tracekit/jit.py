@@ -8,10 +8,19 @@ machine code), which dwarfs the work on a small capture; so the caller says
 how big its input is and small inputs run the very same function as plain
 Python. `TRACEKIT_JIT=always|never` overrides the choice (the tests run both
 ways and compare).
+
+Compiled code is cached on disk, in a folder named after a hash of the
+source files of the layers that hold kernels and helpers: numba's own cache
+checks only the kernel's file, so a helper changed in another module would
+otherwise leave stale machine code behind. `python -m tracekit.jit`
+compiles every kernel ahead of time (`make setup` runs it), so a new
+machine's first capture does not pay for it.
 """
 
+import hashlib
 import os
 import types
+from pathlib import Path
 
 import numpy as np
 
@@ -23,13 +32,36 @@ JIT_MIN_BYTES = 8 << 20
 PYTHON_COST = 512
 
 
+_loaded = False  # a kernel has been compiled in this process: the cost is paid
+
+
 def use_jit(input_bytes):
     mode = os.environ.get("TRACEKIT_JIT", "auto")
     if mode == "always":
         return True
     if mode == "never":
         return False
-    return input_bytes >= JIT_MIN_BYTES
+    return _loaded or input_bytes >= JIT_MIN_BYTES
+
+
+def cache_dir():
+    """Where compiled kernels are cached: one folder per version of their sources."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    # the layers that hold kernels and their helpers
+    for path in sorted([package / "jit.py", *package.glob("capture/*.py"),
+                        *package.glob("decode/*.py"), *package.glob("transport/*.py")]):
+        digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tracekit", "kernels-" + digest.hexdigest()[:16])
+
+
+def prefer_compiled(input_bytes):
+    """Use compiled kernels from now on in this process if `input_bytes` (all the
+    work ahead) is worth their start-up cost."""
+    global _loaded
+    if use_jit(input_bytes):
+        _loaded = True
 
 
 class Kernel:
@@ -48,22 +80,32 @@ class Kernel:
 
     def compiled(self):
         if self._compiled is None:
+            os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
             from numba import njit
 
-            fn = self.py_func
-            if self.helpers:  # the same code, seeing compiled helpers
-                scope = dict(fn.__globals__)
-                for helper in self.helpers:
-                    scope[helper.__name__] = njit(cache=True, nogil=True)(helper)
-                fn = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
-                                        fn.__closure__)
-                fn.__qualname__ = self.py_func.__qualname__
-                fn.__module__ = self.py_func.__module__
-            self._compiled = njit(cache=True, nogil=True)(fn)
+            # the same code, seeing compiled helpers (which may call each other)
+            compiled = {}
+            scopes = []
+            for f in (*self.helpers, self.py_func):
+                scope = dict(f.__globals__)
+                scopes.append(scope)
+                g = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
+                                       f.__closure__)
+                g.__qualname__ = f.__qualname__
+                g.__module__ = f.__module__
+                # helpers are inlined into the kernel (no call per packet)
+                inline = "never" if f is self.py_func else "always"
+                compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline)(g)
+            for scope in scopes:
+                scope.update({name: compiled[h.__name__] for h in self.helpers
+                              for name in (h.__name__,)})
+            self._compiled = compiled[self.py_func.__name__]
         return self._compiled
 
     def __call__(self, jit, *args):
         if jit:
+            global _loaded
+            _loaded = True
             return self.compiled()(*args)
         with np.errstate(over="ignore"):  # uint64 hashing wraps, as in compiled code
             return self.py_func(*args)

@@ -12,18 +12,19 @@ import pyarrow as pa
 from ..decode.status import STATUS
 from ..decode.transport import MAX_SACK_BLOCKS, QUIC_TYPE_NAMES
 from ..decode.flows import NONE, S
-from .schema import FLOWS, PACKETS
+from .schema import FLOWS, PACKETS, storage
 
 _ARROW = {
     "INTEGER": pa.int32(), "BIGINT": pa.int64(), "TINYINT": pa.int8(),
     "UTINYINT": pa.uint8(), "USMALLINT": pa.uint16(), "UINTEGER": pa.uint32(),
     "BOOLEAN": pa.bool_(), "VARCHAR": pa.dictionary(pa.int32(), pa.string()),
-    "UINTEGER[]": pa.list_(pa.uint32()),
+    "UINTEGER[]": pa.list_(pa.uint32()), "DOUBLE": pa.float64(),
 }
 PACKETS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in PACKETS])
 FLOWS_SCHEMA = pa.schema([(c.name, _ARROW[c.sql.replace(" NOT NULL", "")]) for c in FLOWS])
 _NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-          pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32}
+          pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32,
+          pa.float64(): np.float64}
 
 
 # Arrays are assembled from numpy buffers with Array.from_buffers: pa.array()
@@ -215,3 +216,14 @@ def flows_table(capture_id, stats, ends, address_cache):
             v = stats[:, S[name]]
             arrays.append(_col(v, v == NONE, field.type))
     return pa.Table.from_arrays(arrays, schema=FLOWS_SCHEMA)
+
+
+def append(con, table, rows):
+    """Append an Arrow table's rows to a table of the store."""
+    if rows.num_rows == 0:
+        return
+    con.register("_tracekit_rows", rows)
+    try:
+        con.execute(f"INSERT INTO {storage(table)} SELECT * FROM _tracekit_rows")
+    finally:
+        con.unregister("_tracekit_rows")

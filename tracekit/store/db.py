@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import StoreError
-from .schema import TABLES, create_table_sql
+from .schema import DERIVED, STAGED, TABLES, create_table_sql
 
 DEFAULT_DB = "tracekit.duckdb"
 
@@ -41,9 +41,35 @@ def connect(path=None, read_only=False):
         raise StoreError(f"{path}: not a DuckDB database tracekit can open: "
                          f"{str(e).splitlines()[0]}") from None
     if not read_only:
-        for name in TABLES:
+        _upgrade(con)
+        for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
             con.execute(create_table_sql(name))
     return con
+
+
+def _upgrade(con):
+    """Bring a store made by an earlier version up to this schema."""
+    tables = {(r[0], r[1]) for r in con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables()").fetchall()}
+    if ("main", "analysis_runs") in tables:
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'analysis_runs'").fetchall()}
+        if "error" not in have:
+            con.execute("ALTER TABLE analysis_runs ADD COLUMN error VARCHAR")
+    # staged tables were plain tables: move the captured ones into `store`, drop the
+    # derived ones (`tracekit analyze` builds them again)
+    for name in STAGED:
+        if ("main", name) not in tables:
+            continue
+        con.execute("BEGIN")
+        if name in DERIVED:
+            con.execute(f"DROP TABLE main.{name}")
+            con.execute("DELETE FROM analysis_runs")
+        else:
+            con.execute("CREATE SCHEMA IF NOT EXISTS store")
+            con.execute(f"CREATE TABLE store.{name} AS FROM main.{name}")
+            con.execute(f"DROP TABLE main.{name}")
+        con.execute("COMMIT")
 
 
 def analyses_dir():

@@ -37,6 +37,7 @@ from ..decode.packets import decode_packets
 from ..decode.status import STATUS
 from ..errors import TracekitError
 from .arrow import FLOWS_SCHEMA, flows_table, packets_table
+from .schema import storage
 
 INSERT_ROWS = 1 << 19  # rows per DuckDB append (bigger: a little faster, more memory)
 INGEST_MEMORY_LIMIT = "512MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
@@ -117,7 +118,7 @@ def recover_unfinished(con):
 
 def _delete_rows(con, ids, tables):
     for table in tables:
-        con.execute(f"DELETE FROM {table} WHERE list_contains(?, capture_id)", [ids])
+        con.execute(f"DELETE FROM {storage(table)} WHERE list_contains(?, capture_id)", [ids])
 
 
 class _Run:
@@ -248,7 +249,8 @@ class _Writer(threading.Thread):
                 if callable(item):
                     item(self.con)
                 else:
-                    target = "flows" if item.schema.names == FLOWS_SCHEMA.names else "packets"
+                    target = storage("flows" if item.schema.names == FLOWS_SCHEMA.names
+                                     else "packets")
                     self.con.register("_tracekit_batch", item)
                     self.con.execute(f"INSERT INTO {target} SELECT * FROM _tracekit_batch")
                     self.con.unregister("_tracekit_batch")

@@ -154,6 +154,12 @@ INGESTS_IN_PROGRESS = (
     Column("started_at", "TIMESTAMPTZ NOT NULL", "When"),
 )
 
+ANALYSES_IN_PROGRESS = (
+    Column("analysis", "VARCHAR NOT NULL", "Analysis an unfinished `tracekit analyze` is appending rows for"),
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("started_at", "TIMESTAMPTZ NOT NULL", "When"),
+)
+
 # Derived by `tracekit analyze` (tracekit/transport): one row per TCP packet.
 _WS = "Wireshark 4.0's tcp.analysis."
 TCP_ANALYSIS = (
@@ -193,6 +199,9 @@ TCP_ANALYSIS = (
     Column("silence_before_ns", "BIGINT", "`repeat`/`hole_fill`: time since the sender last sent or had data newly acknowledged"),
     Column("peer_dupacks", "INTEGER", "`repeat`/`hole_fill`: duplicate ACKs the peer had sent for the current ACK number"),
     Column("spurious", "BOOLEAN", "`repeat`/`hole_fill` proven unnecessary: D-SACK (RFC 2883) or Eifel timestamps (RFC 3522)"),
+    Column("recovery_point", "BIGINT", "A segment that is not `new`: the highest rel_end sent before it (for a retransmission, RFC 6675's recovery point)"),
+    Column("recovered_ns", "BIGINT", "`repeat`/`hole_fill`: the first ACK from the peer after it that covers its recovery point; NULL if none was captured"),
+    Column("hole_opened_ns", "BIGINT", "`hole_fill`/`reordered`: when the segment beyond its hole was seen (the loss became visible here)"),
     Column("dsack", "BOOLEAN NOT NULL", "This packet's first SACK block is a D-SACK"),
     Column("inflight_bytes", "BIGINT NOT NULL", "Sender's bytes in flight after this packet, SACK-aware: snd_max - snd_una - SACKed"),
     Column("peer_inflight_bytes", "BIGINT", "The other direction's bytes in flight after this packet (an ACK lowers it)"),
@@ -202,6 +211,25 @@ TCP_ANALYSIS = (
     Column("flight", "BIGINT", "`new` segment: flight (round trip of sending) of its direction, from 1"),
     Column("acked_segments", "BIGINT", "ACK advancing the cumulative ACK: new data segments it newly covers"),
     Column("ack_delay_ns", "BIGINT", "Such an ACK: time since the newest data segment it covers was seen"),
+    Column("ack_gap_ns", "BIGINT", "A packet with ACK (not a SYN): time since the previous one of the same direction"),
+    Column("window_full_segments", "BIGINT", "Such a packet: the other direction's segments Wireshark called window-full since this side's previous ACK"),
+)
+
+# Derived by `tracekit analyze` (tracekit/transport/segments.py): one row per flight.
+FLIGHTS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
+    Column("direction", "VARCHAR NOT NULL", "`c2s` or `s2c`"),
+    Column("flight", "BIGINT NOT NULL", "Flight of the direction, from 1 (`tcp_analysis.flight`)"),
+    Column("start_ns", "BIGINT NOT NULL", "Its first new segment"),
+    Column("end_ns", "BIGINT NOT NULL", "Its last new segment"),
+    Column("duration_ns", "BIGINT", "Until the next flight began (NULL for the last)"),
+    Column("segments", "BIGINT NOT NULL", "New segments sent in it (a SYN or FIN counts)"),
+    Column("bytes", "BIGINT NOT NULL", "New payload bytes sent in it"),
+    Column("peak_inflight_bytes", "BIGINT NOT NULL", "Largest bytes in flight after one of its new segments"),
+    Column("growth", "DOUBLE", "bytes / the previous flight's bytes (NULL for the first, or after an empty one)"),
+    Column("retransmissions", "BIGINT NOT NULL", "Retransmissions sent while it was the latest flight"),
+    Column("peer_window_bytes", "BIGINT", "The receive window the peer last advertised before it began"),
 )
 
 # Derived by `tracekit analyze` (tracekit/transport/tls.py): TLS over TCP.
@@ -225,6 +253,11 @@ TLS_MESSAGES = (
     Column("complete", "BOOLEAN NOT NULL", "false on the last row of a stream cut by the snaplen or a capture gap"),
 )
 
+# Limitation states of a flow direction (tracekit/transport/stalls.py decides them).
+STALL_STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recovery",
+                "zero_window", "receive_window_limited", "pacing_idle", "slow_start",
+                "congestion_limited")
+
 # Derived by `tracekit analyze` (tracekit/transport/stalls.py): limitation states.
 STALLS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
@@ -237,6 +270,23 @@ STALLS = (
     Column("busy", "BOOLEAN NOT NULL", "Data was in flight throughout (tcp_info's busy time)"),
     Column("packets", "BIGINT NOT NULL", "Packets (either way) that started an interval of the run"),
     Column("max_inflight_bytes", "BIGINT NOT NULL", "Largest bytes in flight of the direction during the run"),
+)
+
+# Derived by `tracekit analyze` (tracekit/transport/phases.py) over the whole store.
+REQUEST_PHASES = (
+    Column("request_key", "VARCHAR NOT NULL", "Request (`requests.request_key`)"),
+    Column("capture_id", "INTEGER", "Capture of its flow (NULL: no flow)"),
+    Column("flow_id", "BIGINT", "Its flow"),
+    Column("a_ns", "BIGINT NOT NULL", "First request byte at the capture point (clamped into [start, end]; start without a flow)"),
+    Column("b_ns", "BIGINT NOT NULL", "Last request byte (at least a_ns)"),
+    Column("c_ns", "BIGINT NOT NULL", "First response byte (at least b_ns)"),
+    Column("d_ns", "BIGINT NOT NULL", "Last response byte (at least c_ns)"),
+    *(Column(f"{phase}_{state}_ns", "BIGINT",
+             f"Time the {who} data's limitation state was `{state}` within [{lo}, {hi}] (`stalls`)")
+      for phase, who, lo, hi in (("up", "client's", "a", "b"), ("down", "server's", "c", "d"))
+      for state in STALL_STATES),
+    Column("unexplained_pause_ns", "BIGINT", "Client vantage or QUIC: pauses in the server's data within [c, d] that the ACK clock does not explain (see attribution.sql)"),
+    Column("loss_rounds", "STRUCT(episode BIGINT, round BIGINT, ns BIGINT)[]", "Time in download loss recovery within [c, d], by the recovery round each stretch began in (`recovery_rounds`)"),
 )
 
 # Written by `tracekit tls-keys` (tracekit/transport/keylog.py).
@@ -298,14 +348,17 @@ ANALYSIS_RUNS = (
     Column("rows", "BIGINT NOT NULL", "Rows written for this capture"),
     Column("seconds", "DOUBLE NOT NULL", "Time taken"),
     Column("built_at", "TIMESTAMPTZ NOT NULL", "When"),
+    Column("error", "VARCHAR", "NULL if built; else why this analysis could not process this capture (it is left out of the analyses after it)"),
 )
 
 TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
-          "ingests_in_progress": INGESTS_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
+          "ingests_in_progress": INGESTS_IN_PROGRESS,
+          "analyses_in_progress": ANALYSES_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
           "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
-DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tls_messages": TLS_MESSAGES, "stalls": STALLS}
+DERIVED = {"tcp_analysis": TCP_ANALYSIS, "flights": FLIGHTS, "tls_messages": TLS_MESSAGES,
+           "stalls": STALLS, "request_phases": REQUEST_PHASES}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {
@@ -325,9 +378,36 @@ DECODE_STATUS_DOC = {
 }
 
 
+# Tables written in many short transactions (a capture's packets, a large
+# capture's per-packet analyses): their rows live in schema `store` and the
+# documented name is a view that hides the captures still being written (by
+# their row in `ingests_in_progress` / `analyses_in_progress`), so a query
+# never sees half a capture, even after a crash. The analysis that writes a
+# derived one names it in its marker row.
+STAGED = {
+    "packets": "SELECT capture_id FROM ingests_in_progress",
+    "flows": "SELECT capture_id FROM ingests_in_progress",
+    "tcp_analysis": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
+    "flights": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
+    "tls_messages": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tls_messages'",
+    "stalls": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'stalls'",
+}
+
+
+def storage(name):
+    """Where a table's rows are written: `store.<name>` for a staged table."""
+    return f"store.{name}" if name in STAGED else name
+
+
 def create_table_sql(name):
+    """SQL that creates a table (and, for a staged one, its schema and view)."""
     cols = ",\n  ".join(f"{c.name} {c.sql}" for c in {**TABLES, **DERIVED}[name])
-    return f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols}\n)"
+    sql = f"CREATE TABLE IF NOT EXISTS {storage(name)} (\n  {cols}\n)"
+    if name not in STAGED:
+        return sql
+    return (f"CREATE SCHEMA IF NOT EXISTS store; {sql}; "
+            f"CREATE VIEW IF NOT EXISTS {name} AS SELECT * FROM store.{name} "
+            f"WHERE capture_id NOT IN ({STAGED[name]})")
 
 
 def markdown_reference(name):
@@ -338,6 +418,32 @@ def markdown_reference(name):
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # print the README's table reference
+VIEWS_NOTE = """\
+Tables marked *staged* keep their rows in schema `store` (`store.packets`...);
+the name documented here is a view that leaves out captures still being
+written (`ingests_in_progress`, `analyses_in_progress`), so no query sees
+half a capture, even after a crash. Query the view."""
+
+
+def markdown_document():
+    """docs/tables.md: every table and column the store holds."""
+    parts = ["# The store's tables", "",
+             "Generated from `tracekit/store/schema.py` (`python -m tracekit.store.schema >",
+             "docs/tables.md`), which also creates the tables; a test keeps the two identical.",
+             "The derived tables built by SQL describe their columns at the top of their",
+             "`analyses/*.sql` file.", "", VIEWS_NOTE, ""]
     for table in {**TABLES, **DERIVED}:
-        print(f"### `{table}`\n\n{markdown_reference(table)}\n")
+        staged = " (staged)" if table in STAGED else ""
+        parts += [f"## `{table}`{staged}", "", markdown_reference(table), ""]
+    parts += ["## Decode status", "",
+              "`packets.decode_status` is NULL when a packet decoded through its transport",
+              "header (TCP, UDP) or is IP with another protocol (ICMP...). Otherwise it says",
+              "why decoding stopped; every field captured before that point is still",
+              "filled. `captures.decode_status_counts` and the ingest summary count them.", "",
+              "| code | meaning |", "| --- | --- |"]
+    parts += [f"| `{code}` | {meaning} |" for code, meaning in DECODE_STATUS_DOC.items()]
+    return "\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":  # docs/tables.md
+    print(markdown_document(), end="")

@@ -58,6 +58,26 @@ ACKs that advance the cumulative ACK also get `acked_segments` (new data
 segments they newly cover) and `ack_delay_ns` (time since the newest of them
 was seen: the receiver's delay where the capture is near the receiver).
 
+For the retransmission analysis each segment that is not new also gets
+`recovery_point` (the highest byte sent before it: for a retransmission,
+RFC 6675's recovery point) and `hole_opened_ns` (a hole fill or late original: when the segment
+beyond its hole was seen); `recovered_ns`, the
+first ACK from the peer at or beyond the recovery point after it, is known
+only later and is handed back as a late update (below). ACKs get `ack_gap_ns`
+(time since the previous ACK of the same direction) and
+`window_full_segments` (the other direction's segments Wireshark called
+window-full since this side's previous ACK).
+
+Streaming. The pass runs over a capture in chunks of frames with all state
+carried between calls: per flow slot and direction (`st`), and pools for
+the lists that grow with the data (holes, unacknowledged new segments,
+TSvals, retransmissions for D-SACK matching, recovery points waiting for
+their ACK), each a free-list allocator whose live entries are bounded by
+what is outstanding, not by the capture's length. A flow's slot is reset
+at its first packet. Verdicts that change a packet of an earlier chunk
+(spurious found later by D-SACK or Eifel, a retransmission's recovery time)
+are written to `late_*` as (frame, kind, value) for the caller to apply.
+
 RTT samples (on packets that advance the cumulative ACK): `rtt_ns` from
 the newest segment this ACK newly covers, only if no covered segment was
 ever sent twice (Karn's rule, RFC 6298); `ts_rtt_ns` from the TSecr: the
@@ -67,67 +87,130 @@ time since the peer first sent a segment with that TSval (RFC 7323 sec. 4).
 import numpy as np
 
 from ..jit import kernel
+from .wireshark import alloc, release
 
 NONE, NEW, REPEAT, HOLE_FILL, REORDERED, DUPLICATE = 0, 1, 2, 3, 4, 5
 SEG_CLASS = ("", "new", "repeat", "hole_fill", "reordered", "duplicate")
 T_NONE, T_FAST, T_RTO, T_TLP, T_RACK, T_OTHER = 0, 1, 2, 3, 4, 5
 TRIGGER = ("", "fast", "rto", "tlp", "rack", "other")
+LATE_SPURIOUS, LATE_RECOVERED = 0, 1
+DSACK_MEMORY = 256  # retransmissions per direction a D-SACK is matched against
 
 TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
+WS_WINDOW_FULL = 128
 
 # per-direction state (int64 columns)
 (SND_MAX, SND_UNA, STARTED, LAST_SEND, LAST_ADVANCE, DUPACKS, LAST_ACK, SACKED, HIGH_SACK,
  SRTT, RTTVAR, HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, MSS, LAST_TSVAL,
  PREV_TS, PREV_SEQ, PREV_ACK, PREV_LEN, PREV_FLAGS, PREV_IPID, PREV_TSVAL, FLIGHT, FLIGHT_MARK,
- FLIGHT_DONE) = range(29)
-NSTATE = 29
+ FLIGHT_DONE, RETX_N, RQ_HEAD, RQ_TAIL, LAST_ACK_TS, FULL_SENT, FULL_SEEN, FL_START, FL_END,
+ FL_SEGS, FL_BYTES, FL_PEAK, FL_RETX, FL_WIN, FL_PREV, ADV_WIN, FLOW_ID) = range(45)
+NSTATE = 45
+LISTS = (HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, RQ_HEAD, RQ_TAIL)
+# flight rows (flights.sql reads them): one per flight, written when it ends
+FLIGHT_OUT = ("flow", "from_client", "flight", "start", "end", "duration", "segments", "bytes",
+              "peak_inflight", "prev_bytes", "retransmissions", "peer_window")
+# pools: holes, sent (unacknowledged new segments), tsvals, retx (for D-SACK),
+# rq (retransmissions waiting for the ACK of their recovery point)
+POOLS = ("hole", "sent", "tsval", "retx", "rq")
+HOLE_FIELDS = ("lo", "hi", "tsval", "ts")
+SENT_FIELDS = ("lo", "end", "ts", "len", "retx_row", "retx_tsval", "retx_frame")
+TSVAL_FIELDS = ("val", "ts")
+RETX_FIELDS = ("lo", "hi", "row", "frame")
+RQ_FIELDS = ("point", "row", "frame", "after")
 
 
-@kernel
-def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id, sack_n,
-             sack_l, sack_r, nflows, dupthresh, rto_min_ns, reorder_window_ns,
+def _clear_list(head, meta, link):
+    u = head
+    while u != -1:
+        nxt = link[u]
+        release(meta, link, u)
+        u = nxt
+
+
+def _reset(st, d, holes_m, h_next, sent_m, s_next, ts_m, t_next, retx_m, r_next, rq_m, q_next):
+    _clear_list(st[d, HOLES], holes_m, h_next)
+    _clear_list(st[d, SENT_HEAD], sent_m, s_next)
+    _clear_list(st[d, TS_HEAD], ts_m, t_next)
+    _clear_list(st[d, RETX_HEAD], retx_m, r_next)
+    _clear_list(st[d, RQ_HEAD], rq_m, q_next)
+    for c in range(NSTATE):
+        st[d, c] = 0
+    st[d, SRTT] = -1
+    st[d, HOLES] = -1
+    st[d, SENT_HEAD] = -1
+    st[d, SENT_TAIL] = -1
+    st[d, TS_HEAD] = -1
+    st[d, TS_TAIL] = -1
+    st[d, RETX_HEAD] = -1
+    st[d, LAST_TSVAL] = -1
+    st[d, PREV_TS] = -1
+    st[d, RQ_HEAD] = -1
+    st[d, RQ_TAIL] = -1
+    st[d, LAST_ACK_TS] = -1
+    st[d, ADV_WIN] = -1
+
+
+def _emit_flight(st, d, duration, fo, fo_m):
+    """Write direction d's open flight as a row of `fo`."""
+    if st[d, FLIGHT] == 0:
+        return
+    k = fo_m[0]
+    fo[k, 0] = st[d, FLOW_ID]
+    fo[k, 1] = 1 if d % 2 == 0 else 0
+    fo[k, 2] = st[d, FLIGHT]
+    fo[k, 3] = st[d, FL_START]
+    fo[k, 4] = st[d, FL_END]
+    fo[k, 5] = duration
+    fo[k, 6] = st[d, FL_SEGS]
+    fo[k, 7] = st[d, FL_BYTES]
+    fo[k, 8] = st[d, FL_PEAK]
+    fo[k, 9] = st[d, FL_PREV]
+    fo[k, 10] = st[d, FL_RETX]
+    fo[k, 11] = st[d, FL_WIN]
+    fo_m[0] = k + 1
+
+
+@kernel(helpers=(_emit_flight,))
+def flush_flights(slots, st, fo, fo_m):
+    """The open flights of flows that ended (their slots), as rows of `fo`."""
+    for k in range(len(slots)):
+        for d in (2 * slots[k], 2 * slots[k] + 1):
+            _emit_flight(st, d, -1, fo, fo_m)
+            st[d, FLIGHT] = 0
+
+
+def _late(late, meta, frame, kind, value):
+    k = meta[0]
+    late[k, 0] = frame
+    late[k, 1] = kind
+    late[k, 2] = value
+    meta[0] = k + 1
+
+
+@kernel(helpers=(alloc, release, _clear_list, _reset, _late, _emit_flight))
+def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, seglen, tsval,
+             tsecr, ip_id, window_bytes, ws_flags, sack_n, sack_l, sack_r, dupthresh,
+             rto_min_ns, reorder_window_ns,
+             st, holes_m, h_lo, h_hi, h_tsval, h_ts, h_next,
+             sent_m, s_lo, s_end, s_ts, s_len, s_retx_row, s_retx_tsval, s_retx_frame,
+             s_next, ts_m, t_val, t_ts, t_next, retx_m, r_lo, r_hi, r_row, r_frame,
+             r_next, rq_m, q_point, q_row, q_frame, q_after, q_next, late, late_m, fo, fo_m,
              seg_class, gap_bytes, trigger, silence_ns, peer_dupacks, spurious, inflight,
              peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack, flight, acked_segments,
-             ack_delay):
-    """One pass over a capture's TCP packets (relative seq/ack, SACK edges relative)."""
+             ack_delay, ack_gap, window_full_segs, recovery_point, hole_opened, recovered):
+    """One chunk of a capture's TCP packets (relative seq/ack, SACK edges relative);
+    `row0` is the chunk's first row in the capture (row ids name earlier chunks)."""
     n = len(ts)
-    st = np.zeros((2 * nflows, NSTATE), np.int64)
-    for d in range(2 * nflows):
-        st[d, SRTT] = -1
-        st[d, HOLES] = -1
-        st[d, SENT_HEAD] = -1
-        st[d, SENT_TAIL] = -1
-        st[d, TS_HEAD] = -1
-        st[d, TS_TAIL] = -1
-        st[d, RETX_HEAD] = -1
-        st[d, LAST_TSVAL] = -1
-        st[d, PREV_TS] = -1
-    # holes: [start, end) never seen below snd_max; linked lists in a pool
-    cap = 2 * n + 2
-    h_lo = np.zeros(cap, np.int64)
-    h_hi = np.zeros(cap, np.int64)
-    h_tsval = np.zeros(cap, np.int64)
-    h_ts = np.zeros(cap, np.int64)
-    h_next = np.full(cap, -1, np.int64)
-    h_used = 0
-    # new data sent, in order: end, send time, ever retransmitted (queue per direction)
-    s_lo = np.zeros(n, np.int64)
-    s_end = np.zeros(n, np.int64)
-    s_ts = np.zeros(n, np.int64)
-    s_retx = np.zeros(n, np.int64)  # row of its latest retransmission + 1, 0 = never
-    s_next = np.full(n, -1, np.int64)
-    # first send time of each new TSval (queue per direction)
-    t_val = np.zeros(n, np.int64)
-    t_ts = np.zeros(n, np.int64)
-    t_next = np.full(n, -1, np.int64)
-    # retransmissions (newest first), for D-SACK
-    r_lo = np.zeros(n, np.int64)
-    r_hi = np.zeros(n, np.int64)
-    r_next = np.full(n, -1, np.int64)
     for i in range(n):
-        fl = flow[i]
+        fl = slot[i]
         fw = 2 * fl + (0 if from_client[i] else 1)
         rv = 2 * fl + (1 if from_client[i] else 0)
+        if first[i]:
+            for d in (2 * fl, 2 * fl + 1):
+                _reset(st, d, holes_m, h_next, sent_m, s_next, ts_m, t_next, retx_m, r_next,
+                       rq_m, q_next)
+                st[d, FLOW_ID] = flow[i]
         f = flags[i]
         now = ts[i]
         ln = seglen[i]
@@ -140,6 +223,16 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
             st[fw, LAST_ADVANCE] = now
         if ln > st[fw, MSS]:
             st[fw, MSS] = ln
+        if ws_flags[i] & WS_WINDOW_FULL:
+            st[fw, FULL_SENT] += 1
+        if (f & (TH_SYN | TH_ACK)) == TH_ACK and window_bytes[i] >= 0:
+            st[fw, ADV_WIN] = window_bytes[i]  # bounds the other direction's flights
+        if f & TH_ACK and not f & TH_SYN:  # ACK timing (ack_gaps)
+            if st[fw, LAST_ACK_TS] >= 0:
+                ack_gap[i] = now - st[fw, LAST_ACK_TS]
+            st[fw, LAST_ACK_TS] = now
+            window_full_segs[i] = st[rv, FULL_SENT] - st[fw, FULL_SEEN]
+            st[fw, FULL_SEEN] = st[rv, FULL_SENT]
         # a copy of the previous packet of this direction (a capture or network
         # duplicate): the same header, at the same instant or with the same IP id
         copy = (st[fw, PREV_TS] >= 0 and s == st[fw, PREV_SEQ] and ack[i] == st[fw, PREV_ACK]
@@ -156,6 +249,7 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
         if copy:
             if ln > 0 or f & (TH_SYN | TH_FIN):
                 seg_class[i] = DUPLICATE
+                recovery_point[i] = st[fw, SND_MAX]
             inflight[i] = max(0, st[fw, SND_MAX] - st[fw, SND_UNA] - st[fw, SACKED])
             if st[rv, STARTED]:
                 peer_inflight[i] = max(0, st[rv, SND_MAX] - st[rv, SND_UNA] - st[rv, SACKED])
@@ -177,12 +271,15 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                     dsack[i] = 1
                     r = st[rv, RETX_HEAD]
                     k = 0
-                    while r != -1 and k < 256:
+                    while r != -1 and k < DSACK_MEMORY:
+                        k += 1
                         if r_lo[r] < hi and lo < r_hi[r]:
-                            spurious[r] = 1
+                            if r_row[r] >= row0:
+                                spurious[r_row[r] - row0] = 1
+                            else:
+                                _late(late, late_m, r_frame[r], LATE_SPURIOUS, 1)
                             break
                         r = r_next[r]
-                        k += 1
                     continue
                 if hi > a:
                     sacked += hi - max(lo, a)
@@ -199,29 +296,34 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                 st[fw, DUPACKS] = 0
                 # Karn: a sample from the newest newly covered segment, unless one was resent
                 resent = False
-                newest = -1
-                newest_data = -1
+                newest_ts = -1
+                newest_data_ts = -1
                 covered = 0
                 u = st[rv, SENT_HEAD]
                 while u != -1 and s_end[u] <= a:
-                    if seglen[u] > 0:
+                    if s_len[u] > 0:
                         covered += 1
-                        newest_data = u
-                    if s_retx[u]:
+                        newest_data_ts = s_ts[u]
+                    if s_retx_row[u] >= 0:
                         resent = True
-                        r = s_retx[u] - 1
-                        if tsecr[i] >= 0 and tsval[r] >= 0 and tsecr[i] < tsval[r]:
-                            spurious[r] = 1  # Eifel: this ACK answers the original
-                    newest = u
-                    u = s_next[u]
+                        if tsecr[i] >= 0 and s_retx_tsval[u] >= 0 and tsecr[i] < s_retx_tsval[u]:
+                            # Eifel: this ACK answers the original
+                            if s_retx_row[u] >= row0:
+                                spurious[s_retx_row[u] - row0] = 1
+                            else:
+                                _late(late, late_m, s_retx_frame[u], LATE_SPURIOUS, 1)
+                    newest_ts = s_ts[u]
+                    nu = s_next[u]
+                    release(sent_m, s_next, u)
+                    u = nu
                 st[rv, SENT_HEAD] = u
                 if u == -1:
                     st[rv, SENT_TAIL] = -1
                 acked_segments[i] = covered
-                if newest_data != -1:
-                    ack_delay[i] = now - s_ts[newest_data]
-                if newest != -1 and not resent:
-                    sample = now - s_ts[newest]
+                if newest_data_ts != -1:
+                    ack_delay[i] = now - newest_data_ts
+                if newest_ts != -1 and not resent:
+                    sample = now - newest_ts
                     rtt_ns[i] = sample
                     if st[rv, SRTT] < 0:
                         st[rv, SRTT] = sample
@@ -233,7 +335,9 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                 if tsecr[i] >= 0:
                     u = st[rv, TS_HEAD]
                     while u != -1 and t_val[u] < tsecr[i]:
-                        u = t_next[u]
+                        nu = t_next[u]
+                        release(ts_m, t_next, u)
+                        u = nu
                     st[rv, TS_HEAD] = u
                     if u == -1:
                         st[rv, TS_TAIL] = -1
@@ -242,6 +346,20 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
             elif a == st[fw, LAST_ACK] and ln == 0 and not f & (TH_SYN | TH_FIN | TH_RST):
                 st[fw, DUPACKS] += 1
             st[fw, LAST_ACK] = a
+            # retransmissions whose recovery point this ACK (or an earlier one) covers:
+            # recovered now, if the ACK came after them
+            q = st[rv, RQ_HEAD]
+            while q != -1 and q_point[q] <= st[rv, SND_UNA] and now > q_after[q]:
+                if q_row[q] >= row0:
+                    recovered[q_row[q] - row0] = now
+                else:
+                    _late(late, late_m, q_frame[q], LATE_RECOVERED, now)
+                nq = q_next[q]
+                release(rq_m, q_next, q)
+                q = nq
+            st[rv, RQ_HEAD] = q
+            if q == -1:
+                st[rv, RQ_TAIL] = -1
 
         # --- the data side
         if ln > 0 or f & (TH_SYN | TH_FIN):
@@ -249,41 +367,61 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
             if s >= smax:
                 seg_class[i] = NEW
                 if st[fw, FLIGHT] == 0 or st[fw, FLIGHT_DONE]:
+                    _emit_flight(st, fw, now - st[fw, FL_START], fo, fo_m)
+                    st[fw, FL_PREV] = st[fw, FL_BYTES] if st[fw, FLIGHT] > 0 else -1
                     st[fw, FLIGHT] += 1
                     st[fw, FLIGHT_MARK] = end
                     st[fw, FLIGHT_DONE] = 0
+                    st[fw, FL_START] = now
+                    st[fw, FL_SEGS] = 0
+                    st[fw, FL_BYTES] = 0
+                    st[fw, FL_PEAK] = 0
+                    st[fw, FL_RETX] = 0
+                    st[fw, FL_WIN] = st[rv, ADV_WIN]
                 flight[i] = st[fw, FLIGHT]
+                st[fw, FL_END] = now
+                st[fw, FL_SEGS] += 1
+                st[fw, FL_BYTES] += ln
                 if s > smax:
                     gap_bytes[i] = s - smax
-                    h_lo[h_used] = smax
-                    h_hi[h_used] = s
-                    h_tsval[h_used] = tsval[i]
-                    h_ts[h_used] = now
-                    h_next[h_used] = st[fw, HOLES]
-                    st[fw, HOLES] = h_used
-                    h_used += 1
+                    h = alloc(holes_m, h_next)
+                    h_lo[h] = smax
+                    h_hi[h] = s
+                    h_tsval[h] = tsval[i]
+                    h_ts[h] = now
+                    h_next[h] = st[fw, HOLES]
+                    st[fw, HOLES] = h
                 # remember when new data and new TSvals went out
-                s_lo[i] = s
-                s_end[i] = end
-                s_ts[i] = now
+                u = alloc(sent_m, s_next)
+                s_lo[u] = s
+                s_end[u] = end
+                s_ts[u] = now
+                s_len[u] = ln
+                s_retx_row[u] = -1
+                s_retx_tsval[u] = -1
+                s_retx_frame[u] = -1
+                s_next[u] = -1
                 if st[fw, SENT_TAIL] == -1:
-                    st[fw, SENT_HEAD] = i
+                    st[fw, SENT_HEAD] = u
                 else:
-                    s_next[st[fw, SENT_TAIL]] = i
-                st[fw, SENT_TAIL] = i
+                    s_next[st[fw, SENT_TAIL]] = u
+                st[fw, SENT_TAIL] = u
                 if tsval[i] >= 0 and tsval[i] > st[fw, LAST_TSVAL]:
-                    t_val[i] = tsval[i]
-                    t_ts[i] = now
+                    u = alloc(ts_m, t_next)
+                    t_val[u] = tsval[i]
+                    t_ts[u] = now
+                    t_next[u] = -1
                     if st[fw, TS_TAIL] == -1:
-                        st[fw, TS_HEAD] = i
+                        st[fw, TS_HEAD] = u
                     else:
-                        t_next[st[fw, TS_TAIL]] = i
-                    st[fw, TS_TAIL] = i
+                        t_next[st[fw, TS_TAIL]] = u
+                    st[fw, TS_TAIL] = u
                 st[fw, SND_MAX] = end
             else:
                 # which of its bytes were never seen here (holes)?
                 in_hole = 0
                 reordered = False
+                opened = -1
                 prev = -1
                 h = st[fw, HOLES]
                 while h != -1:
@@ -292,6 +430,8 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                     nxt_h = h_next[h]
                     if lo < hi:
                         in_hole += hi - lo
+                        if h_lo[h] <= s < h_hi[h] and h_ts[h] > opened:
+                            opened = h_ts[h]
                         if tsval[i] >= 0 and h_tsval[h] >= 0:
                             reordered = tsval[i] <= h_tsval[h]
                         else:
@@ -302,6 +442,7 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                                 st[fw, HOLES] = nxt_h
                             else:
                                 h_next[prev] = nxt_h
+                            release(holes_m, h_next, h)
                             h = nxt_h
                             continue
                         if lo == h_lo[h]:
@@ -309,22 +450,28 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                         elif hi == h_hi[h]:
                             h_hi[h] = lo
                         else:  # split in two
-                            h_lo[h_used] = hi
-                            h_hi[h_used] = h_hi[h]
-                            h_tsval[h_used] = h_tsval[h]
-                            h_ts[h_used] = h_ts[h]
-                            h_next[h_used] = nxt_h
+                            k = alloc(holes_m, h_next)
+                            h_lo[k] = hi
+                            h_hi[k] = h_hi[h]
+                            h_tsval[k] = h_tsval[h]
+                            h_ts[k] = h_ts[h]
+                            h_next[k] = nxt_h
                             h_hi[h] = lo
-                            h_next[h] = h_used
-                            h_used += 1
+                            h_next[h] = k
                     prev = h
                     h = nxt_h
                 seen = (end - s) - in_hole
+                if end > smax:  # resent bytes and new ones beyond them (repacketized)
+                    st[fw, SND_MAX] = end
                 if in_hole > 0 and seen <= 0:
                     seg_class[i] = REORDERED if reordered else HOLE_FILL
+                    hole_opened[i] = opened
                 else:
                     seg_class[i] = REPEAT
+                recovery_point[i] = smax
                 if seg_class[i] == REPEAT or seg_class[i] == HOLE_FILL:
+                    if st[fw, FLIGHT] > 0:
+                        st[fw, FL_RETX] += 1
                     quiet = now - max(st[fw, LAST_SEND], st[fw, LAST_ADVANCE])
                     silence_ns[i] = quiet
                     peer_dupacks[i] = st[rv, DUPACKS]
@@ -345,19 +492,47 @@ def classify(ts, flow, from_client, seq, ack, flags, seglen, tsval, tsecr, ip_id
                         trigger[i] = T_TLP
                     else:
                         trigger[i] = T_OTHER
-                    # mark the queued originals it resends (Karn), remember it for D-SACK
+                    # mark the queued originals it resends (Karn)
                     u = st[fw, SENT_HEAD]
                     while u != -1:
                         if s_lo[u] < end and s < s_end[u]:
-                            s_retx[u] = i + 1
+                            s_retx_row[u] = row0 + i
+                            s_retx_tsval[u] = tsval[i]
+                            s_retx_frame[u] = frame[i]
                         u = s_next[u]
-                    r_lo[i] = s
-                    r_hi[i] = end
-                    r_next[i] = st[fw, RETX_HEAD]
-                    st[fw, RETX_HEAD] = i
+                    # remember it for D-SACK matching (the newest DSACK_MEMORY)
+                    r = alloc(retx_m, r_next)
+                    r_lo[r] = s
+                    r_hi[r] = end
+                    r_row[r] = row0 + i
+                    r_frame[r] = frame[i]
+                    r_next[r] = st[fw, RETX_HEAD]
+                    st[fw, RETX_HEAD] = r
+                    st[fw, RETX_N] += 1
+                    if st[fw, RETX_N] >= 2 * DSACK_MEMORY:
+                        r = st[fw, RETX_HEAD]
+                        for _ in range(DSACK_MEMORY - 1):
+                            r = r_next[r]
+                        _clear_list(r_next[r], retx_m, r_next)
+                        r_next[r] = -1
+                        st[fw, RETX_N] = DSACK_MEMORY
+                    # wait for the peer's ACK of its recovery point
+                    q = alloc(rq_m, q_next)
+                    q_point[q] = smax
+                    q_row[q] = row0 + i
+                    q_frame[q] = frame[i]
+                    q_after[q] = now
+                    q_next[q] = -1
+                    if st[fw, RQ_TAIL] == -1:
+                        st[fw, RQ_HEAD] = q
+                    else:
+                        q_next[st[fw, RQ_TAIL]] = q
+                    st[fw, RQ_TAIL] = q
             st[fw, LAST_SEND] = now
             if tsval[i] > st[fw, LAST_TSVAL]:
                 st[fw, LAST_TSVAL] = tsval[i]
         inflight[i] = max(0, st[fw, SND_MAX] - st[fw, SND_UNA] - st[fw, SACKED])
+        if seg_class[i] == NEW and inflight[i] > st[fw, FL_PEAK]:
+            st[fw, FL_PEAK] = inflight[i]
         if st[rv, STARTED]:
             peer_inflight[i] = max(0, st[rv, SND_MAX] - st[rv, SND_UNA] - st[rv, SACKED])

@@ -1,45 +1,65 @@
-"""Build `tcp_analysis` for one capture: two readings of every TCP packet.
+"""Build `tcp_analysis` and `flights` for one capture: two readings of every TCP packet.
 
-The packets of a capture are read in frame order as numpy columns; the
-kernel of wireshark.py (Wireshark's verdicts, for comparison) and then the
-kernel of segments.py (tracekit's own, which the analyses use) each run over
-them once, compiled when the capture is large; the result is stored as one
-row per TCP packet.
+Strategy: the capture's TCP packets are read in chunks of frames (a frame
+range at a time, so DuckDB's zone maps skip everything else and memory stays
+bounded whatever the capture's size); the kernel of wireshark.py
+(Wireshark's verdicts, for comparison) and then the kernel of segments.py
+(tracekit's own, which the analyses use) run over each chunk, compiled when
+the capture is large, with their state carried from chunk to chunk in flow
+slots and pools (pools.py). Each chunk's rows go to a writer thread that
+appends them while the kernels run over the next chunk, so the two cores
+overlap. Verdicts found later about an earlier chunk's packet (a spurious
+retransmission proven by a later D-SACK, the ACK that ended a recovery) are
+applied as updates at the end.
 """
 
+import threading
+import queue
+
 import numpy as np
+import pyarrow as pa
 
 from ..jit import PYTHON_COST, use_jit
-from ..store.arrow import numpy_table
-from ..store.schema import TCP_ANALYSIS
+from ..store.arrow import append, numpy_table
+from ..store.schema import FLIGHTS, TCP_ANALYSIS
 from . import segments as sg
 from . import wireshark as ws
+from .pools import FlowSlots, Pool
 
 SOURCES = (ws, sg)  # code whose change rebuilds the table
 DUPTHRESH = 3
 RTO_MIN_NS = 200_000_000  # Linux's TCP_RTO_MIN
 REORDER_WINDOW_NS = 3_000_000
+CHUNK_FRAMES = 1 << 18
 TH_ACK = 0x10
 M32 = 0xFFFFFFFF
+NONE = np.iinfo(np.int64).min  # "no value" where any int64 is a value
 
-# TCP packets that carry a full header and belong to a flow, in capture order
+# TCP packets that carry a full header and belong to a flow, one frame range
 PACKETS_SQL = """
 SELECT frame, ts_ns, flow_id, from_client, tcp_seq, tcp_ack, tcp_flags,
-       payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_tsval, -1) AS tsval,
-       coalesce(tcp_tsecr, -1) AS tsecr, coalesce(ip_id, -1) AS ip_id,
-       tcp_sack_left, tcp_sack_right
+       payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_window_bytes, -1) AS window_bytes,
+       coalesce(tcp_tsval, -1) AS tsval, coalesce(tcp_tsecr, -1) AS tsecr,
+       coalesce(ip_id, -1) AS ip_id, tcp_sack_left, tcp_sack_right
 FROM packets
-WHERE capture_id = $capture_id AND protocol = 6 AND flow_id IS NOT NULL
-  AND tcp_flags IS NOT NULL
-ORDER BY frame
+WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+  AND protocol = 6 AND flow_id IS NOT NULL AND tcp_flags IS NOT NULL
 """
+
+FLOWS_SQL = """
+SELECT flow_id, last_frame FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
+"""
+
+FRAMES_SQL = "SELECT packets FROM captures WHERE capture_id = $capture_id"
 
 
 def _blocks(column):
     """A list<uint32> Arrow column -> (count per row, (n, 4) int64 edges)."""
-    column = column.combine_chunks()
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     n = len(column)
     edges = np.zeros((n, 4), np.int64)
+    if n == 0:
+        return np.zeros(0, np.int64), edges
     offsets = column.offsets.to_numpy()
     values = column.values.to_numpy(zero_copy_only=False).astype(np.int64)
     count = np.diff(offsets)
@@ -51,9 +71,15 @@ def _blocks(column):
     return count.astype(np.int64), edges
 
 
-def read_tcp(con, capture_id):
-    """The capture's TCP packets as int64 numpy columns (SACK edges as (n, 4))."""
-    table = con.sql(PACKETS_SQL, params={"capture_id": capture_id}).to_arrow_table()
+def read_chunk(con, capture_id, lo, hi):
+    """The TCP packets of frames [lo, hi) as int64 numpy columns in frame order
+    (SACK edges as (n, 4))."""
+    table = con.sql(PACKETS_SQL, params={"capture_id": capture_id, "lo": lo,
+                                         "hi": hi}).to_arrow_table()
+    order = None
+    frame = table.column("frame").to_numpy()
+    if len(frame) > 1 and (np.diff(frame) < 0).any():
+        order = np.argsort(frame, kind="stable")
     out = {}
     for name in table.column_names:
         if name.startswith("tcp_sack"):
@@ -62,6 +88,8 @@ def read_tcp(con, capture_id):
         out[name] = col.astype(bool if name == "from_client" else np.int64)
     out["sack_n"], out["sack_l"] = _blocks(table.column("tcp_sack_left"))
     _, out["sack_r"] = _blocks(table.column("tcp_sack_right"))
+    if order is not None:
+        out = {k: v[order] for k, v in out.items()}
     return out
 
 
@@ -78,47 +106,99 @@ def relative_sack(p, w):
     return out
 
 
-def wireshark_analysis(p):
-    """Run the Wireshark state machine over read_tcp()'s columns; dict of outputs."""
+class CaptureState:
+    """Everything the kernels carry from one chunk of a capture to the next."""
+
+    def __init__(self, flow_last_frame, jit):
+        self.jit = jit
+        self.slots = FlowSlots(flow_last_frame)
+        self.ws_st = np.zeros((0, ws.NSTATE), np.int64)
+        self.ws_fs = np.zeros((0, 2), np.int64)
+        self.ws_pool = Pool(("seq", "next_seq", "frame", "ts"))
+        self.sg_st = np.zeros((0, sg.NSTATE), np.int64)
+        self.sg_pools = {
+            "hole": Pool(sg.HOLE_FIELDS), "sent": Pool(sg.SENT_FIELDS),
+            "tsval": Pool(sg.TSVAL_FIELDS), "retx": Pool(sg.RETX_FIELDS),
+            "rq": Pool(sg.RQ_FIELDS)}
+        self.rows = 0  # rows of the capture done so far
+        self.late = []  # (frame, kind, value) arrays to apply at the end
+
+    def grow(self, n_packets):
+        """Room for the slots and the pool entries of a chunk of n packets."""
+        need = self.slots.size
+        if len(self.ws_fs) < need:
+            extra = max(need, 2 * len(self.ws_fs)) - len(self.ws_fs)
+            self.ws_st = np.concatenate([self.ws_st, _empty(2 * extra, ws.NSTATE, ws.LISTS)])
+            self.ws_fs = np.concatenate([self.ws_fs, np.zeros((extra, 2), np.int64)])
+            self.sg_st = np.concatenate([self.sg_st, _empty(2 * extra, sg.NSTATE, sg.LISTS)])
+        self.ws_pool.ensure(n_packets)
+        for pool in self.sg_pools.values():
+            pool.ensure(n_packets)
+
+    def nbytes(self):
+        return (self.ws_st.nbytes + self.ws_fs.nbytes + self.sg_st.nbytes + self.ws_pool.nbytes()
+                + sum(p.nbytes() for p in self.sg_pools.values()))
+
+
+def _empty(rows, columns, lists):
+    """State rows of slots never used: their lists (the `lists` columns) empty."""
+    st = np.zeros((rows, columns), np.int64)
+    st[:, list(lists)] = -1
+    return st
+
+
+def wireshark_chunk(state, p, slot, first):
+    """Run the Wireshark state machine over one chunk; dict of outputs."""
     n = len(p["frame"])
-    nflows = int(p["flow_id"].max()) + 1 if n else 0
     out = {"ws_flags": np.zeros(n, np.int64)}
     for name in ("bif", "acks_frame", "ack_rtt", "dupack_num", "dupack_frame", "rto", "rto_frame",
                  "rel_seq", "rel_ack"):
         out[name] = np.full(n, -1, np.int64)
-    ws.analyze(use_jit(n * PYTHON_COST), p["frame"], p["ts_ns"], p["flow_id"], p["from_client"],
+    ws.analyze(state.jit, p["frame"], p["ts_ns"], slot, first, p["from_client"],
                p["tcp_seq"], p["tcp_ack"], p["tcp_flags"], p["payload_bytes"], p["tcp_window"],
-               p["tcp_window_shift"], p["sack_n"], p["sack_l"], p["sack_r"], nflows,
-               out["ws_flags"], out["bif"], out["acks_frame"], out["ack_rtt"], out["dupack_num"],
-               out["dupack_frame"], out["rto"], out["rto_frame"], out["rel_seq"], out["rel_ack"])
+               p["tcp_window_shift"], p["sack_n"], p["sack_l"], p["sack_r"], state.ws_st,
+               state.ws_fs, *state.ws_pool.args(), out["ws_flags"], out["bif"],
+               out["acks_frame"], out["ack_rtt"], out["dupack_num"], out["dupack_frame"],
+               out["rto"], out["rto_frame"], out["rel_seq"], out["rel_ack"])
     return out
 
 
-def tracekit_analysis(p, w, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
-                      reorder_window_ns=REORDER_WINDOW_NS):
-    """Run segments.classify over read_tcp()'s columns and the Wireshark pass's
-    relative numbers; dict of outputs."""
+def tracekit_chunk(state, p, w, slot, first, params):
+    """Run segments.classify over one chunk; (dict of outputs, flight rows)."""
     n = len(p["frame"])
-    nflows = int(p["flow_id"].max()) + 1 if n else 0
     sack_l, sack_r = relative_sack(p, w)
     out = {}
     for name in ("seg_class", "gap_bytes", "trigger", "spurious", "inflight", "dsack", "flight"):
         out[name] = np.zeros(n, np.int64)
     for name in ("silence", "peer_dupacks", "peer_inflight", "acked", "rtt", "ts_rtt",
-                 "acked_segments", "ack_delay"):
+                 "acked_segments", "ack_delay", "window_full"):
         out[name] = np.full(n, -1, np.int64)
-    sg.classify(use_jit(n * PYTHON_COST), p["ts_ns"], p["flow_id"], p["from_client"], w["rel_seq"],
-                w["rel_ack"], p["tcp_flags"], p["payload_bytes"], p["tsval"], p["tsecr"],
-                p["ip_id"], p["sack_n"], sack_l, sack_r, nflows, dupthresh, rto_min_ns,
-                reorder_window_ns, out["seg_class"], out["gap_bytes"], out["trigger"],
-                out["silence"], out["peer_dupacks"], out["spurious"], out["inflight"],
-                out["peer_inflight"], out["acked"], out["rtt"], out["ts_rtt"], out["dsack"],
-                out["flight"], out["acked_segments"], out["ack_delay"])
-    return out
+    for name in ("ack_gap", "recovery_point", "hole_opened", "recovered"):  # may be < 0
+        out[name] = np.full(n, NONE, np.int64)
+    late = np.zeros((2 * n + 1, 3), np.int64)
+    late_m = np.zeros(1, np.int64)
+    fo = np.zeros((n + 1, len(sg.FLIGHT_OUT)), np.int64)
+    fo_m = np.zeros(1, np.int64)
+    pools = state.sg_pools
+    sg.classify(state.jit, state.rows, p["frame"], p["ts_ns"], p["flow_id"], slot, first,
+                p["from_client"], w["rel_seq"], w["rel_ack"], p["tcp_flags"],
+                p["payload_bytes"], p["tsval"], p["tsecr"], p["ip_id"], p["window_bytes"],
+                w["ws_flags"], p["sack_n"], sack_l, sack_r, params["dupthresh"],
+                params["rto_min_ns"], params["reorder_window_ns"], state.sg_st,
+                *pools["hole"].args(), *pools["sent"].args(), *pools["tsval"].args(),
+                *pools["retx"].args(), *pools["rq"].args(), late, late_m, fo, fo_m,
+                out["seg_class"], out["gap_bytes"], out["trigger"], out["silence"],
+                out["peer_dupacks"], out["spurious"], out["inflight"], out["peer_inflight"],
+                out["acked"], out["rtt"], out["ts_rtt"], out["dsack"], out["flight"],
+                out["acked_segments"], out["ack_delay"], out["ack_gap"], out["window_full"],
+                out["recovery_point"], out["hole_opened"], out["recovered"])
+    if late_m[0]:
+        state.late.append(late[:late_m[0]].copy())
+    return out, fo[:fo_m[0]]
 
 
 def tcp_analysis_table(capture_id, p, w, t):
-    """The `tcp_analysis` rows of one capture as an Arrow table."""
+    """The `tcp_analysis` rows of one chunk as an Arrow table."""
     n = len(p["frame"])
     flags = w["ws_flags"]
     retrans = ws.RETRANSMISSION | ws.FAST_RETRANSMISSION | ws.SPURIOUS_RETRANSMISSION
@@ -126,8 +206,8 @@ def tcp_analysis_table(capture_id, p, w, t):
     def bit(mask):
         return ((flags & mask) != 0, None)
 
-    def opt(name):
-        return (w[name], w[name] < 0)
+    def opt(name, src=w):
+        return (src[name], src[name] < 0)
 
     values = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
@@ -160,6 +240,9 @@ def tcp_analysis_table(capture_id, p, w, t):
         "silence_before_ns": (t["silence"], ~resent),
         "peer_dupacks": (t["peer_dupacks"].astype(np.int32), ~resent),
         "spurious": (t["spurious"] != 0, ~resent),
+        "recovery_point": (t["recovery_point"], t["recovery_point"] == NONE),
+        "recovered_ns": (t["recovered"], t["recovered"] == NONE),
+        "hole_opened_ns": (t["hole_opened"], t["hole_opened"] == NONE),
         "dsack": (t["dsack"] != 0, None),
         "inflight_bytes": (t["inflight"], None),
         "peer_inflight_bytes": (t["peer_inflight"], t["peer_inflight"] < 0),
@@ -169,18 +252,152 @@ def tcp_analysis_table(capture_id, p, w, t):
         "flight": (t["flight"], t["flight"] == 0),
         "acked_segments": (t["acked_segments"], t["acked_segments"] < 0),
         "ack_delay_ns": (t["ack_delay"], t["ack_delay"] < 0),
+        "ack_gap_ns": (t["ack_gap"], t["ack_gap"] == NONE),
+        "window_full_segments": opt("window_full", t),
     })
     return numpy_table(TCP_ANALYSIS, values)
 
 
+def flights_table(capture_id, rows):
+    """`flights` rows (FLIGHT_OUT columns from the kernel) as an Arrow table."""
+    o = {name: rows[:, k] for k, name in enumerate(sg.FLIGHT_OUT)}
+    n = len(rows)
+    prev = o["prev_bytes"]
+    ratio = o["bytes"] / np.where(prev > 0, prev, 1)
+    growth = np.floor(ratio * 1000 + 0.5) / 1000  # to 3 decimals, halves up (as SQL's round)
+    values = {
+        "capture_id": (np.full(n, capture_id, np.int32), None),
+        "flow_id": (o["flow"], None),
+        "direction": (np.where(o["from_client"] != 0, 0, 1), None, ("c2s", "s2c")),
+        "flight": (o["flight"], None),
+        "start_ns": (o["start"], None),
+        "end_ns": (o["end"], None),
+        "duration_ns": (o["duration"], o["duration"] < 0),
+        "segments": (o["segments"], None),
+        "bytes": (o["bytes"], None),
+        "peak_inflight_bytes": (o["peak_inflight"], None),
+        "growth": (growth, prev <= 0),
+        "retransmissions": (o["retransmissions"], None),
+        "peer_window_bytes": (o["peer_window"], o["peer_window"] < 0),
+    }
+    return numpy_table(FLIGHTS, values)
+
+
+class _Writer(threading.Thread):
+    """Appends each chunk's Arrow tables on its own connection while the main
+    thread reads and computes the next chunk (DuckDB and the compiled kernels
+    both release the GIL)."""
+
+    def __init__(self, con):
+        super().__init__(daemon=True)
+        self.con = con
+        self.queue = queue.Queue(maxsize=2)
+        self.error = None
+
+    def run(self):
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue
+            target, table = item
+            try:
+                append(self.con, target, table)
+            except BaseException as e:  # re-raised by the main thread
+                self.error = e
+
+    def put(self, target, table):
+        if self.error is not None:
+            raise self.error
+        self.queue.put((target, table))
+
+    def finish(self):
+        self.queue.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
 PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
               "reorder_window_ns": REORDER_WINDOW_NS}
+TABLES = ("tcp_analysis", "flights")
+
+LATE_SQL = {
+    sg.LATE_SPURIOUS: "UPDATE store.tcp_analysis t SET spurious = true FROM _tracekit_late l "
+                      "WHERE t.capture_id = $capture_id AND t.frame = l.frame",
+    sg.LATE_RECOVERED: "UPDATE store.tcp_analysis t SET recovered_ns = l.value FROM _tracekit_late l "
+                       "WHERE t.capture_id = $capture_id AND t.frame = l.frame",
+}
 
 
-def build(con, capture_id, dupthresh=DUPTHRESH, rto_min_ns=RTO_MIN_NS,
-          reorder_window_ns=REORDER_WINDOW_NS):
-    """Arrow table of `tcp_analysis` for one capture."""
-    p = read_tcp(con, capture_id)
-    w = wireshark_analysis(p)
-    t = tracekit_analysis(p, w, dupthresh, rto_min_ns, reorder_window_ns)
-    return tcp_analysis_table(capture_id, p, w, t)
+def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
+    """Write `tcp_analysis` and `flights` of one capture through `writer_con`
+    (a cursor of the same database; a chunk a transaction); return {table: rows}."""
+    params = {**PARAMETERS, **params}
+    flows = con.execute(FLOWS_SQL, {"capture_id": capture_id}).fetchnumpy()
+    (frames,), = con.execute(FRAMES_SQL, {"capture_id": capture_id}).fetchall()
+    last = np.full(int(flows["flow_id"].max()) + 1 if len(flows["flow_id"]) else 0, -1, np.int64)
+    last[flows["flow_id"].astype(np.int64)] = flows["last_frame"]
+    state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
+    writer = _Writer(writer_con)
+    writer.start()
+    rows = {"tcp_analysis": 0, "flights": 0}
+    try:
+        for lo in range(1, frames + 1, chunk_frames):
+            hi = lo + chunk_frames
+            p = read_chunk(con, capture_id, lo, hi)
+            n = len(p["frame"])
+            if n:
+                slot, first = state.slots.assign(p["flow_id"])
+                state.grow(n)
+                w = wireshark_chunk(state, p, slot, first)
+                t, flight_rows = tracekit_chunk(state, p, w, slot, first, params)
+                writer.put("tcp_analysis", tcp_analysis_table(capture_id, p, w, t))
+                rows["tcp_analysis"] += n
+                state.rows += n
+            else:
+                flight_rows = np.zeros((0, len(sg.FLIGHT_OUT)), np.int64)
+            ended = state.slots.release_through(hi - 1)
+            flight_rows = _with_flushed(state, ended, flight_rows)
+            if len(flight_rows):
+                writer.put("flights", flights_table(capture_id, flight_rows))
+                rows["flights"] += len(flight_rows)
+        rest = _with_flushed(state, state.slots.slot_of[state.slots.active],
+                             np.zeros((0, len(sg.FLIGHT_OUT)), np.int64))
+        if len(rest):
+            writer.put("flights", flights_table(capture_id, rest))
+            rows["flights"] += len(rest)
+    finally:
+        writer.finish()
+    _apply_late(writer_con, capture_id, state.late)
+    return rows
+
+
+def _with_flushed(state, slots, rows):
+    """`rows` plus the open flights of the flows in `slots` (they ended)."""
+    slots = np.asarray(slots, np.int64)
+    if not len(slots):
+        return rows
+    fo = np.zeros((2 * len(slots) + 1, len(sg.FLIGHT_OUT)), np.int64)
+    fo_m = np.zeros(1, np.int64)
+    sg.flush_flights(state.jit, slots, state.sg_st, fo, fo_m)
+    return np.concatenate([rows, fo[:fo_m[0]]])
+
+
+def _apply_late(con, capture_id, late):
+    if not late:
+        return
+    late = np.concatenate(late)
+    for kind, sql in LATE_SQL.items():
+        sel = late[late[:, 1] == kind]
+        if not len(sel):
+            continue
+        _, first = np.unique(sel[:, 0], return_index=True)  # one update per packet
+        sel = sel[np.sort(first)]
+        table = pa.table({"frame": sel[:, 0], "value": sel[:, 2]})
+        con.register("_tracekit_late", table)
+        try:
+            con.execute(sql, {"capture_id": capture_id})
+        finally:
+            con.unregister("_tracekit_late")

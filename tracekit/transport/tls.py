@@ -30,7 +30,7 @@ import numpy as np
 
 from ..capture.records import read_records
 from ..decode.packets import decode_packets
-from ..store.arrow import numpy_table
+from ..store.arrow import append, numpy_table
 from ..store.schema import TLS_MESSAGES
 
 MAX_STREAM = 65536
@@ -238,7 +238,17 @@ def parse_direction(stream, client, tls13):
     return rows, complete
 
 
-def build(con, capture_id):
+TABLES = ("tls_messages",)
+
+
+def build(con, writer, capture_id):
+    """Write the `tls_messages` of one capture through `writer`; {table: rows}."""
+    table = messages_table(con, capture_id)
+    append(writer, "tls_messages", table)
+    return {"tls_messages": table.num_rows}
+
+
+def messages_table(con, capture_id):
     """Arrow table of `tls_messages` for one capture."""
     (path, fmt), = con.execute("SELECT path, format FROM captures WHERE capture_id = ?",
                                [capture_id]).fetchall()

@@ -92,12 +92,15 @@ DEFAULT_OOO_NS = 3_000_000
 M32 = 0xFFFFFFFF
 TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
 
-# per-direction state columns (int64)
+# per-direction state columns (int64), one row per flow slot and direction
 (BASE, BASE_SET, NEXTSEQ, NEXTSEQ_FRAME, NEXTSEQ_TS, MAXSEQ_TO_ACK, LASTACK, LASTACK_TS,
  LASTNONDUP, DUPACKS, WINDOW, SCALE, VALID_BIF, LASTFLAGS, HEAD, COUNT, SACKED, LO, HI,
  ACKED_AT, DIRTY, REL_HI) = range(22)
 NSTATE = 22
+LISTS = (HEAD,)  # state columns that head a pool list (-1: empty)
 ACK_UNSEEN = -1  # Wireshark's dupacknum after an ACK of unseen data (unsigned: >= 2)
+# per-flow state: the most recent SYN's time, the initial RTT (0 = unset)
+MRU_SYN, FIRST_RTT = 0, 1
 
 
 def gt_seq(a, b):
@@ -114,31 +117,62 @@ def unwrap(rel32, ref):
     return ref + d
 
 
-@kernel(helpers=(gt_seq, unwrap))
-def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift, sack_n,
-            sack_l, sack_r, nflows, ws_flags, bif, acks_frame, ack_rtt, dupack_num, dupack_frame, rto,
-            rto_frame, rel_seq, rel_ack):
-    """Run the state machine over one capture's TCP packets in frame order."""
-    st = np.zeros((2 * nflows, NSTATE), np.int64)
-    for d in range(2 * nflows):
-        st[d, WINDOW] = -1
-        st[d, SCALE] = -1
-        st[d, VALID_BIF] = 1
-        st[d, HEAD] = -1
-        st[d, ACKED_AT] = -1
-    mru_syn = np.zeros(nflows, np.int64)
-    first_rtt = np.zeros(nflows, np.int64)
-    # unacknowledged segments: one slot per packet (a packet adds at most one)
+def alloc(meta, link):
+    """An entry of a pool (free list first, then never used ones)."""
+    k = meta[1]
+    if k != -1:
+        meta[1] = link[k]
+        meta[2] -= 1
+        return k
+    k = meta[0]
+    meta[0] += 1
+    return k
+
+
+def release(meta, link, k):
+    link[k] = meta[1]
+    meta[1] = k
+    meta[2] += 1
+
+
+def reset_direction(st, d, meta, u_link):
+    """A flow slot taken by a new flow: free the old flow's list, start afresh."""
+    u = st[d, HEAD]
+    while u != -1:
+        nxt = u_link[u]
+        release(meta, u_link, u)
+        u = nxt
+    for c in range(NSTATE):
+        st[d, c] = 0
+    st[d, WINDOW] = -1
+    st[d, SCALE] = -1
+    st[d, VALID_BIF] = 1
+    st[d, HEAD] = -1
+    st[d, ACKED_AT] = -1
+
+
+@kernel(helpers=(gt_seq, unwrap, alloc, release, reset_direction))
+def analyze(frame, ts, slot, first, from_client, seq, ack, flags, seglen, window, shift,
+            sack_n, sack_l, sack_r, st, fs, meta, u_seq, u_next, u_frame, u_ts, u_link,
+            ws_flags, bif, acks_frame, ack_rtt, dupack_num, dupack_frame, rto, rto_frame,
+            rel_seq, rel_ack):
+    """Run the state machine over one chunk of a capture's TCP packets in frame order.
+
+    State carries from chunk to chunk: `st` (per flow slot and direction),
+    `fs` (per flow slot) and the pool of unacknowledged segments (`u_*`,
+    `meta`: next never used entry, free list head, free entries), which
+    must have room for one entry per packet of the chunk.
+    """
     n = len(frame)
-    u_seq = np.zeros(n, np.int64)
-    u_next = np.zeros(n, np.int64)
-    u_frame = np.zeros(n, np.int64)
-    u_ts = np.zeros(n, np.int64)
-    u_link = np.full(n, -1, np.int64)
     for i in range(n):
-        fl = flow[i]
+        fl = slot[i]
         fw = 2 * fl + (0 if from_client[i] else 1)
         rv = 2 * fl + (1 if from_client[i] else 0)
+        if first[i]:
+            reset_direction(st, 2 * fl, meta, u_link)
+            reset_direction(st, 2 * fl + 1, meta, u_link)
+            fs[fl, MRU_SYN] = 0
+            fs[fl, FIRST_RTT] = 0
         f = flags[i]
         s = seq[i]
         a = ack[i]
@@ -150,9 +184,9 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
             st[fw, SCALE] = shift[i]
         # initial RTT: the first pure ACK after the most recent SYN (0 = unset)
         if f & TH_SYN and not f & TH_ACK:
-            mru_syn[fl] = now
-        if (f & (TH_SYN | TH_ACK)) == TH_ACK and mru_syn[fl] != 0 and first_rtt[fl] == 0:
-            first_rtt[fl] = now - mru_syn[fl]
+            fs[fl, MRU_SYN] = now
+        if (f & (TH_SYN | TH_ACK)) == TH_ACK and fs[fl, MRU_SYN] != 0 and fs[fl, FIRST_RTT] == 0:
+            fs[fl, FIRST_RTT] = now - fs[fl, MRU_SYN]
 
         if st[fw, BASE_SET] == 0:
             st[fw, BASE] = s if f & TH_SYN else (s - 1) & M32
@@ -211,7 +245,7 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
             not_advanced = nxt != 0 and gt_seq(nxt, s)
             if ln > 1 and ((nxt - 1) & M32) == s:
                 not_advanced = False
-            thres = first_rtt[fl] if first_rtt[fl] != 0 else DEFAULT_OOO_NS
+            thres = fs[fl, FIRST_RTT] if fs[fl, FIRST_RTT] != 0 else DEFAULT_OOO_NS
             end = (s + ln) & M32
             end_flag = (end + (1 if f & (TH_SYN | TH_FIN) else 0)) & M32
             peer_dups = st[rv, DUPACKS]
@@ -237,10 +271,11 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
         if (ln > 0 or f & (TH_SYN | TH_FIN)) and st[fw, COUNT] < MAX_UNACKED:
             if f & (TH_SYN | TH_FIN):
                 new_next = (new_next + 1) & M32
-            u_seq[i] = s
-            u_next[i] = new_next
-            u_frame[i] = frame[i]
-            u_ts[i] = now
+            k = alloc(meta, u_link)
+            u_seq[k] = s
+            u_next[k] = new_next
+            u_frame[k] = frame[i]
+            u_ts[k] = now
             # the list's lowest seq and highest nextseq (relative), kept as it grows
             vlo = (s - st[fw, BASE]) & M32
             vhi = (new_next - st[fw, BASE]) & M32
@@ -251,8 +286,8 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
                 st[fw, LO] = min(st[fw, LO], vlo)
                 st[fw, HI] = max(st[fw, HI], vhi)
             st[fw, DIRTY] = 1
-            u_link[i] = st[fw, HEAD]
-            st[fw, HEAD] = i
+            u_link[k] = st[fw, HEAD]
+            st[fw, HEAD] = k
             st[fw, COUNT] += 1
         if (gt_seq(new_next, st[fw, NEXTSEQ]) or st[fw, NEXTSEQ] == 0) and not out & ZERO_WINDOW_PROBE:
             st[fw, NEXTSEQ] = new_next
@@ -291,6 +326,7 @@ def analyze(frame, ts, flow, from_client, seq, ack, flags, seglen, window, shift
                 else:
                     u_link[prev] = nu
                 st[rv, COUNT] -= 1
+                release(meta, u_link, u)
                 u = nu
             st[rv, LO] = lo
             st[rv, HI] = hi

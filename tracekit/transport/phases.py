@@ -1,0 +1,264 @@
+"""`request_phases`: what the transport did during each phase of each request.
+
+A request (requests.sql) is cut at four instants seen on its flow at the
+capture point: its first and last request byte (a, b) and first and last
+response byte (c, d), clamped into order inside [start, end]. This table
+gives, per request, those instants and how long each limitation state of
+`stalls` held during the upload [a, b] (the client's data) and the download
+[c, d] (the server's), the recovery round each stretch of download loss
+recovery belongs to, and the pauses in the server's data that the ACK clock
+does not explain (a client-side vantage, and QUIC: see attribution.sql).
+
+Strategy: these are overlaps of intervals (a request's phase) with other
+intervals (runs of a state) or points (packets) on the same flow. As SQL
+that is a join of every request of a flow with every run of it -- requests x
+runs pairs, 1.6e11 on a capture with tens of thousands of requests per
+connection. Here both sides are sorted by (flow, start) and swept once with
+a pointer that only moves forward (the runs of a flow direction tile its
+life without overlapping), so the cost is the size of the inputs plus the
+overlaps actually found.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+from ..jit import PYTHON_COST, kernel, use_jit
+from ..store.arrow import append
+from ..store.schema import create_table_sql
+from .stalls import STATES
+
+TABLES = ("request_phases",)
+
+INSTANTS_SQL = """
+WITH r AS (
+    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.vantage,
+        b.rtt_ns, f.protocol = 'udp' AS quic, f.client_mss,
+        q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
+        q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
+    FROM requests q JOIN bounds b USING (request_key)
+    LEFT JOIN flows f USING (capture_id, flow_id)
+),
+cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
+cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
+cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2)
+SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
+           + coalesce(flow_id, 0) AS flow_key,
+       capture_id IS NOT NULL AS has_flow, vantage, coalesce(quic, false) AS quic,
+       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d
+FROM cut3
+"""
+
+RUNS_SQL = """
+SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.direction = 'c2s' AS c2s,
+       s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state
+FROM stalls s
+WHERE (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
+"""
+
+# each download loss stretch (a loss_recovery or rto_wait run of the server's
+# data) belongs to the recovery round that had begun when it began
+LOSS_ROUNDS_SQL = """
+SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.start_ns, s.end_ns,
+       rr.episode, rr.round
+FROM (SELECT * FROM stalls
+      WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')
+        AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM requests)) s
+ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
+           WHERE direction = 's2c') rr
+  ON rr.capture_id = s.capture_id AND rr.flow_id = s.flow_id AND s.start_ns >= rr.first_ts_ns
+"""
+
+# the server's data packets on flows seen from the client (or QUIC, whose ACKs
+# are encrypted), with what the ACK clock needs: the previous data packet of the
+# server (time, size), the client's last packet before, the full segment size
+PAUSES_SQL = """
+WITH flows_needed AS (
+    SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
+    FROM requests q JOIN flows f USING (capture_id, flow_id)
+    WHERE q.vantage = 'client' OR f.protocol = 'udp'
+),
+p AS (
+    SELECT t.capture_id, t.flow_id, t.frame, t.ts_ns, t.from_client, t.payload_bytes,
+        lag(t.ts_ns) OVER w AS prev_ns, lag(t.payload_bytes) OVER w AS prev_bytes,
+        -- full-sized: within 40 option bytes of the MSS the client announced
+        coalesce(n.client_mss - 40,
+                 max(t.payload_bytes) OVER (PARTITION BY t.capture_id, t.flow_id, t.from_client))
+            AS full_bytes,
+        max(CASE WHEN t.from_client THEN t.ts_ns END) OVER (
+            PARTITION BY t.capture_id, t.flow_id ORDER BY t.frame
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
+    FROM packets t JOIN flows_needed n USING (capture_id, flow_id)
+    WHERE t.payload_bytes > 0 OR t.from_client
+    WINDOW w AS (PARTITION BY t.capture_id, t.flow_id, t.from_client ORDER BY t.frame)
+)
+SELECT capture_id * 4294967296 + flow_id AS flow_key, ts_ns, prev_ns, prev_bytes, full_bytes,
+       coalesce(last_client_ns, -9223372036854775807) AS last_client_ns
+FROM p
+WHERE NOT from_client AND payload_bytes > 0 AND prev_ns IS NOT NULL
+"""
+
+
+@kernel
+def state_overlaps(req_key, req_lo, req_hi, run_key, run_lo, run_hi, run_state, out):
+    """out[i, s] += how long runs of state s overlap [req_lo[i], req_hi[i]] on the
+    same key. Requests sorted by (key, lo); runs by (key, lo), not overlapping
+    within a key (hence also sorted by hi)."""
+    m = len(run_key)
+    j0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        lo = req_lo[i]
+        hi = req_hi[i]
+        while j0 < m and (run_key[j0] < key or (run_key[j0] == key and run_hi[j0] <= lo)):
+            j0 += 1
+        j = j0
+        while j < m and run_key[j] == key and run_lo[j] < hi:
+            ov = min(run_hi[j], hi) - max(run_lo[j], lo)
+            if ov > 0:
+                out[i, run_state[j]] += ov
+            j += 1
+
+
+@kernel
+def overlap_pairs(req_key, req_lo, req_hi, run_key, run_lo, run_hi, out_req, out_run, out_ns):
+    """Every (request, run, overlap) with overlap > 0; returns how many (when
+    the outputs are too small, only counts: call again with room)."""
+    m = len(run_key)
+    cap = len(out_req)
+    k = 0
+    j0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        lo = req_lo[i]
+        hi = req_hi[i]
+        while j0 < m and (run_key[j0] < key or (run_key[j0] == key and run_hi[j0] <= lo)):
+            j0 += 1
+        j = j0
+        while j < m and run_key[j] == key and run_lo[j] < hi:
+            ov = min(run_hi[j], hi) - max(run_lo[j], lo)
+            if ov > 0:
+                if k < cap:
+                    out_req[k] = i
+                    out_run[k] = j
+                    out_ns[k] = ov
+                k += 1
+            j += 1
+    return k
+
+
+@kernel
+def unexplained_pauses(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_prev_bytes,
+                       pk_full, pk_last_client, out):
+    """out[i]: pauses of the server's data inside request i's download that the
+    ACK clock does not explain: after a short segment (the sender ran out of
+    data) the whole pause; after a full-sized one the part beyond 1.25 R after
+    the client's last packet. Requests sorted by (key, c); packets by (key, prev)."""
+    m = len(pk_key)
+    j0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        c = req_c[i]
+        d = req_d[i]
+        budget = req_rtt[i] + req_rtt[i] // 4
+        while j0 < m and (pk_key[j0] < key or (pk_key[j0] == key and pk_prev[j0] < c)):
+            j0 += 1
+        j = j0
+        total = 0
+        while j < m and pk_key[j] == key and pk_prev[j] <= d:
+            if pk_ts[j] <= d and pk_prev[j] >= c:
+                if pk_prev_bytes[j] < pk_full[j]:
+                    total += pk_ts[j] - pk_prev[j]
+                else:
+                    total += max(0, pk_ts[j] - max(pk_prev[j], pk_last_client[j] + budget))
+            j += 1
+        out[i] = total
+
+
+def _fetch(con, sql, params=None):
+    return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}
+
+
+def _i64(a):
+    return np.asarray(a).astype(np.int64)
+
+
+def build_all(con):
+    """Create `request_phases` from the whole store; return its rows."""
+    r = _fetch(con, INSTANTS_SQL)
+    n = len(r["request_key"])
+    jit = use_jit(n * PYTHON_COST)
+    key = _i64(r["flow_key"])
+    a, b, c, d = (_i64(r[x]) for x in "abcd")
+    has_flow = r["has_flow"].astype(bool)
+    # upload and download: state totals
+    runs = _fetch(con, RUNS_SQL, {"states": list(STATES)})
+    nstates = len(STATES)
+    up = np.zeros((n, nstates), np.int64)
+    down = np.zeros((n, nstates), np.int64)
+    for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
+        sel = runs["c2s"].astype(bool) == c2s
+        rk, rlo, rhi = _i64(runs["flow_key"][sel]), _i64(runs["start_ns"][sel]), _i64(runs["end_ns"][sel])
+        rs = _i64(runs["state"][sel])
+        ro = np.lexsort((rlo, rk))
+        qo = np.lexsort((lo, key))
+        tmp = np.zeros((n, nstates), np.int64)
+        state_overlaps(jit, key[qo], lo[qo], hi[qo], rk[ro], rlo[ro], rhi[ro], rs[ro], tmp)
+        out[qo] = tmp
+    # download loss stretches by recovery round
+    lr = _fetch(con, LOSS_ROUNDS_SQL)
+    lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
+    lo_ord = np.lexsort((llo, lk))
+    qo = np.lexsort((c, key))
+    size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
+                         np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    pr, pj, pns = (np.zeros(size, np.int64) for _ in range(3))
+    overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj, pns)
+    pair_request = qo[pr]
+    pair_episode = _i64(lr["episode"])[lo_ord][pj]
+    pair_round = _i64(lr["round"])[lo_ord][pj]
+    # pauses the ACK clock does not explain
+    pk = _fetch(con, PAUSES_SQL)
+    pkk, pts, pprev = _i64(pk["flow_key"]), _i64(pk["ts_ns"]), _i64(pk["prev_ns"])
+    po = np.lexsort((pprev, pkk))
+    pauses = np.zeros(n, np.int64)
+    tmp = np.zeros(n, np.int64)
+    unexplained_pauses(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
+                       pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
+                       _i64(pk["last_client_ns"])[po], tmp)
+    pauses[qo] = tmp
+    table = _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode,
+                   pair_round, pns)
+    con.execute("DROP TABLE IF EXISTS request_phases")
+    con.execute(create_table_sql("request_phases"))
+    append(con, "request_phases", table)
+    return n
+
+
+def _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode, pair_round,
+           pair_ns):
+    n = len(a)
+    nulls = ~has_flow
+
+    def col(values, typ=pa.int64(), mask=nulls):
+        return pa.array(values, typ, mask=mask)
+
+    # one list of (episode, round, ns) per request, in order
+    order = np.lexsort((pair_round, pair_episode, pair_request))
+    pr, pe, prd, pn = pair_request[order], pair_episode[order], pair_round[order], pair_ns[order]
+    offsets = np.searchsorted(pr, np.arange(n + 1)).astype(np.int32)
+    rounds = pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays(
+        [pa.array(pe, pa.int64()), pa.array(prd, pa.int64()), pa.array(pn, pa.int64())],
+        names=["episode", "round", "ns"]))
+    columns = {
+        "request_key": pa.array(np.asarray(r["request_key"], dtype=object).astype(str)),
+        "capture_id": pa.array(r["capture_id"], pa.int32(), mask=nulls),
+        "flow_id": col(np.where(has_flow, r["flow_id"], 0)),
+        "a_ns": col(a, mask=None), "b_ns": col(b, mask=None), "c_ns": col(c, mask=None),
+        "d_ns": col(d, mask=None),
+    }
+    for phase, totals in (("up", up), ("down", down)):
+        for k, state in enumerate(STATES):
+            columns[f"{phase}_{state}_ns"] = col(totals[:, k])
+    columns["unexplained_pause_ns"] = col(pauses)
+    columns["loss_rounds"] = rounds
+    return pa.table(columns)
