@@ -1,7 +1,8 @@
 -- requests: the unit of measurement -- one request/response exchange.
 --
 -- Built over the whole store (events and every capture).
--- Sources: events, flows, tcp_analysis, handshakes.
+-- Sources: events, flows, exchanges (segmented by tracekit/transport/segments.py),
+-- tcp_analysis (TLS connections, linked flows), handshakes.
 -- Definitions:
 --   From events (source = 'events'): a request id with a request_start and
 --   a request_end event in one log; start/end are those events' times on
@@ -156,17 +157,33 @@ tls_start AS (
     SELECT capture_id, flow_id, first_data_c2s_ns FROM handshakes WHERE protocol = 'tls'
 ),
 
-data AS (
-    SELECT a.capture_id, a.flow_id, a.frame, a.ts_ns, a.from_client, a.rel_seq, a.rel_end,
+excluded AS (  -- flows an event request links to, and captures of runs whose logs give
+               -- their requests (their other flows are legs of those: a proxy's)
+    SELECT capture_id, flow_id FROM links
+    UNION
+    SELECT f.capture_id, f.flow_id FROM flows f
+    WHERE f.capture_id IN (SELECT c.capture_id FROM captures c JOIN event_logs g
+                           ON c.labels['run'] = g.labels['run']
+                           WHERE g.log_id IN (SELECT log_id FROM ev))
+),
+
+plain AS (  -- exchanges of TCP connections without TLS: segmented by the kernel
+    SELECT x.capture_id, x.flow_id, x.exchange, x.request_first_byte_ns,
+        x.request_last_byte_ns, x.response_first_byte_ns, x.response_last_byte_ns, x.end_ns,
+        x.bytes_up, x.bytes_down, x.packets_up, x.packets_down
+    FROM exchanges x
+    ANTI JOIN tls_start t USING (capture_id, flow_id)
+    ANTI JOIN excluded e USING (capture_id, flow_id)
+),
+
+data AS (  -- TLS connections: only what follows the handshake counts
+    SELECT a.capture_id, a.flow_id, a.frame, a.ts_ns, a.from_client, a.rel_seq,
+        a.rel_seq + a.payload_bytes AS rel_end,
         CASE WHEN a.from_client AND coalesce(NOT lag(a.from_client) OVER w, true) THEN 1 ELSE 0 END AS opens
     FROM tcp_analysis a
-    LEFT JOIN tls_start t USING (capture_id, flow_id)
+    JOIN tls_start t USING (capture_id, flow_id)
+    ANTI JOIN excluded e USING (capture_id, flow_id)
     WHERE a.payload_bytes > 0 AND (t.first_data_c2s_ns IS NULL OR a.ts_ns >= t.first_data_c2s_ns)
-      AND NOT EXISTS (SELECT 1 FROM links l WHERE l.capture_id = a.capture_id AND l.flow_id = a.flow_id)
-      -- a run whose logs give its requests: its other flows are legs of those (a proxy's)
-      AND a.capture_id NOT IN (SELECT c.capture_id FROM captures c JOIN event_logs g
-                               ON c.labels['run'] = g.labels['run']
-                               WHERE g.log_id IN (SELECT log_id FROM ev))
     WINDOW w AS (PARTITION BY a.capture_id, a.flow_id ORDER BY a.frame)
 ),
 
@@ -174,7 +191,7 @@ numbered AS (
     SELECT *, sum(opens) OVER (PARTITION BY capture_id, flow_id ORDER BY frame) AS exchange FROM data
 ),
 
-exchanges AS (
+tls_exchanges AS (
     SELECT capture_id, flow_id, exchange,
         min(ts_ns) FILTER (from_client) AS request_first_byte_ns,
         max(ts_ns) FILTER (from_client) AS request_last_byte_ns,
@@ -187,6 +204,10 @@ exchanges AS (
         count(*) FILTER (NOT from_client) AS packets_down
     FROM numbered WHERE exchange > 0
     GROUP BY ALL
+),
+
+exchanges_all AS (
+    SELECT * FROM plain UNION ALL SELECT * FROM tls_exchanges
 ),
 
 from_flows AS (
@@ -202,7 +223,7 @@ from_flows AS (
         x.end_ns - (CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
                          ELSE x.request_first_byte_ns END) AS duration_ns,
         x.bytes_up, x.bytes_down, x.packets_up, x.packets_down
-    FROM exchanges x
+    FROM exchanges_all x
     JOIN flows f USING (capture_id, flow_id)
     JOIN captures c USING (capture_id)
     LEFT JOIN tls_start t USING (capture_id, flow_id)

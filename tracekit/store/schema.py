@@ -253,6 +253,22 @@ TLS_MESSAGES = (
     Column("complete", "BOOLEAN NOT NULL", "false on the last row of a stream cut by the snaplen or a capture gap"),
 )
 
+# Derived by `tracekit analyze` (tracekit/transport/segments.py): TCP request/response exchanges.
+EXCHANGES = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
+    Column("exchange", "BIGINT NOT NULL", "Exchange of the connection, from 1: it begins with client data that follows server data (or is the flow's first data) and lasts until the next such"),
+    Column("request_first_byte_ns", "BIGINT NOT NULL", "Its first client data packet"),
+    Column("request_last_byte_ns", "BIGINT NOT NULL", "Its last client data packet"),
+    Column("response_first_byte_ns", "BIGINT", "Its first server data packet (NULL: no response)"),
+    Column("response_last_byte_ns", "BIGINT", "Its last server data packet"),
+    Column("end_ns", "BIGINT NOT NULL", "Its last data packet either way"),
+    Column("bytes_up", "BIGINT NOT NULL", "Unique client bytes (highest end - lowest start of its client data)"),
+    Column("bytes_down", "BIGINT NOT NULL", "Unique server bytes (0 without a response)"),
+    Column("packets_up", "BIGINT NOT NULL", "Client data packets (retransmissions and copies included)"),
+    Column("packets_down", "BIGINT NOT NULL", "Server data packets"),
+)
+
 # Limitation states of a flow direction (tracekit/transport/stalls.py decides them).
 STALL_STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recovery",
                 "zero_window", "receive_window_limited", "pacing_idle", "slow_start",
@@ -357,7 +373,8 @@ TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "f
           "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
-DERIVED = {"tcp_analysis": TCP_ANALYSIS, "flights": FLIGHTS, "tls_messages": TLS_MESSAGES,
+DERIVED = {"tcp_analysis": TCP_ANALYSIS, "flights": FLIGHTS, "exchanges": EXCHANGES,
+           "tls_messages": TLS_MESSAGES,
            "stalls": STALLS, "request_phases": REQUEST_PHASES}
 
 # Decode status codes (packets.decode_status), documented in the README.
@@ -389,6 +406,7 @@ STAGED = {
     "flows": "SELECT capture_id FROM ingests_in_progress",
     "tcp_analysis": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
     "flights": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
+    "exchanges": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
     "tls_messages": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tls_messages'",
     "stalls": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'stalls'",
 }

@@ -94,6 +94,7 @@ SEG_CLASS = ("", "new", "repeat", "hole_fill", "reordered", "duplicate")
 T_NONE, T_FAST, T_RTO, T_TLP, T_RACK, T_OTHER = 0, 1, 2, 3, 4, 5
 TRIGGER = ("", "fast", "rto", "tlp", "rack", "other")
 LATE_SPURIOUS, LATE_RECOVERED = 0, 1
+NO_TIME = -(2 ** 63)  # "no value" where any int64 is a time
 DSACK_MEMORY = 256  # retransmissions per direction a D-SACK is matched against
 
 TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
@@ -104,8 +105,14 @@ WS_WINDOW_FULL = 128
  SRTT, RTTVAR, HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, MSS, LAST_TSVAL,
  PREV_TS, PREV_SEQ, PREV_ACK, PREV_LEN, PREV_FLAGS, PREV_IPID, PREV_TSVAL, FLIGHT, FLIGHT_MARK,
  FLIGHT_DONE, RETX_N, RQ_HEAD, RQ_TAIL, LAST_ACK_TS, FULL_SENT, FULL_SEEN, FL_START, FL_END,
- FL_SEGS, FL_BYTES, FL_PEAK, FL_RETX, FL_WIN, FL_PREV, ADV_WIN, FLOW_ID) = range(45)
-NSTATE = 45
+ FL_SEGS, FL_BYTES, FL_PEAK, FL_RETX, FL_WIN, FL_PREV, ADV_WIN, FLOW_ID,
+ EX_NUM, EX_LAST_CLIENT, EX_REQ_FIRST, EX_REQ_LAST, EX_RESP_FIRST, EX_RESP_LAST, EX_END,
+ EX_UP_LO, EX_UP_HI, EX_DOWN_LO, EX_DOWN_HI, EX_PK_UP, EX_PK_DOWN) = range(58)
+NSTATE = 58
+# exchange rows (requests.sql reads them): a request/response exchange of a
+# connection, kept in the flow's client-direction row of `st`
+EXCHANGE_OUT = ("flow", "exchange", "request_first", "request_last", "response_first",
+                "response_last", "end", "bytes_up", "bytes_down", "packets_up", "packets_down")
 LISTS = (HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, RQ_HEAD, RQ_TAIL)
 # flight rows (flights.sql reads them): one per flight, written when it ends
 FLIGHT_OUT = ("flow", "from_client", "flight", "start", "end", "duration", "segments", "bytes",
@@ -171,13 +178,71 @@ def _emit_flight(st, d, duration, fo, fo_m):
     fo_m[0] = k + 1
 
 
-@kernel(helpers=(_emit_flight,))
-def flush_flights(slots, st, fo, fo_m):
-    """The open flights of flows that ended (their slots), as rows of `fo`."""
+def _emit_exchange(st, c, xo, xo_m):
+    """Write the open exchange of the flow whose client row is c as a row of `xo`."""
+    if st[c, EX_NUM] == 0:
+        return
+    k = xo_m[0]
+    xo[k, 0] = st[c, FLOW_ID]
+    xo[k, 1] = st[c, EX_NUM]
+    xo[k, 2] = st[c, EX_REQ_FIRST]
+    xo[k, 3] = st[c, EX_REQ_LAST]
+    xo[k, 4] = st[c, EX_RESP_FIRST]
+    xo[k, 5] = st[c, EX_RESP_LAST]
+    xo[k, 6] = st[c, EX_END]
+    xo[k, 7] = st[c, EX_UP_HI] - st[c, EX_UP_LO]
+    xo[k, 8] = st[c, EX_DOWN_HI] - st[c, EX_DOWN_LO] if st[c, EX_PK_DOWN] > 0 else 0
+    xo[k, 9] = st[c, EX_PK_UP]
+    xo[k, 10] = st[c, EX_PK_DOWN]
+    xo_m[0] = k + 1
+
+
+def _exchange(st, c, from_client, now, s, end, ln):
+    """A packet with payload: it opens an exchange when it is client data after
+    server data (or the flow's first data), else it belongs to the open one."""
+    if from_client and st[c, EX_LAST_CLIENT] != 1:
+        st[c, EX_NUM] += 1
+        st[c, EX_REQ_FIRST] = now
+        st[c, EX_RESP_FIRST] = NO_TIME
+        st[c, EX_RESP_LAST] = NO_TIME
+        st[c, EX_UP_LO] = s
+        st[c, EX_UP_HI] = end
+        st[c, EX_DOWN_LO] = 0
+        st[c, EX_DOWN_HI] = 0
+        st[c, EX_PK_UP] = 0
+        st[c, EX_PK_DOWN] = 0
+        st[c, EX_END] = now
+    st[c, EX_LAST_CLIENT] = 1 if from_client else 0
+    if st[c, EX_NUM] == 0:  # server data before any request: not an exchange
+        return
+    if now > st[c, EX_END]:
+        st[c, EX_END] = now
+    if from_client:
+        st[c, EX_REQ_LAST] = now
+        st[c, EX_PK_UP] += 1
+        st[c, EX_UP_LO] = min(st[c, EX_UP_LO], s)
+        st[c, EX_UP_HI] = max(st[c, EX_UP_HI], end)
+    else:
+        if st[c, EX_RESP_FIRST] == NO_TIME:
+            st[c, EX_RESP_FIRST] = now
+            st[c, EX_DOWN_LO] = s
+            st[c, EX_DOWN_HI] = end
+        st[c, EX_RESP_LAST] = now
+        st[c, EX_PK_DOWN] += 1
+        st[c, EX_DOWN_LO] = min(st[c, EX_DOWN_LO], s)
+        st[c, EX_DOWN_HI] = max(st[c, EX_DOWN_HI], end)
+
+
+@kernel(helpers=(_emit_flight, _emit_exchange))
+def flush_flights(slots, st, fo, fo_m, xo, xo_m):
+    """The open flights and exchanges of flows that ended (their slots), as rows
+    of `fo` and `xo`."""
     for k in range(len(slots)):
         for d in (2 * slots[k], 2 * slots[k] + 1):
             _emit_flight(st, d, -1, fo, fo_m)
             st[d, FLIGHT] = 0
+        _emit_exchange(st, 2 * slots[k], xo, xo_m)
+        st[2 * slots[k], EX_NUM] = 0
 
 
 def _late(late, meta, frame, kind, value):
@@ -188,7 +253,8 @@ def _late(late, meta, frame, kind, value):
     meta[0] = k + 1
 
 
-@kernel(helpers=(alloc, release, _clear_list, _reset, _late, _emit_flight))
+@kernel(helpers=(alloc, release, _clear_list, _reset, _late, _emit_flight, _emit_exchange,
+                 _exchange))
 def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, seglen, tsval,
              tsecr, ip_id, window_bytes, ws_flags, sack_n, sack_l, sack_r, dupthresh,
              rto_min_ns, reorder_window_ns,
@@ -196,6 +262,7 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
              sent_m, s_lo, s_end, s_ts, s_len, s_retx_row, s_retx_tsval, s_retx_frame,
              s_next, ts_m, t_val, t_ts, t_next, retx_m, r_lo, r_hi, r_row, r_frame,
              r_next, rq_m, q_point, q_row, q_frame, q_after, q_next, late, late_m, fo, fo_m,
+             xo, xo_m,
              seg_class, gap_bytes, trigger, silence_ns, peer_dupacks, spurious, inflight,
              peer_inflight, acked_bytes, rtt_ns, ts_rtt_ns, dsack, flight, acked_segments,
              ack_delay, ack_gap, window_full_segs, recovery_point, hole_opened, recovered):
@@ -223,6 +290,11 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
             st[fw, LAST_ADVANCE] = now
         if ln > st[fw, MSS]:
             st[fw, MSS] = ln
+        if ln > 0:  # request/response exchanges (every copy of the data counts)
+            c = 2 * fl
+            if from_client[i] and st[c, EX_LAST_CLIENT] != 1 and st[c, EX_NUM] > 0:
+                _emit_exchange(st, c, xo, xo_m)
+            _exchange(st, c, from_client[i], now, s, s + ln, ln)
         if ws_flags[i] & WS_WINDOW_FULL:
             st[fw, FULL_SENT] += 1
         if (f & (TH_SYN | TH_ACK)) == TH_ACK and window_bytes[i] >= 0:

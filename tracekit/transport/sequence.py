@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..jit import PYTHON_COST, use_jit
 from ..store.arrow import append, numpy_table
-from ..store.schema import FLIGHTS, TCP_ANALYSIS
+from ..store.schema import EXCHANGES, FLIGHTS, TCP_ANALYSIS
 from . import segments as sg
 from . import wireshark as ws
 from .pools import FlowSlots, Pool
@@ -164,7 +164,7 @@ def wireshark_chunk(state, p, slot, first):
 
 
 def tracekit_chunk(state, p, w, slot, first, params):
-    """Run segments.classify over one chunk; (dict of outputs, flight rows)."""
+    """Run segments.classify over one chunk; (dict of outputs, flight rows, exchange rows)."""
     n = len(p["frame"])
     sack_l, sack_r = relative_sack(p, w)
     out = {}
@@ -179,6 +179,8 @@ def tracekit_chunk(state, p, w, slot, first, params):
     late_m = np.zeros(1, np.int64)
     fo = np.zeros((n + 1, len(sg.FLIGHT_OUT)), np.int64)
     fo_m = np.zeros(1, np.int64)
+    xo = np.zeros((n + 1, len(sg.EXCHANGE_OUT)), np.int64)
+    xo_m = np.zeros(1, np.int64)
     pools = state.sg_pools
     sg.classify(state.jit, state.rows, p["frame"], p["ts_ns"], p["flow_id"], slot, first,
                 p["from_client"], w["rel_seq"], w["rel_ack"], p["tcp_flags"],
@@ -186,7 +188,7 @@ def tracekit_chunk(state, p, w, slot, first, params):
                 w["ws_flags"], p["sack_n"], sack_l, sack_r, params["dupthresh"],
                 params["rto_min_ns"], params["reorder_window_ns"], state.sg_st,
                 *pools["hole"].args(), *pools["sent"].args(), *pools["tsval"].args(),
-                *pools["retx"].args(), *pools["rq"].args(), late, late_m, fo, fo_m,
+                *pools["retx"].args(), *pools["rq"].args(), late, late_m, fo, fo_m, xo, xo_m,
                 out["seg_class"], out["gap_bytes"], out["trigger"], out["silence"],
                 out["peer_dupacks"], out["spurious"], out["inflight"], out["peer_inflight"],
                 out["acked"], out["rtt"], out["ts_rtt"], out["dsack"], out["flight"],
@@ -194,7 +196,7 @@ def tracekit_chunk(state, p, w, slot, first, params):
                 out["recovery_point"], out["hole_opened"], out["recovered"])
     if late_m[0]:
         state.late.append(late[:late_m[0]].copy())
-    return out, fo[:fo_m[0]]
+    return out, fo[:fo_m[0]], xo[:xo_m[0]]
 
 
 def tcp_analysis_table(capture_id, p, w, t):
@@ -321,7 +323,7 @@ class _Writer(threading.Thread):
 
 PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
               "reorder_window_ns": REORDER_WINDOW_NS}
-TABLES = ("tcp_analysis", "flights")
+TABLES = ("tcp_analysis", "flights", "exchanges")
 
 LATE_SQL = {
     sg.LATE_SPURIOUS: "UPDATE store.tcp_analysis t SET spurious = true FROM _tracekit_late l "
@@ -332,8 +334,8 @@ LATE_SQL = {
 
 
 def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
-    """Write `tcp_analysis` and `flights` of one capture through `writer_con`
-    (a cursor of the same database; a chunk a transaction); return {table: rows}."""
+    """Write `tcp_analysis`, `flights` and `exchanges` of one capture through
+    `writer_con` (a cursor of the same database); return {table: rows}."""
     params = {**PARAMETERS, **params}
     flows = con.execute(FLOWS_SQL, {"capture_id": capture_id}).fetchnumpy()
     (frames,), = con.execute(FRAMES_SQL, {"capture_id": capture_id}).fetchall()
@@ -342,7 +344,15 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
     state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
     writer = _Writer(writer_con)
     writer.start()
-    rows = {"tcp_analysis": 0, "flights": 0}
+    rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0}
+
+    def side_tables(flight_rows, exchange_rows):
+        if len(flight_rows):
+            writer.put("flights", flights_table(capture_id, flight_rows))
+            rows["flights"] += len(flight_rows)
+        if len(exchange_rows):
+            writer.put("exchanges", exchanges_table(capture_id, exchange_rows))
+            rows["exchanges"] += len(exchange_rows)
     try:
         for lo in range(1, frames + 1, chunk_frames):
             hi = lo + chunk_frames
@@ -352,37 +362,50 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
                 slot, first = state.slots.assign(p["flow_id"])
                 state.grow(n)
                 w = wireshark_chunk(state, p, slot, first)
-                t, flight_rows = tracekit_chunk(state, p, w, slot, first, params)
+                t, flight_rows, exchange_rows = tracekit_chunk(state, p, w, slot, first, params)
                 writer.put("tcp_analysis", tcp_analysis_table(capture_id, p, w, t))
                 rows["tcp_analysis"] += n
                 state.rows += n
-            else:
-                flight_rows = np.zeros((0, len(sg.FLIGHT_OUT)), np.int64)
-            ended = state.slots.release_through(hi - 1)
-            flight_rows = _with_flushed(state, ended, flight_rows)
-            if len(flight_rows):
-                writer.put("flights", flights_table(capture_id, flight_rows))
-                rows["flights"] += len(flight_rows)
-        rest = _with_flushed(state, state.slots.slot_of[state.slots.active],
-                             np.zeros((0, len(sg.FLIGHT_OUT)), np.int64))
-        if len(rest):
-            writer.put("flights", flights_table(capture_id, rest))
-            rows["flights"] += len(rest)
+                side_tables(flight_rows, exchange_rows)
+            side_tables(*_flushed(state, state.slots.release_through(hi - 1)))
+        side_tables(*_flushed(state, state.slots.slot_of[state.slots.active]))
     finally:
         writer.finish()
     _apply_late(writer_con, capture_id, state.late)
     return rows
 
 
-def _with_flushed(state, slots, rows):
-    """`rows` plus the open flights of the flows in `slots` (they ended)."""
+def _flushed(state, slots):
+    """The open flights and exchanges of the flows in `slots` (they ended)."""
     slots = np.asarray(slots, np.int64)
-    if not len(slots):
-        return rows
     fo = np.zeros((2 * len(slots) + 1, len(sg.FLIGHT_OUT)), np.int64)
     fo_m = np.zeros(1, np.int64)
-    sg.flush_flights(state.jit, slots, state.sg_st, fo, fo_m)
-    return np.concatenate([rows, fo[:fo_m[0]]])
+    xo = np.zeros((len(slots) + 1, len(sg.EXCHANGE_OUT)), np.int64)
+    xo_m = np.zeros(1, np.int64)
+    if len(slots):
+        sg.flush_flights(state.jit, slots, state.sg_st, fo, fo_m, xo, xo_m)
+    return fo[:fo_m[0]], xo[:xo_m[0]]
+
+
+def exchanges_table(capture_id, rows):
+    """`exchanges` rows (EXCHANGE_OUT columns from the kernel) as an Arrow table."""
+    o = {name: rows[:, k] for k, name in enumerate(sg.EXCHANGE_OUT)}
+    n = len(rows)
+    values = {
+        "capture_id": (np.full(n, capture_id, np.int32), None),
+        "flow_id": (o["flow"], None),
+        "exchange": (o["exchange"], None),
+        "request_first_byte_ns": (o["request_first"], None),
+        "request_last_byte_ns": (o["request_last"], None),
+        "response_first_byte_ns": (o["response_first"], o["response_first"] == NONE),
+        "response_last_byte_ns": (o["response_last"], o["response_last"] == NONE),
+        "end_ns": (o["end"], None),
+        "bytes_up": (o["bytes_up"], None),
+        "bytes_down": (o["bytes_down"], None),
+        "packets_up": (o["packets_up"], None),
+        "packets_down": (o["packets_down"], None),
+    }
+    return numpy_table(EXCHANGES, values)
 
 
 def _apply_late(con, capture_id, late):
