@@ -19,7 +19,6 @@ and deletes them first. Either way the store ends up exactly as it was.
 """
 
 import os
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,11 +34,13 @@ from ..decode.flows import FlowTable
 from ..decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..decode.packets import decode_packets
 from ..decode.status import STATUS
+from ..jit import prefer_compiled
 from ..errors import TracekitError
 from .arrow import FLOWS_SCHEMA, flows_table, packets_table
-from .schema import storage
+from .schema import CAPTURES, INTERFACES, storage
+from .writer import AppendWriter
 
-INSERT_ROWS = 1 << 19  # rows per DuckDB append (bigger: a little faster, more memory)
+INSERT_ROWS = 4 * 122_880  # rows per DuckDB append: whole row groups (see store/writer.py)
 INGEST_MEMORY_LIMIT = "512MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
@@ -64,11 +65,27 @@ class _Duplicate(Exception):
 
 
 class _Hasher(threading.Thread):
-    def __init__(self, path):
+    """The file's SHA-256, on its own thread (a small file's at once: a thread
+    costs more than hashing it)."""
+
+    SMALL = 1 << 20
+
+    def __init__(self, path, size):
         super().__init__(daemon=True)
         self.path = path
         self.digest = None
         self.error = None
+        self.small = size <= self.SMALL
+
+    def start(self):
+        if self.small:
+            self.run()
+        else:
+            super().start()
+
+    def join(self, timeout=None):
+        if not self.small:
+            super().join(timeout)
 
     def run(self):
         try:
@@ -92,19 +109,31 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         "current_setting('memory_limit')").fetchall()
     con.execute("SET preserve_insertion_order = false")
     con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
-    run = _Run(con)
+    paths = [str(p) for p in paths]
+    run = None
     try:
         recover_unfinished(con)
-        summaries = [_load_one(run, str(path), labels or {}, replace, progress,
+        # many small files together pay the compiled scanners' start-up once
+        prefer_compiled(sum(_size(p) for p in paths))
+        run = _Run(con, paths)
+        summaries = [_load_one(run, path, labels or {}, replace, progress,
                                batch_packets, chunk_bytes) for path in paths]
         run.finish()
         return summaries
     except BaseException:
-        run.discard()
+        if run is not None:
+            run.discard()
         raise
     finally:
         con.execute(f"SET preserve_insertion_order = {bool(keep_order)}")
         con.execute(f"SET memory_limit = '{keep_limit}'")
+
+
+def _size(path):
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def recover_unfinished(con):
@@ -122,42 +151,53 @@ def _delete_rows(con, ids, tables):
 
 
 class _Run:
-    """The capture ids one `load_captures` call has started, and what finishing means."""
+    """The capture ids one `load_captures` call has started, and what finishing means.
 
-    def __init__(self, con):
+    Every file gets its id up front, listed in `ingests_in_progress` (which
+    hides its rows from the `packets` and `flows` views) before any row is
+    appended. Rows of all files go through one writer thread, in appends of
+    whole row groups, so a thousand small files cost a few appends, not a
+    thousand.
+    """
+
+    def __init__(self, con, paths):
         self.con = con
-        self.started = []  # capture ids with rows appended
+        self.query = con.cursor()  # the main thread's questions while the writer appends
+        (first,), = con.execute(
+            "SELECT greatest((SELECT coalesce(max(capture_id), 0) FROM captures), "
+            "(SELECT coalesce(max(capture_id), 0) FROM ingests_in_progress)) + 1").fetchall()
+        self.ids = list(range(first, first + len(paths)))
+        con.execute("INSERT INTO ingests_in_progress SELECT unnest(?::INTEGER[]), "
+                    "unnest(?::VARCHAR[]), now()",
+                    [self.ids, [os.path.abspath(p) for p in paths]])
+        self.started = list(self.ids)  # capture ids whose rows may exist
+        self.next = iter(self.ids)
         self.finals = []  # (captures row, interfaces rows) written by finish()
         self.replaced = []  # capture ids removed by finish()
         self.digests = {}  # sha256 -> capture id, within this call
+        self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
+        self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS)
+        self.writer.start()
 
-    def new_capture_id(self, path):
-        (cid,), = self.con.execute(
-            "SELECT greatest((SELECT coalesce(max(capture_id), 0) FROM captures), "
-            "(SELECT coalesce(max(capture_id), 0) FROM ingests_in_progress)) + 1").fetchall()
-        self.con.execute("INSERT INTO ingests_in_progress VALUES (?, ?, now())",
-                         [cid, os.path.abspath(path)])
-        self.started.append(cid)
-        return cid
+    def new_capture_id(self):
+        return next(self.next)
 
     def drop(self, capture_id):
         """Forget a capture of this call (a duplicate found while loading)."""
-        _delete_rows(self.con, [capture_id], ("packets", "flows"))
-        self.con.execute("DELETE FROM ingests_in_progress WHERE capture_id = ?", [capture_id])
+        def forget(con):
+            _delete_rows(con, [capture_id], ("packets", "flows"))
+            con.execute("DELETE FROM ingests_in_progress WHERE capture_id = ?", [capture_id])
+        self.writer.call(forget)
         self.started.remove(capture_id)
 
     def finish(self):
+        self.writer.finish()
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
             if self.replaced:
                 _delete_rows(con, self.replaced, ("packets", "flows", "interfaces", "captures"))
-            for capture_row, interface_rows in self.finals:
-                if interface_rows:
-                    con.executemany(
-                        "INSERT INTO interfaces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        interface_rows)
-                con.execute(CAPTURE_INSERT, capture_row)
+            _insert_finals(con, self.finals)
             if self.started:
                 con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
                             [self.started])
@@ -165,19 +205,57 @@ class _Run:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        # ids given to files that were not captures after all (or duplicates)
+        con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
+                    [self.ids])
         self.started = []
 
     def discard(self):
-        if self.started:
-            _delete_rows(self.con, self.started, ("packets", "flows", "interfaces"))
-            self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                             [self.started])
-            self.started = []
+        self.writer.abandon()
+        _delete_rows(self.con, self.ids, ("packets", "flows", "interfaces"))
+        self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
+                         [self.ids])
+        self.started = []
 
 
-def _existing(con, digest):
-    rows = con.execute("SELECT capture_id FROM captures WHERE sha256 = ?", [digest]).fetchall()
-    return rows[0][0] if rows else None
+def _insert_finals(con, finals):
+    """The captures and interfaces rows of a call, in two statements."""
+    if not finals:
+        return
+    captures = [row for row, _ in finals]
+    interfaces = [r for _, rows in finals for r in rows]
+    names = [c.name for c in CAPTURES]
+    maps = {"skipped_blocks": pa.int64(), "decode_status_counts": pa.int64(),
+            "labels": pa.string()}
+    columns = {}
+    for name in names:
+        values = [r.get(name) for r in captures]
+        if name in maps:
+            columns[name + "_k"] = pa.array([list(v[0]) for v in values], pa.list_(pa.string()))
+            columns[name + "_v"] = pa.array([list(v[1]) for v in values], pa.list_(maps[name]))
+        elif name in ("ingested_at",):
+            continue
+        elif name == "link_types":
+            columns[name] = pa.array(values, pa.list_(pa.int32()))
+        else:
+            columns[name] = pa.array(values)
+    table = pa.table(columns)
+    select = ", ".join(
+        f"MAP({n}_k, {n}_v)" if n in maps else ("now()" if n == "ingested_at" else n)
+        for n in names)
+    con.register("_tracekit_captures", table)
+    try:
+        con.execute(f"INSERT INTO captures SELECT {select} FROM _tracekit_captures")
+    finally:
+        con.unregister("_tracekit_captures")
+    if interfaces:
+        inames = [c.name for c in INTERFACES]
+        itable = pa.table({n: pa.array([r[k] for r in interfaces]) for k, n in enumerate(inames)})
+        con.register("_tracekit_interfaces", itable)
+        try:
+            con.execute("INSERT INTO interfaces SELECT * FROM _tracekit_interfaces")
+        finally:
+            con.unregister("_tracekit_interfaces")
 
 
 def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes):
@@ -190,9 +268,9 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes):
         raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
     with fileobj:
         reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
-        hasher = _Hasher(path)
+        hasher = _Hasher(path, size)
         hasher.start()
-        capture_id = run.new_capture_id(path)
+        capture_id = run.new_capture_id()
         summary.capture_id = capture_id
         try:
             totals = _load_packets(run, reader, capture_id, summary, hasher, size, progress,
@@ -208,7 +286,7 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes):
         if hasher.error:
             raise TracekitError(f"{path}: cannot read: {hasher.error}")
     run.digests[hasher.digest] = capture_id
-    old = _existing(run.con, hasher.digest)
+    old = run.stored.get(hasher.digest)
     if old is not None:  # only reached with replace=True
         run.replaced.append(old)
         summary.outcome = "replaced"
@@ -224,53 +302,8 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes):
     return summary
 
 
-class _Writer(threading.Thread):
-    """Appends Arrow tables to `packets` while the main thread decodes the next ones.
-
-    DuckDB releases the GIL while it writes, so on two cores decoding and
-    writing overlap. The connection is used by this thread only until
-    `finish()` returns. Items are Arrow tables, or callables run in order.
-    """
-
-    def __init__(self, con):
-        super().__init__(daemon=True)
-        self.con = con
-        self.queue = queue.Queue(maxsize=1)
-        self.error = None
-
-    def run(self):
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            if self.error is not None:
-                continue  # drain after a failure
-            try:
-                if callable(item):
-                    item(self.con)
-                else:
-                    target = storage("flows" if item.schema.names == FLOWS_SCHEMA.names
-                                     else "packets")
-                    self.con.register("_tracekit_batch", item)
-                    self.con.execute(f"INSERT INTO {target} SELECT * FROM _tracekit_batch")
-                    self.con.unregister("_tracekit_batch")
-            except BaseException as e:  # re-raised in the main thread
-                self.error = e
-
-    def put(self, item):
-        if self.error is not None:
-            raise self.error
-        self.queue.put(item)
-
-    def finish(self):
-        self.queue.put(None)
-        self.join()
-        if self.error is not None:
-            raise self.error
-
-
 class _DuplicateCheck:
-    """Asks, on the writer thread, whether the file's hash is already stored."""
+    """Asks, once the file's hash is known, whether it is already stored."""
 
     def __init__(self, hasher, run, replace):
         self.hasher = hasher
@@ -279,7 +312,7 @@ class _DuplicateCheck:
         self.asked = False
         self.found = None
 
-    def poll(self, writer, wait=False):
+    def poll(self, wait=False):
         h = self.hasher
         if self.asked:
             return
@@ -292,83 +325,59 @@ class _DuplicateCheck:
         self.asked = True
         if h.digest in self.run.digests:  # the same file twice in one call
             self.found = self.run.digests[h.digest]
-            return
-        if self.replace:
-            return
-
-        def ask(con):
-            self.found = _existing(con, h.digest)
-        writer.put(ask)
+        elif not self.replace:
+            self.found = self.run.stored.get(h.digest)
 
 
 def _load_packets(run, reader, capture_id, summary, hasher, size, progress, replace):
-    insert_rows = INSERT_ROWS
     table = FlowTable(jit=reader.jit)
     address_cache = {}
     status_counts = np.zeros(len(STATUS), np.int64)
     link_types = None
-    pending, pending_rows = [], 0
-    writer = _Writer(run.con)
-    writer.start()
+    writer = run.writer
     check = _DuplicateCheck(hasher, run, replace)
     per_interface = np.zeros(1, np.int64)
     first_ts, last_ts = None, None
-    try:
-        for batch in reader.batches():
-            if link_types is None or len(link_types) != len(reader.interfaces) + 1:
-                link_types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
-            link_type = link_types[batch.interface_id]
-            cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
-                                  batch.wire_bytes, link_type)
-            flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
-                                                      batch.wire_bytes)
-            src_idx, dst_idx = address_dictionary(
-                [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
-                 (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
-            pending.append(packets_table(capture_id, batch, link_type, cols, flow_id,
-                                         from_client, shift, src_idx, dst_idx,
-                                         address_cache["_list"]))
-            pending_rows += len(batch)
-            if pending_rows >= insert_rows:
-                writer.put(pa.concat_tables(pending, promote_options="permissive"))
-                pending, pending_rows = [], 0
-            status_counts += np.bincount(cols["status"], minlength=len(STATUS))
-            known = batch.interface_id[batch.interface_id >= 0]
-            if len(known):
-                counts = np.bincount(known)
-                if len(counts) > len(per_interface):
-                    per_interface = np.concatenate(
-                        [per_interface, np.zeros(len(counts) - len(per_interface), np.int64)])
-                per_interface[:len(counts)] += counts
-            lo, hi = int(batch.ts_ns.min()), int(batch.ts_ns.max())
-            first_ts = lo if first_ts is None else min(first_ts, lo)
-            last_ts = hi if last_ts is None else max(last_ts, hi)
-            summary.packets += len(batch)
-            check.poll(writer)
-            if check.found is not None:
-                break
-            if progress:
-                progress(summary.path, int(batch.file_offset[-1]), size)
-        if pending and check.found is None:
-            writer.put(pa.concat_tables(pending, promote_options="permissive"))
-        check.poll(writer, wait=True)
-        if check.found is None:
-            stats, ends = table.flows()
-            summary.flows = len(stats)
-            writer.put(flows_table(capture_id, stats, ends, address_cache))
-    finally:
-        writer.finish()
+    for batch in reader.batches():
+        if link_types is None or len(link_types) != len(reader.interfaces) + 1:
+            link_types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
+        link_type = link_types[batch.interface_id]
+        cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
+                              batch.wire_bytes, link_type)
+        flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
+                                                  batch.wire_bytes)
+        src_idx, dst_idx = address_dictionary(
+            [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
+             (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
+        writer.put("packets", packets_table(capture_id, batch, link_type, cols, flow_id,
+                                            from_client, shift, src_idx, dst_idx,
+                                            address_cache["_list"]))
+        status_counts += np.bincount(cols["status"], minlength=len(STATUS))
+        known = batch.interface_id[batch.interface_id >= 0]
+        if len(known):
+            counts = np.bincount(known)
+            if len(counts) > len(per_interface):
+                per_interface = np.concatenate(
+                    [per_interface, np.zeros(len(counts) - len(per_interface), np.int64)])
+            per_interface[:len(counts)] += counts
+        lo, hi = int(batch.ts_ns.min()), int(batch.ts_ns.max())
+        first_ts = lo if first_ts is None else min(first_ts, lo)
+        last_ts = hi if last_ts is None else max(last_ts, hi)
+        summary.packets += len(batch)
+        check.poll()
+        if check.found is not None:
+            break
+        if progress:
+            progress(summary.path, int(batch.file_offset[-1]), size)
+    check.poll(wait=True)
     if check.found is not None:
         raise _Duplicate(check.found)
+    stats, ends = table.flows()
+    summary.flows = len(stats)
+    writer.put("flows", flows_table(capture_id, stats, ends, address_cache))
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}
-
-
-CAPTURE_INSERT = (
-    "INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "MAP(?::VARCHAR[], ?::BIGINT[]), MAP(?::VARCHAR[], ?::BIGINT[]), ?, ?, ?, "
-    "MAP(?::VARCHAR[], ?::VARCHAR[]), now(), ?)")
 
 
 def _interface_rows(capture_id, reader, per_interface):
@@ -379,15 +388,24 @@ def _interface_rows(capture_id, reader, per_interface):
 
 
 def _capture_row(capture_id, path, digest, size, reader, summary, labels, totals):
+    """The `captures` row of a file, by column (maps as (keys, values))."""
     stop = reader.stop
     resolutions = ",".join(dict.fromkeys(i.ts_resolution for i in reader.interfaces)) or "1e-6"
-    return [capture_id, os.path.abspath(path), os.path.basename(path), digest, size,
-            reader.format, reader.byte_order,
-            sorted({i.link_type for i in reader.interfaces}), reader.snaplen, resolutions,
-            getattr(reader, "sections", 1), len(reader.interfaces), summary.packets,
-            totals["first_ts_ns"], totals["last_ts_ns"],
-            list(summary.skipped_blocks), list(summary.skipped_blocks.values()),
-            list(summary.decode_status), list(summary.decode_status.values()),
-            stop.reason if stop else None, stop.offset if stop else None,
-            stop.message if stop else None,
-            list(labels), list(labels.values()), __version__]
+    return {
+        "capture_id": capture_id, "path": os.path.abspath(path),
+        "file_name": os.path.basename(path), "sha256": digest, "size_bytes": size,
+        "format": reader.format, "byte_order": reader.byte_order,
+        "link_types": sorted({i.link_type for i in reader.interfaces}),
+        "snaplen": reader.snaplen, "ts_resolution": resolutions,
+        "sections": getattr(reader, "sections", 1), "interfaces": len(reader.interfaces),
+        "packets": summary.packets, "first_ts_ns": totals["first_ts_ns"],
+        "last_ts_ns": totals["last_ts_ns"],
+        "skipped_blocks": (list(summary.skipped_blocks), list(summary.skipped_blocks.values())),
+        "decode_status_counts": (list(summary.decode_status),
+                                 list(summary.decode_status.values())),
+        "read_stop": stop.reason if stop else None,
+        "read_stop_offset": stop.offset if stop else None,
+        "read_stop_message": stop.message if stop else None,
+        "labels": (list(labels), list(labels.values())),
+        "tracekit_version": __version__,
+    }

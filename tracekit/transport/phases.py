@@ -37,6 +37,7 @@ WITH r AS (
         q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
     FROM requests q JOIN bounds b USING (request_key)
     LEFT JOIN flows f USING (capture_id, flow_id)
+    WHERE {part}
 ),
 cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
 cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
@@ -47,12 +48,17 @@ SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
        coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d
 FROM cut3
 """
+# a partition: one capture's flows lo..hi ($capture_id NULL: the requests without a flow)
+IN_PART = """(CASE WHEN $capture_id IS NULL THEN {t}capture_id IS NULL
+      ELSE {t}capture_id = $capture_id AND {t}flow_id BETWEEN $lo AND $hi END)"""
 
 RUNS_SQL = """
 SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.direction = 'c2s' AS c2s,
        s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state
 FROM stalls s
-WHERE (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
+WHERE s.capture_id = $capture_id AND s.flow_id BETWEEN $lo AND $hi
+  AND (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests
+                                    WHERE capture_id = $capture_id)
 """
 
 # each download loss stretch (a loss_recovery or rto_wait run of the server's
@@ -62,9 +68,9 @@ SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.start_ns, s.end_ns,
        rr.episode, rr.round
 FROM (SELECT * FROM stalls
       WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')
-        AND (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM requests)) s
+        AND capture_id = $capture_id AND flow_id BETWEEN $lo AND $hi) s
 ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
-           WHERE direction = 's2c') rr
+           WHERE direction = 's2c' AND capture_id = $capture_id) rr
   ON rr.capture_id = s.capture_id AND rr.flow_id = s.flow_id AND s.start_ns >= rr.first_ts_ns
 """
 
@@ -75,7 +81,8 @@ PAUSES_SQL = """
 WITH flows_needed AS (
     SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
     FROM requests q JOIN flows f USING (capture_id, flow_id)
-    WHERE q.vantage = 'client' OR f.protocol = 'udp'
+    WHERE (q.vantage = 'client' OR f.protocol = 'udp')
+      AND q.capture_id = $capture_id AND q.flow_id BETWEEN $lo AND $hi
 ),
 p AS (
     SELECT t.capture_id, t.flow_id, t.frame, t.ts_ns, t.from_client, t.payload_bytes,
@@ -88,7 +95,7 @@ p AS (
             PARTITION BY t.capture_id, t.flow_id ORDER BY t.frame
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
     FROM packets t JOIN flows_needed n USING (capture_id, flow_id)
-    WHERE t.payload_bytes > 0 OR t.from_client
+    WHERE (t.payload_bytes > 0 OR t.from_client) AND t.capture_id = $capture_id
     WINDOW w AS (PARTITION BY t.capture_id, t.flow_id, t.from_client ORDER BY t.frame)
 )
 SELECT capture_id * 4294967296 + flow_id AS flow_key, ts_ns, prev_ns, prev_bytes, full_bytes,
@@ -182,56 +189,106 @@ def _i64(a):
     return np.asarray(a).astype(np.int64)
 
 
+PART_RUNS = 1_000_000  # stall runs a partition holds at most (memory stays bounded)
+
+PARTS_SQL = """
+SELECT capture_id, flow_id, count(*) AS runs FROM stalls
+WHERE (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+def partitions(con):
+    """(capture_id, first flow, last flow) ranges of at most PART_RUNS stall runs,
+    then (None, 0, 0) for the requests without a flow."""
+    r = _fetch(con, PARTS_SQL)
+    cap, flow, runs = _i64(r["capture_id"]), _i64(r["flow_id"]), _i64(r["runs"])
+    with_requests = _fetch(con, "SELECT DISTINCT capture_id FROM requests "
+                                "WHERE capture_id IS NOT NULL ORDER BY 1")
+    parts = []
+    for cid in _i64(with_requests["capture_id"]):
+        sel = cap == cid
+        f, n = flow[sel], runs[sel]
+        lo, size = 0, 0
+        for k in range(len(f)):
+            if size and size + n[k] > PART_RUNS:
+                parts.append((int(cid), lo, int(f[k - 1])))
+                lo, size = int(f[k]), 0
+            size += n[k]
+        parts.append((int(cid), lo, 2 ** 62))
+    parts.append((None, 0, 0))
+    return parts
+
+
 def build_all(con):
-    """Create `request_phases` from the whole store; return its rows."""
-    r = _fetch(con, INSTANTS_SQL)
+    """Create `request_phases` from the whole store, a partition at a time;
+    return its rows."""
+    con.execute("DROP TABLE IF EXISTS request_phases")
+    con.execute(create_table_sql("request_phases"))
+    rows = 0
+    for cid, lo, hi in partitions(con):
+        table = _partition(con, {"capture_id": cid, "lo": lo, "hi": hi})
+        append(con, "request_phases", table)
+        rows += table.num_rows
+    return rows
+
+
+def _partition(con, part):
+    """The `request_phases` rows of one partition as an Arrow table."""
+    instants = INSTANTS_SQL.format(part=IN_PART.format(t="q."))
+    r = _fetch(con, instants, part)
     n = len(r["request_key"])
     jit = use_jit(n * PYTHON_COST)
     key = _i64(r["flow_key"])
     a, b, c, d = (_i64(r[x]) for x in "abcd")
     has_flow = r["has_flow"].astype(bool)
-    # upload and download: state totals
-    runs = _fetch(con, RUNS_SQL, {"states": list(STATES)})
     nstates = len(STATES)
     up = np.zeros((n, nstates), np.int64)
     down = np.zeros((n, nstates), np.int64)
-    for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
-        sel = runs["c2s"].astype(bool) == c2s
-        rk, rlo, rhi = _i64(runs["flow_key"][sel]), _i64(runs["start_ns"][sel]), _i64(runs["end_ns"][sel])
-        rs = _i64(runs["state"][sel])
-        ro = np.lexsort((rlo, rk))
-        qo = np.lexsort((lo, key))
-        tmp = np.zeros((n, nstates), np.int64)
-        state_overlaps(jit, key[qo], lo[qo], hi[qo], rk[ro], rlo[ro], rhi[ro], rs[ro], tmp)
-        out[qo] = tmp
-    # download loss stretches by recovery round
-    lr = _fetch(con, LOSS_ROUNDS_SQL)
-    lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
-    lo_ord = np.lexsort((llo, lk))
     qo = np.lexsort((c, key))
-    size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
-                         np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    pr, pj, pns = (np.zeros(size, np.int64) for _ in range(3))
-    overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj, pns)
-    pair_request = qo[pr]
-    pair_episode = _i64(lr["episode"])[lo_ord][pj]
-    pair_round = _i64(lr["round"])[lo_ord][pj]
-    # pauses the ACK clock does not explain
-    pk = _fetch(con, PAUSES_SQL)
-    pkk, pts, pprev = _i64(pk["flow_key"]), _i64(pk["ts_ns"]), _i64(pk["prev_ns"])
-    po = np.lexsort((pprev, pkk))
-    pauses = np.zeros(n, np.int64)
-    tmp = np.zeros(n, np.int64)
-    unexplained_pauses(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
-                       pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
-                       _i64(pk["last_client_ns"])[po], tmp)
-    pauses[qo] = tmp
-    table = _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode,
-                   pair_round, pns)
-    con.execute("DROP TABLE IF EXISTS request_phases")
-    con.execute(create_table_sql("request_phases"))
-    append(con, "request_phases", table)
-    return n
+    no_flow = part["capture_id"] is None
+    if n and not no_flow:
+        # upload and download: state totals
+        runs = _fetch(con, RUNS_SQL, {**part, "states": list(STATES)})
+        for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
+            sel = runs["c2s"].astype(bool) == c2s
+            rk, rlo, rhi = _i64(runs["flow_key"][sel]), _i64(runs["start_ns"][sel]), _i64(runs["end_ns"][sel])
+            rs = _i64(runs["state"][sel])
+            ro = np.lexsort((rlo, rk))
+            order = np.lexsort((lo, key))
+            tmp = np.zeros((n, nstates), np.int64)
+            state_overlaps(jit, key[order], lo[order], hi[order], rk[ro], rlo[ro], rhi[ro], rs[ro],
+                           tmp)
+            out[order] = tmp
+        del runs
+        # download loss stretches by recovery round
+        lr = _fetch(con, LOSS_ROUNDS_SQL, part)
+        lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
+        lo_ord = np.lexsort((llo, lk))
+        empty = np.zeros(0, np.int64)
+        size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
+                             empty, empty, empty)
+        pr, pj, pns = (np.zeros(size, np.int64) for _ in range(3))
+        overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj,
+                      pns)
+        pair_request = qo[pr]
+        pair_episode = _i64(lr["episode"])[lo_ord][pj]
+        pair_round = _i64(lr["round"])[lo_ord][pj]
+        # pauses the ACK clock does not explain
+        pk = _fetch(con, PAUSES_SQL, part)
+        pkk, pts, pprev = _i64(pk["flow_key"]), _i64(pk["ts_ns"]), _i64(pk["prev_ns"])
+        po = np.lexsort((pprev, pkk))
+        pauses = np.zeros(n, np.int64)
+        tmp = np.zeros(n, np.int64)
+        unexplained_pauses(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
+                           pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
+                           _i64(pk["last_client_ns"])[po], tmp)
+        pauses[qo] = tmp
+    else:
+        pauses = np.zeros(n, np.int64)
+        pair_request = pair_episode = pair_round = pns = np.zeros(0, np.int64)
+    return _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode,
+                  pair_round, pns)
 
 
 def _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode, pair_round,

@@ -6,21 +6,19 @@ bounded whatever the capture's size); the kernel of wireshark.py
 (Wireshark's verdicts, for comparison) and then the kernel of segments.py
 (tracekit's own, which the analyses use) run over each chunk, compiled when
 the capture is large, with their state carried from chunk to chunk in flow
-slots and pools (pools.py). Each chunk's rows go to a writer thread that
-appends them while the kernels run over the next chunk, so the two cores
-overlap. Verdicts found later about an earlier chunk's packet (a spurious
+slots and pools (pools.py). Each chunk's rows go to a writer thread
+(store/writer.py) that appends them while the kernels run over the next
+chunk, so the two cores overlap. Verdicts found later about an earlier chunk's packet (a spurious
 retransmission proven by a later D-SACK, the ACK that ended a recovery) are
 applied as updates at the end.
 """
-
-import threading
-import queue
 
 import numpy as np
 import pyarrow as pa
 
 from ..jit import PYTHON_COST, use_jit
-from ..store.arrow import append, numpy_table
+from ..store.arrow import numpy_table
+from ..store.writer import AppendWriter
 from ..store.schema import EXCHANGES, FLIGHTS, TCP_ANALYSIS
 from . import segments as sg
 from . import wireshark as ws
@@ -30,7 +28,7 @@ SOURCES = (ws, sg)  # code whose change rebuilds the table
 DUPTHRESH = 3
 RTO_MIN_NS = 200_000_000  # Linux's TCP_RTO_MIN
 REORDER_WINDOW_NS = 3_000_000
-CHUNK_FRAMES = 1 << 18
+CHUNK_FRAMES = 122_880  # a DuckDB row group
 TH_ACK = 0x10
 M32 = 0xFFFFFFFF
 NONE = np.iinfo(np.int64).min  # "no value" where any int64 is a value
@@ -285,42 +283,6 @@ def flights_table(capture_id, rows):
     return numpy_table(FLIGHTS, values)
 
 
-class _Writer(threading.Thread):
-    """Appends each chunk's Arrow tables on its own connection while the main
-    thread reads and computes the next chunk (DuckDB and the compiled kernels
-    both release the GIL)."""
-
-    def __init__(self, con):
-        super().__init__(daemon=True)
-        self.con = con
-        self.queue = queue.Queue(maxsize=2)
-        self.error = None
-
-    def run(self):
-        while True:
-            item = self.queue.get()
-            if item is None:
-                return
-            if self.error is not None:
-                continue
-            target, table = item
-            try:
-                append(self.con, target, table)
-            except BaseException as e:  # re-raised by the main thread
-                self.error = e
-
-    def put(self, target, table):
-        if self.error is not None:
-            raise self.error
-        self.queue.put((target, table))
-
-    def finish(self):
-        self.queue.put(None)
-        self.join()
-        if self.error is not None:
-            raise self.error
-
-
 PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
               "reorder_window_ns": REORDER_WINDOW_NS}
 TABLES = ("tcp_analysis", "flights", "exchanges")
@@ -342,7 +304,7 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
     last = np.full(int(flows["flow_id"].max()) + 1 if len(flows["flow_id"]) else 0, -1, np.int64)
     last[flows["flow_id"].astype(np.int64)] = flows["last_frame"]
     state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
-    writer = _Writer(writer_con)
+    writer = AppendWriter(writer_con)
     writer.start()
     rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0}
 

@@ -51,7 +51,8 @@ new data, passes 1 ms after draining, or the flow ends.
 import numpy as np
 
 from ..jit import PYTHON_COST, kernel, use_jit
-from ..store.arrow import append, numpy_table
+from ..store.arrow import numpy_table
+from ..store.writer import AppendWriter
 from ..store.schema import STALL_STATES, STALLS
 from .pools import FlowSlots, Pool
 from .wireshark import alloc, release
@@ -64,7 +65,7 @@ NEVER = np.iinfo(np.int64).max
 OUT = ("flow", "client", "state", "busy", "start", "end", "duration", "packets", "max_inflight")
 DRAIN_SLACK_NS = 1_000_000
 PACING_GAP_NS = 1_000_000
-CHUNK_FRAMES = 1 << 16
+CHUNK_FRAMES = 122_880
 
 # per-slot state
 (FLOW_ID, HAS_PREV, PREV_TS, PREV_OWN) = range(4)
@@ -357,6 +358,19 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     st = np.zeros((0, NSTATE), np.int64)
     pending = Pool(PENDING_FIELDS)
     rows = 0
+    out_writer = AppendWriter(writer)
+    out_writer.start()
+    try:
+        rows = _runs(con, out_writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending,
+                     ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end)
+    finally:
+        out_writer.finish()
+    return {"stalls": rows}
+
+
+def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending, ack_ts,
+          fin_ts, rst_ts, ep_ptr, ep_start, ep_end):
+    rows = 0
     for lo in range(1, frames + 1, chunk_frames):
         hi = lo + chunk_frames
         p = _numpy(con, READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi})
@@ -390,7 +404,7 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     out = _finish(jit, rest, fs, st, pending, np.zeros((0, len(OUT)), np.int64),
                   np.zeros(1, np.int64))
     rows += _write(writer, capture_id, out)
-    return {"stalls": rows}
+    return rows
 
 
 def _finish(jit, ended, fs, st, pending, out, out_m):
@@ -421,5 +435,5 @@ def _write(writer, capture_id, rows):
         "packets": (o["packets"], None),
         "max_inflight_bytes": (o["max_inflight"], None),
     }
-    append(writer, "stalls", numpy_table(STALLS, values))
+    writer.put("stalls", numpy_table(STALLS, values))
     return m

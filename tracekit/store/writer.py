@@ -1,0 +1,95 @@
+"""Append Arrow tables to the store on a thread, in whole row groups.
+
+Strategy: a producer (a kernel over chunks of a capture) hands tables to
+`AppendWriter.put` and goes on computing the next chunk while this thread
+appends: DuckDB and the compiled kernels both release the GIL, so on two
+cores they overlap. Rows are held back until a whole DuckDB row group
+(122,880 rows) is ready and appended in multiples of it: an append of any
+other size leaves a part-filled row group behind it that the next append
+does not fill, and a table of part-filled groups costs several times more
+to checkpoint (measured: 12.1 s against 1.6 s for 8.6 M rows of
+`tcp_analysis`). Each append is its own transaction; the caller hides the
+rows from queries until it is done (see store/schema.py, STAGED).
+"""
+
+import queue
+import threading
+
+import pyarrow as pa
+
+from .arrow import append
+
+ROW_GROUP = 122_880  # DuckDB's row group size
+
+
+class AppendWriter(threading.Thread):
+    def __init__(self, con, row_group=ROW_GROUP):
+        super().__init__(daemon=True)
+        self.con = con
+        self.row_group = row_group
+        self.queue = queue.Queue(maxsize=1)
+        self.pending = {}  # table -> ([Arrow tables], rows)
+        self.error = None
+
+    def run(self):
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain after a failure
+            try:
+                self._take(*item)
+            except BaseException as e:  # re-raised by the producer
+                self.error = e
+
+    def _flush(self):
+        for name, (tables, _) in self.pending.items():
+            if tables:
+                append(self.con, name, pa.concat_tables(tables, promote_options="permissive"))
+        self.pending = {}
+
+    def _take(self, target, table):
+        if target is None:  # the end: append everything held back
+            self._flush()
+            return
+        if callable(target):  # a task that must see every row put before it
+            self._flush()
+            target(self.con)
+            return
+        tables, rows = self.pending.get(target, ([], 0))
+        tables.append(table)
+        rows += table.num_rows
+        if rows >= self.row_group:
+            whole = rows - rows % self.row_group
+            joined = pa.concat_tables(tables, promote_options="permissive")
+            append(self.con, target, joined.slice(0, whole))
+            rest = joined.slice(whole)
+            tables, rows = ([rest] if rest.num_rows else []), rest.num_rows
+        self.pending[target] = (tables, rows)
+
+    def put(self, target, table):
+        if self.error is not None:
+            raise self.error
+        if table.num_rows:
+            self.queue.put((target, table))
+
+    def call(self, fn):
+        """Run fn(con) on this thread after the rows put so far are appended."""
+        if self.error is not None:
+            raise self.error
+        self.queue.put((fn, None))
+
+    def abandon(self):
+        """Stop without appending what is held back (the caller deletes the rest)."""
+        self.error = self.error or RuntimeError("abandoned")
+        self.queue.put(None)
+        self.join()
+
+    def finish(self):
+        """Append what is left and wait; re-raise the thread's error if any."""
+        self.queue.put((None, None))
+        self.queue.put(None)
+        self.join()
+        if self.error is not None:
+            raise self.error
