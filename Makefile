@@ -9,11 +9,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# (then compile the kernels once, so the first real capture does not pay for it)
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[charts]"
+	$(BIN)/python -m tracekit.jit captures/lossy-download-server.pcap captures/udp-echo.pcapng
 
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m tracekit.jit captures/lossy-download-server.pcap captures/udp-echo.pcapng
 
 # Ingest the sample captures and event logs in captures/, analyse them, show
 # what the transport and the application did, and draw two charts.

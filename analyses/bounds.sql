@@ -3,34 +3,55 @@
 -- Built over the whole store. Sources: requests, rtt_summary, flights, events, captures.
 -- Definitions:
 --   T_serial = S_u / B_u + R + T_c + S_d / B_d   (tracekit.model.serial_time)
+--   A lower bound: no input is estimated upward. An input the data cannot
+--   give is unknown (NULL, its source NULL) and left out of the sum, which
+--   is then marked `partial` (still a lower bound, a looser one).
 --   S_u, S_d         the request's bytes up and down (requests)
 --   path             the request's path group: its `path` label if it has
 --                    one, else the server address of its flow
 --   R                propagation round trip: the `rtt_ms` label if given, else
 --                    the smallest path RTT (rtt_summary.path_rtt_ns) of any
---                    flow on the same path in the store (rtt_source)
+--                    flow on the same path in the store (rtt_source
+--                    `min_path_rtt`: nothing on the path was faster); at a
+--                    capture point away from the server no more than the
+--                    request's own wait for its first response byte (`own_wait`:
+--                    a mid-path capture sees only its own leg to the server);
+--                    0 at the server (`server_vantage`: no propagation lies
+--                    between the request's arrival and the response's
+--                    departure) and for a request that got no response
+--                    (`no_response`, T_c too)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
---                    else the rate data arrives at the receiver's side of the
---                    path: over every 10 consecutive new segments of a flow
---                    direction captured at its receiver (vantage client for
---                    server data, server for client data), bytes after the
---                    first / their time; the 90th percentile over the path's
---                    flows (rate_source `arrival_rate`). Back-to-back segments
---                    behind a bottleneck arrive at its rate; a path without
---                    one gives the capture point's own link rate. Without a
---                    capture at a receiver, the same over every capture of
---                    the path (`capture_rate`: an upper estimate, senders
---                    burst faster than the bottleneck)
+--                    else, only when some flow on the path shows it was full,
+--                    its delivery rate (rate_source `full_path`). Each flight
+--                    (flights: one round trip of sending, seen at the sender)
+--                    carries the largest delivery rate its ACKs measured (as
+--                    tcpi_delivery_rate) and whether an RTT sample showed a
+--                    queue (>= 1.25 x the smallest); a flow was full when for 2
+--                    flights it delivered within 10 % of its best while a queue
+--                    stood or segments were lost: the bottleneck was busy, so
+--                    the delivery rate was its rate. B is the best delivery of
+--                    the path's full flows. A
+--                    sender that never fills the path (paced, window- or
+--                    application-limited) shows no such flight, and a capture
+--                    near the receiver none at all: B unknown.
 --   T_c              processing: the `processing_ms` label if given; else the
 --                    request's model_start -> model_end events (any log, same
---                    run and request id); else the server time seen from the client
---                    (last request byte -> first response byte - R), an
---                    upper estimate because it includes queueing
---                    (processing_source: given | events | server_time)
+--                    run and request id); else, at a server-side capture, the
+--                    server's own turnaround (last request byte in -> first
+--                    response byte out: processing_source `server_packets`);
+--                    else unknown (from the client's side the wait for the
+--                    first byte holds queueing and the path too)
+--   upload_ns, download_ns   S / B; NULL when B is unknown. The measured time
+--                    starts at the request's first byte at the capture point
+--                    (unless a connection or proxy setup starts it earlier) and
+--                    ends at the last response byte: the first segment of each
+--                    direction has crossed the bottleneck before it is seen,
+--                    so S counts the bytes after it (bytes / packets less)
+--   partial          true when R, B or T_c is unknown
 --   gap_ns           measured (duration_ns) - bound_ns; ratio measured / bound
 -- Columns: request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps,
 --   rate_source, processing_ns, processing_source, upload_ns, download_ns,
---   bound_ns, duration_ns, gap_ns, ratio, vantage
+--   bound_ns, partial, duration_ns, gap_ns, ratio, vantage
 WITH req AS (
     SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -42,27 +63,29 @@ path_rtt AS (
     WHERE s.path_rtt_ns > 0 GROUP BY ALL
 ),
 
-path_rate AS (  -- arrival rate of back-to-back data at the receiver's side of the path
-    SELECT path,
-        coalesce(quantile_cont(rate_Bps, 0.9) FILTER (receiver_side),
-                 quantile_cont(rate_Bps, 0.9)) AS rate_Bps,
-        bool_or(receiver_side) AS at_receiver
-    FROM (
-        SELECT coalesce(c.labels['path'], f.server_addr) AS path,
-            sum(a.payload_bytes) OVER w9 * 1e9 / (a.ts_ns - lag(a.ts_ns, 9) OVER w) AS rate_Bps,
-            (v.vantage = 'client' AND NOT a.from_client) OR (v.vantage = 'server' AND a.from_client)
-                AS receiver_side
-        FROM tcp_analysis a
-        JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
-        JOIN (SELECT capture_id, flow_id, any_value(vantage) AS vantage FROM rtt_summary
-              GROUP BY ALL) v USING (capture_id, flow_id)
-        WHERE a.segment = 'new' AND a.payload_bytes > 0
-        WINDOW w AS (PARTITION BY a.capture_id, a.flow_id, a.from_client ORDER BY a.frame),
-               w9 AS (PARTITION BY a.capture_id, a.flow_id, a.from_client ORDER BY a.frame
-                      ROWS BETWEEN 8 PRECEDING AND CURRENT ROW)
-        QUALIFY a.ts_ns > lag(a.ts_ns, 9) OVER w
-    )
-    GROUP BY path
+rounds AS (  -- each flight (one round trip of sending, at least 4 segments) with its
+             -- delivery rate
+    SELECT capture_id, flow_id, direction, delivery_rate_bps / 8.0 AS rate_Bps, queued,
+        retransmissions
+    FROM flights WHERE delivery_rate_bps > 0 AND segments >= 4
+),
+
+per_flow AS (
+    SELECT capture_id, flow_id, direction, max(rate_Bps) AS best_Bps FROM rounds GROUP BY ALL
+),
+
+full_flows AS (  -- a flow direction that stayed full for 2 flights: delivering within
+                 -- 10 % of its best while a queue stood on the path or segments were lost
+    SELECT r.capture_id, r.flow_id, r.direction, any_value(p.best_Bps) AS best_Bps
+    FROM rounds r JOIN per_flow p USING (capture_id, flow_id, direction)
+    WHERE r.rate_Bps >= 0.9 * p.best_Bps AND (r.queued OR r.retransmissions > 0)
+    GROUP BY ALL HAVING count(*) >= 2
+),
+
+path_rate AS (  -- the best delivery of the path's full flows: the bottleneck's rate
+    SELECT coalesce(c.labels['path'], fl.server_addr) AS path, max(x.best_Bps) AS rate_Bps
+    FROM full_flows x JOIN flows fl USING (capture_id, flow_id) JOIN captures c USING (capture_id)
+    GROUP BY ALL
 ),
 
 model_time AS (  -- per run and request: ids repeat from run to run
@@ -80,10 +103,19 @@ inputs AS (
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
         coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, b.rate_Bps) AS rate_Bps,
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
-             WHEN b.at_receiver THEN 'arrival_rate'
-             WHEN b.rate_Bps IS NOT NULL THEN 'capture_rate' END AS rate_source,
+             WHEN b.rate_Bps IS NOT NULL THEN 'full_path' END AS rate_source,
         m.ns AS model_ns,
-        q.response_first_byte_ns - q.request_last_byte_ns AS server_wait_ns
+        CASE WHEN q.vantage = 'server'
+             THEN q.response_first_byte_ns - q.request_last_byte_ns END AS server_turnaround_ns,
+        -- this request's own wait for its first response byte at the capture point:
+        -- the round trip between there and the server cannot be longer
+        q.response_first_byte_ns - q.request_last_byte_ns AS own_wait_ns,
+        q.response_first_byte_ns IS NOT NULL AS answered,
+        -- a transfer is timed from its first segment on: the first is not in it
+        coalesce(q.bytes_up, 0) - coalesce(q.bytes_up // nullif(q.packets_up, 0), 0) AS timed_up,
+        coalesce(q.bytes_down, 0) - coalesce(q.bytes_down // nullif(q.packets_down, 0), 0)
+            AS timed_down,
+        q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before
     FROM req q
     LEFT JOIN path_rtt p USING (path)
     LEFT JOIN path_rate b USING (path)
@@ -91,25 +123,41 @@ inputs AS (
 ),
 
 shaped AS (
-    SELECT request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source,
+    SELECT request_key, path, bytes_up, bytes_down,
+        CASE WHEN NOT answered OR vantage = 'server' THEN 0
+             ELSE least(rtt_ns, coalesce(own_wait_ns, rtt_ns)) END AS r_ns,
+        CASE WHEN NOT answered THEN 'no_response'
+             WHEN vantage = 'server' THEN 'server_vantage'
+             WHEN own_wait_ns < rtt_ns THEN 'own_wait' ELSE rtt_source END AS r_source,
         round(rate_Bps * 8)::BIGINT AS rate_bps, rate_source,
-        coalesce(round(TRY_CAST(labels['processing_ms'] AS DOUBLE) * 1e6)::BIGINT, model_ns,
-                 greatest(server_wait_ns - rtt_ns, 0)) AS processing_ns,
-        CASE WHEN labels['processing_ms'] IS NOT NULL THEN 'given'
+        CASE WHEN answered THEN
+            coalesce(round(TRY_CAST(labels['processing_ms'] AS DOUBLE) * 1e6)::BIGINT, model_ns,
+                     CASE WHEN server_turnaround_ns IS NOT NULL
+                          THEN greatest(server_turnaround_ns, 0) END) ELSE 0 END AS processing_ns,
+        CASE WHEN NOT answered THEN 'no_response'
+             WHEN labels['processing_ms'] IS NOT NULL THEN 'given'
              WHEN model_ns IS NOT NULL THEN 'events'
-             WHEN server_wait_ns IS NOT NULL THEN 'server_time' END AS processing_source,
-        round(coalesce(bytes_up, 0) * 1e9 / rate_Bps)::BIGINT AS upload_ns,
-        round(coalesce(bytes_down, 0) * 1e9 / rate_Bps)::BIGINT AS download_ns,
+             WHEN server_turnaround_ns IS NOT NULL THEN 'server_packets' END AS processing_source,
+        round(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END
+              * 1e9 / rate_Bps)::BIGINT AS upload_ns,
+        round(timed_down * 1e9 / rate_Bps)::BIGINT AS download_ns,
         duration_ns, vantage
     FROM inputs
 ),
 
+summed AS (
+    SELECT * EXCLUDE (r_ns, r_source), r_ns AS rtt_ns, r_source AS rtt_source,
+        coalesce(upload_ns, 0) + coalesce(r_ns, 0) + coalesce(processing_ns, 0)
+            + coalesce(download_ns, 0) AS bound_ns,
+        rate_bps IS NULL OR r_ns IS NULL OR processing_ns IS NULL AS partial
+    FROM shaped
+),
+
 final AS (
     SELECT request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps, rate_source,
-        processing_ns, processing_source, upload_ns, download_ns,
-        upload_ns + rtt_ns + processing_ns + download_ns AS bound_ns, duration_ns,
-        duration_ns - (upload_ns + rtt_ns + processing_ns + download_ns) AS gap_ns,
-        round(duration_ns / (upload_ns + rtt_ns + processing_ns + download_ns), 3) AS ratio, vantage
-    FROM shaped
+        processing_ns, processing_source, upload_ns, download_ns, bound_ns, partial, duration_ns,
+        duration_ns - bound_ns AS gap_ns,
+        round(duration_ns / nullif(bound_ns, 0), 3) AS ratio, vantage
+    FROM summed
 )
 SELECT * FROM final ORDER BY request_key

@@ -26,17 +26,49 @@
 --   vantage             client | server | between | unknown
 WITH s AS (SELECT * FROM rtt_samples WHERE capture_id BETWEEN $first AND $last),
 
-per_dir AS (
+-- median and p90 by rank (linear interpolation between the two nearest ranks,
+-- as quantile_cont): a sort, which spills to disk, where quantile_cont would
+-- hold every sample of the batch in memory
+ranked AS (
+    SELECT capture_id, flow_id, direction, rtt_ns,
+        row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY capture_id, flow_id, direction) AS n
+    FROM s WHERE kind <> 'handshake'
+    WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY rtt_ns)
+),
+
+ranks AS (  -- the (up to) two samples around each quantile's rank
+    SELECT capture_id, flow_id, direction, n,
+        min(rtt_ns) FILTER (k = floor(0.5::DOUBLE * (n - 1))) AS m_lo,
+        min(rtt_ns) FILTER (k = ceil(0.5::DOUBLE * (n - 1))) AS m_hi,
+        min(rtt_ns) FILTER (k = floor(0.9::DOUBLE * (n - 1))) AS p_lo,
+        min(rtt_ns) FILTER (k = ceil(0.9::DOUBLE * (n - 1))) AS p_hi
+    FROM ranked
+    WHERE k IN (floor(0.5::DOUBLE * (n - 1)), ceil(0.5::DOUBLE * (n - 1)),
+                floor(0.9::DOUBLE * (n - 1)), ceil(0.9::DOUBLE * (n - 1)))
+    GROUP BY capture_id, flow_id, direction, n
+),
+
+quantiles AS (
     SELECT capture_id, flow_id, direction,
+        CAST(m_lo + (0.5::DOUBLE * (n - 1) - floor(0.5::DOUBLE * (n - 1))) * (m_hi - m_lo)
+             AS BIGINT) AS median_rtt_ns,
+        CAST(p_lo + (0.9::DOUBLE * (n - 1) - floor(0.9::DOUBLE * (n - 1))) * (p_hi - p_lo)
+             AS BIGINT) AS p90_rtt_ns
+    FROM ranks
+),
+
+per_dir AS (
+    SELECT s.capture_id, s.flow_id, s.direction,
         count(*) FILTER (kind <> 'handshake') AS samples,
         count(*) FILTER (kind = 'ack') AS ack_samples,
         count(*) FILTER (kind = 'timestamp') AS timestamp_samples,
         min(rtt_ns) FILTER (kind <> 'handshake') AS min_rtt_ns,
-        CAST(quantile_cont(rtt_ns, 0.5) FILTER (kind <> 'handshake') AS BIGINT) AS median_rtt_ns,
-        CAST(quantile_cont(rtt_ns, 0.9) FILTER (kind <> 'handshake') AS BIGINT) AS p90_rtt_ns,
+        any_value(q.median_rtt_ns) AS median_rtt_ns,
+        any_value(q.p90_rtt_ns) AS p90_rtt_ns,
         max(rtt_ns) FILTER (kind <> 'handshake') AS max_rtt_ns,
         min(rtt_ns) FILTER (kind = 'handshake') AS handshake_rtt_ns
-    FROM s GROUP BY ALL
+    FROM s LEFT JOIN quantiles q USING (capture_id, flow_id, direction)
+    GROUP BY ALL
 ),
 
 legs AS (

@@ -55,7 +55,7 @@ def test_irreducible_spans_add_up_to_the_bound(store):
     assert len(rows) >= 116
     for key, bound, irreducible, upload in rows:
         # a one-packet request's upload happens before the capture sees it
-        assert 0 <= bound - irreducible <= upload + 2, key
+        assert 0 <= bound - irreducible <= (upload or 0) + 2, key
 
 
 def test_residuals_are_small_and_flagged_when_not(store):
@@ -105,7 +105,9 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert fresh.won == (0, fresh.pairs) and fresh.pairs == 20
     # persistent, tuned connections close most of the gap (DOMAIN.md §7)
     assert persistent.ratio_of_medians < fresh.ratio_of_medians / 2
-    top = [name for name, _, _ in fresh.spans_moved[:3]]
-    assert set(top) == {"loss_recovery", "window_waiting", "connect_tcp"}
+    top = [name for name, _, _ in fresh.spans_moved[:2]]
+    assert set(top) == {"loss_recovery", "window_waiting"}
+    moved = {name: change for name, change, _ in fresh.spans_moved}
+    assert moved["connect_tcp"] == pytest.approx(100e6, rel=0.05)  # the direct path's handshake
     # through the tunnel the TCP handshake is local and the session warm
     assert median_span([fresh], "tunnel", "connect_tcp") < 1e6

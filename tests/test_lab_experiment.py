@@ -127,8 +127,8 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
                  .read_text().splitlines() if '"tcp_info"' in x]
         rates = [i["tcpi_delivery_rate"] * 8 for i in infos[1:]]  # measured requests, warm
         assert all(x == pytest.approx(20e6, rel=0.1) for x in rates), rates
-    # and so did tracekit, from the arrival of back-to-back data at the client
-    # (what bounds uses when no bottleneck_mbps label is given)
+    # and so did tracekit, from the rounds in which the path was full (a queue grew
+    # at the bottleneck): what bounds uses when no bottleneck_mbps label is given
     con.execute("UPDATE captures SET labels = map_from_entries(list_filter(map_entries(labels), "
                 "lambda e: e.key <> 'bottleneck_mbps'))")
     con.execute("UPDATE event_logs SET labels = map_from_entries(list_filter(map_entries(labels), "
@@ -136,7 +136,7 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     analyze(con)
     rates = {r[0] for r in con.execute("SELECT DISTINCT rate_bps, rate_source FROM bounds").fetchall()}
     sources = {r[0] for r in con.execute("SELECT DISTINCT rate_source FROM bounds").fetchall()}
-    assert sources == {"arrival_rate"}
+    assert sources == {"full_path"}
     assert all(x == pytest.approx(20e6, rel=0.1) for x in rates), rates  # seen: within 5 %
     # quickack: the client acknowledges every segment; without it, every second one
     per_ack = dict(con.execute("""

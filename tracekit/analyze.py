@@ -142,8 +142,12 @@ class SqlStep:
 
     def create(self, con):
         if not _exists(con, self.table):
-            con.execute(f"CREATE TABLE {self.table} AS SELECT * FROM (\n{self._sql()}\n) LIMIT 0",
-                        {"first": 0, "last": -1})
+            try:
+                con.execute(f"CREATE TABLE {self.table} AS SELECT * FROM (\n{self._sql()}\n) "
+                            f"LIMIT 0", {"first": 0, "last": -1})
+            except duckdb.Error as e:
+                raise QueryError(f"analyses/{self.table}.sql failed: "
+                                 f"{str(e).splitlines()[0]}") from None
 
     def write(self, con, writer, captures):
         first, last = min(captures), max(captures)

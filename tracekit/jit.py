@@ -116,3 +116,29 @@ def kernel(fn=None, *, helpers=()):
     if fn is None:
         return lambda f: Kernel(f, helpers)
     return Kernel(fn, helpers)
+
+
+def warm_up(paths):
+    """Compile every kernel ahead of time (cached on disk): ingest and analyse
+    `paths` (small sample captures) in a temporary store with compiled kernels."""
+    import tempfile
+
+    from .analyze import analyze
+    from .store.db import connect
+    from .store.ingest import load_captures
+
+    os.environ["TRACEKIT_JIT"] = "always"
+    with tempfile.TemporaryDirectory() as tmp:
+        con = connect(os.path.join(tmp, "warm.duckdb"))
+        try:
+            load_captures(con, paths)
+            analyze(con)
+        finally:
+            con.close()
+    return cache_dir()
+
+
+if __name__ == "__main__":  # python -m tracekit.jit SAMPLE.pcap...
+    import sys
+
+    print(f"kernels compiled into {warm_up(sys.argv[1:])}")

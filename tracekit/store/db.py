@@ -14,6 +14,7 @@ from ..errors import StoreError
 from .schema import DERIVED, STAGED, TABLES, create_table_sql
 
 DEFAULT_DB = "tracekit.duckdb"
+MEMORY_LIMIT = "512MB"
 
 
 def default_db_path():
@@ -40,6 +41,10 @@ def connect(path=None, read_only=False):
     except duckdb.Error as e:
         raise StoreError(f"{path}: not a DuckDB database tracekit can open: "
                          f"{str(e).splitlines()[0]}") from None
+    # DuckDB's share of memory in a tracekit process: what it keeps of the
+    # store in its buffers and what queries and checkpoints may use before
+    # spilling to disk (its default, 80 % of RAM, is not a bound at all)
+    con.execute(f"SET memory_limit = '{os.environ.get('TRACEKIT_MEMORY_LIMIT', MEMORY_LIMIT)}'")
     if not read_only:
         _upgrade(con)
         for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read

@@ -230,6 +230,8 @@ FLIGHTS = (
     Column("growth", "DOUBLE", "bytes / the previous flight's bytes (NULL for the first, or after an empty one)"),
     Column("retransmissions", "BIGINT NOT NULL", "Retransmissions sent while it was the latest flight"),
     Column("peer_window_bytes", "BIGINT", "The receive window the peer last advertised before it began"),
+    Column("delivery_rate_bps", "BIGINT", "Largest delivery rate the ACKs measured while it was the latest flight, as Linux's tcpi_delivery_rate: bytes newly delivered since a segment was sent / the time since the delivery before it (a sender-side view: near the receiver flights are single segments); bit/s"),
+    Column("queued", "BOOLEAN NOT NULL", "An RTT sample while it was the latest flight was >= 1.25 x the direction's smallest so far: a queue on the path"),
 )
 
 # Derived by `tracekit analyze` (tracekit/transport/tls.py): TLS over TCP.

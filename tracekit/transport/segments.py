@@ -107,8 +107,9 @@ WS_WINDOW_FULL = 128
  FLIGHT_DONE, RETX_N, RQ_HEAD, RQ_TAIL, LAST_ACK_TS, FULL_SENT, FULL_SEEN, FL_START, FL_END,
  FL_SEGS, FL_BYTES, FL_PEAK, FL_RETX, FL_WIN, FL_PREV, ADV_WIN, FLOW_ID,
  EX_NUM, EX_LAST_CLIENT, EX_REQ_FIRST, EX_REQ_LAST, EX_RESP_FIRST, EX_RESP_LAST, EX_END,
- EX_UP_LO, EX_UP_HI, EX_DOWN_LO, EX_DOWN_HI, EX_PK_UP, EX_PK_DOWN) = range(58)
-NSTATE = 58
+ EX_UP_LO, EX_UP_HI, EX_DOWN_LO, EX_DOWN_HI, EX_PK_UP, EX_PK_DOWN,
+ DELIVERED, DELIVERED_TS, MIN_RTT, FL_RATE, FL_QUEUED, FIRST_TX) = range(64)
+NSTATE = 64
 # exchange rows (requests.sql reads them): a request/response exchange of a
 # connection, kept in the flow's client-direction row of `st`
 EXCHANGE_OUT = ("flow", "exchange", "request_first", "request_last", "response_first",
@@ -116,12 +117,15 @@ EXCHANGE_OUT = ("flow", "exchange", "request_first", "request_last", "response_f
 LISTS = (HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, RQ_HEAD, RQ_TAIL)
 # flight rows (flights.sql reads them): one per flight, written when it ends
 FLIGHT_OUT = ("flow", "from_client", "flight", "start", "end", "duration", "segments", "bytes",
-              "peak_inflight", "prev_bytes", "retransmissions", "peer_window")
+              "peak_inflight", "prev_bytes", "retransmissions", "peer_window", "delivery_rate",
+              "queued")
+QUEUE_RTT = 1.25  # an RTT sample this far above the direction's smallest: a queue
 # pools: holes, sent (unacknowledged new segments), tsvals, retx (for D-SACK),
 # rq (retransmissions waiting for the ACK of their recovery point)
 POOLS = ("hole", "sent", "tsval", "retx", "rq")
 HOLE_FIELDS = ("lo", "hi", "tsval", "ts")
-SENT_FIELDS = ("lo", "end", "ts", "len", "retx_row", "retx_tsval", "retx_frame")
+SENT_FIELDS = ("lo", "end", "ts", "len", "retx_row", "retx_tsval", "retx_frame", "dlv",
+               "dlv_ts", "first_tx")
 TSVAL_FIELDS = ("val", "ts")
 RETX_FIELDS = ("lo", "hi", "row", "frame")
 RQ_FIELDS = ("point", "row", "frame", "after")
@@ -175,6 +179,8 @@ def _emit_flight(st, d, duration, fo, fo_m):
     fo[k, 9] = st[d, FL_PREV]
     fo[k, 10] = st[d, FL_RETX]
     fo[k, 11] = st[d, FL_WIN]
+    fo[k, 12] = st[d, FL_RATE]
+    fo[k, 13] = st[d, FL_QUEUED]
     fo_m[0] = k + 1
 
 
@@ -260,7 +266,7 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
              rto_min_ns, reorder_window_ns,
              st, holes_m, h_lo, h_hi, h_tsval, h_ts, h_next,
              sent_m, s_lo, s_end, s_ts, s_len, s_retx_row, s_retx_tsval, s_retx_frame,
-             s_next, ts_m, t_val, t_ts, t_next, retx_m, r_lo, r_hi, r_row, r_frame,
+             s_dlv, s_dlv_ts, s_first_tx, s_next, ts_m, t_val, t_ts, t_next, retx_m, r_lo, r_hi, r_row, r_frame,
              r_next, rq_m, q_point, q_row, q_frame, q_after, q_next, late, late_m, fo, fo_m,
              xo, xo_m,
              seg_class, gap_bytes, trigger, silence_ns, peer_dupacks, spurious, inflight,
@@ -369,6 +375,9 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
                 # Karn: a sample from the newest newly covered segment, unless one was resent
                 resent = False
                 newest_ts = -1
+                dlv_of_newest = 0
+                dlv_ts_of_newest = 0
+                first_tx_of_newest = 0
                 newest_data_ts = -1
                 covered = 0
                 u = st[rv, SENT_HEAD]
@@ -385,6 +394,9 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
                             else:
                                 _late(late, late_m, s_retx_frame[u], LATE_SPURIOUS, 1)
                     newest_ts = s_ts[u]
+                    dlv_of_newest = s_dlv[u]
+                    dlv_ts_of_newest = s_dlv_ts[u]
+                    first_tx_of_newest = s_first_tx[u]
                     nu = s_next[u]
                     release(sent_m, s_next, u)
                     u = nu
@@ -394,8 +406,25 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
                 acked_segments[i] = covered
                 if newest_data_ts != -1:
                     ack_delay[i] = now - newest_data_ts
+                st[rv, DELIVERED] += acked_bytes[i]
+                st[rv, DELIVERED_TS] = now
+                if newest_ts != -1:
+                    st[rv, FIRST_TX] = newest_ts
                 if newest_ts != -1 and not resent:
                     sample = now - newest_ts
+                    # delivery rate (as Linux's tcpi_delivery_rate): what was
+                    # delivered since the newest covered segment was sent, over
+                    # the longer of the time since the delivery before it and
+                    # the time it took to send them (ACK compression guard)
+                    elapsed = max(now - dlv_ts_of_newest, newest_ts - first_tx_of_newest)
+                    if elapsed > 0 and st[rv, FLIGHT] > 0:
+                        rate = (st[rv, DELIVERED] - dlv_of_newest) * 1_000_000_000 // elapsed
+                        if rate > st[rv, FL_RATE]:
+                            st[rv, FL_RATE] = rate
+                    if st[rv, MIN_RTT] == 0 or sample < st[rv, MIN_RTT]:
+                        st[rv, MIN_RTT] = sample
+                    elif sample * 4 >= st[rv, MIN_RTT] * 5 and st[rv, FLIGHT] > 0:
+                        st[rv, FL_QUEUED] = 1
                     rtt_ns[i] = sample
                     if st[rv, SRTT] < 0:
                         st[rv, SRTT] = sample
@@ -449,6 +478,8 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
                     st[fw, FL_BYTES] = 0
                     st[fw, FL_PEAK] = 0
                     st[fw, FL_RETX] = 0
+                    st[fw, FL_RATE] = 0
+                    st[fw, FL_QUEUED] = 0
                     st[fw, FL_WIN] = st[rv, ADV_WIN]
                 flight[i] = st[fw, FLIGHT]
                 st[fw, FL_END] = now
@@ -472,6 +503,9 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
                 s_retx_row[u] = -1
                 s_retx_tsval[u] = -1
                 s_retx_frame[u] = -1
+                s_dlv[u] = st[fw, DELIVERED]
+                s_dlv_ts[u] = st[fw, DELIVERED_TS] if st[fw, DELIVERED_TS] > 0 else now
+                s_first_tx[u] = st[fw, FIRST_TX] if st[fw, FIRST_TX] > 0 else now
                 s_next[u] = -1
                 if st[fw, SENT_TAIL] == -1:
                     st[fw, SENT_HEAD] = u

@@ -279,6 +279,8 @@ def flights_table(capture_id, rows):
         "growth": (growth, prev <= 0),
         "retransmissions": (o["retransmissions"], None),
         "peer_window_bytes": (o["peer_window"], o["peer_window"] < 0),
+        "delivery_rate_bps": (o["delivery_rate"] * 8, o["delivery_rate"] <= 0),
+        "queued": (o["queued"] != 0, None),
     }
     return numpy_table(FLIGHTS, values)
 

@@ -1,0 +1,69 @@
+"""What every benchmark here shares: whole processes, alternated, medians, load.
+
+Each tool runs as its own process (import, start-up and compilation count);
+wall time and the process's peak resident memory (`ru_maxrss` of the child)
+are measured. Rounds alternate the tools and reverse their order every other
+round (A B C, C B A, ...) so drift of the machine hits all alike; the tables
+give medians over rounds, with the 1-minute load average before and after and
+the number of cores, so a reader can judge how busy the machine was.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run(cmd, env=None):
+    """Run a command to completion; (seconds, peak RSS in MB). Exits on failure."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **(env or {})})
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{err}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def load():
+    """The 1-minute load average and the cores of this machine."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0]), os.cpu_count()
+
+
+def alternate(tools, rounds, before=None):
+    """{name: [(seconds, MB), ...]} over `rounds` alternated rounds; `before(name)`
+    is called (untimed) before each run (e.g. to restore a database)."""
+    results = {name: [] for name in tools}
+    names = list(tools)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            if before:
+                before(name)
+            seconds, mb = tools[name]()
+            results[name].append((seconds, mb))
+            print(f"round {r + 1}: {name}: {seconds:.2f} s, {mb:,.0f} MB", file=sys.stderr)
+    return results
+
+
+def medians(samples):
+    return (statistics.median(s for s, _ in samples), statistics.median(m for _, m in samples))
+
+
+def count_packets(path):
+    out = subprocess.run(["capinfos", "-c", "-M", path], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "Number of packets" in line:
+            return int(line.split(":")[1].strip())
+    raise SystemExit(f"capinfos could not count {path}")
+
+
+def warm(path):
+    """Read a file once so every tool finds it in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass

@@ -1,0 +1,113 @@
+"""tracekit against tcptrace and tshark on one capture, whole processes, alternated.
+
+    python benchmarks/compare.py benchmarks/data/kernel-tcp-mix-128.pcap --rounds 3
+    python benchmarks/compare.py benchmarks/data/mix-200k.pcap --tshark --rounds 3
+
+Tools and their flags (each a whole process on the same file in the page cache):
+
+- `tracekit ingest FILE --db NEW` (decode and store every packet and flow);
+- `tracekit analyze --db DB` on a copy of a store holding only that ingest
+  (every derived table: Wireshark's sequence analysis and tracekit's own,
+  retransmissions, RTT, stalls, handshakes, requests, bounds, attribution);
+- `tracekit ingest` then `tracekit analyze` (end to end: two processes, times
+  added, memory the larger);
+- `tcptrace -l -r FILE` (long per-connection statistics with RTT: it reads,
+  reconstructs every connection and reports; the closest peer to both steps);
+- with `--tshark`: `tshark -T fields` of the header fields tracekit stores
+  (TCP reassembly off), the peer of ingest, and `tshark -T fields` of the
+  `tcp.analysis` fields, the peer of the sequence analysis.
+
+Prints one Markdown table: median seconds and peak memory per tool, packets/s,
+and each tracekit step's time against tcptrace's (and tshark's), with the
+machine's load before and after.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+from common import alternate, count_packets, load, medians, run, warm
+
+TSHARK_FIELDS = [
+    "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.src", "ip.dst",
+    "ipv6.src", "ipv6.dst", "ip.proto", "ip.ttl", "tcp.srcport", "tcp.dstport", "udp.srcport",
+    "udp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
+    "tcp.len", "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.options.sack_le",
+    "tcp.options.sack_re", "tcp.options.timestamp.tsval", "tcp.options.timestamp.tsecr",
+]
+TSHARK_ANALYSIS = ["frame.number", "tcp.analysis.bytes_in_flight", "tcp.analysis.ack_rtt",
+                   "tcp.analysis.retransmission", "tcp.analysis.fast_retransmission",
+                   "tcp.analysis.duplicate_ack", "tcp.analysis.lost_segment",
+                   "tcp.analysis.out_of_order", "tcp.analysis.window_full"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("capture")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tshark", action="store_true", help="also run tshark (slow: ~15 s per 1e6)")
+    args = ap.parse_args()
+    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
+    packets = count_packets(args.capture)
+    warm(args.capture)
+    load_before = load()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "bench.duckdb")
+        ingested = os.path.join(tmp, "ingested.duckdb")
+        run([tracekit, "ingest", args.capture, "--db", ingested])  # untimed: for analyze
+        e2e_db = os.path.join(tmp, "e2e.duckdb")
+
+        def fresh(path):
+            for suffix in ("", ".wal"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+
+        def ingest():
+            fresh(db)
+            return run([tracekit, "ingest", args.capture, "--db", db])
+
+        def analyze():
+            fresh(db)
+            shutil.copy(ingested, db)
+            return run([tracekit, "analyze", "--db", db])
+
+        def end_to_end():
+            fresh(e2e_db)
+            s1, m1 = run([tracekit, "ingest", args.capture, "--db", e2e_db])
+            s2, m2 = run([tracekit, "analyze", "--db", e2e_db])
+            return s1 + s2, max(m1, m2)
+
+        tools = {"tracekit ingest": ingest, "tracekit analyze": analyze,
+                 "tracekit ingest + analyze": end_to_end,
+                 "tcptrace -l -r": lambda: run(["tcptrace", "-l", "-r", args.capture])}
+        if args.tshark:
+            f = [a for x in TSHARK_FIELDS for a in ("-e", x)]
+            tools["tshark -T fields (headers)"] = lambda: run(
+                ["tshark", "-n", "-r", args.capture, "-o", "tcp.desegment_tcp_streams:FALSE",
+                 "-T", "fields", *f])
+            a = [x for y in TSHARK_ANALYSIS for x in ("-e", y)]
+            tools["tshark -T fields (tcp.analysis)"] = lambda: run(
+                ["tshark", "-n", "-r", args.capture, "-o", "tcp.desegment_tcp_streams:FALSE",
+                 "-T", "fields", *a, "-Y", "tcp"])
+        results = {k: medians(v) for k, v in alternate(tools, args.rounds).items()}
+    load_after = load()
+    size = os.path.getsize(args.capture) / 1e6
+    print(f"\n`{os.path.basename(args.capture)}`: {packets:,} packets, {size:,.0f} MB; "
+          f"median of {args.rounds} alternated rounds; load {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after, {load_before[1]} cores\n")
+    base = results["tcptrace -l -r"][0]
+    shark = {"tracekit ingest": "tshark -T fields (headers)",
+             "tracekit analyze": "tshark -T fields (tcp.analysis)"}
+    print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, (sec, mb) in results.items():
+        peer = results.get(shark.get(name, ""), (None,))[0]
+        ratio = f"{peer / sec:.1f}" if peer else ""
+        print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {mb:,.0f} MB | "
+              f"{sec / base:.2f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""How tracekit's time and memory grow with the capture: 0.5, 1, 2, 8.6 and 29 M packets.
+
+    python benchmarks/scaling.py [--base benchmarks/data/kernel-tcp-mix-128.pcap]
+
+The inputs are cut from and tiled out of the mixed workload's 128-byte
+capture (make_capture.py): its first 0.5 M, 1 M and 2 M packets (editcap),
+the whole (2.9 M), and 3 and 10 copies of it one after another with their
+own hosts (tile_capture.py: 8.6 M, 29 M). For each, one run of: `tracekit
+ingest` into a new store, `tracekit analyze` on it, and `tcptrace -l -r`;
+seconds and peak memory of each whole process, and ns per packet so that
+linear growth reads as a constant column.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from common import count_packets, load, run, warm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def inputs(base):
+    data = os.path.dirname(base)
+    stem = os.path.splitext(base)[0]
+    out = []
+    for n in (500_000, 1_000_000, 2_000_000):
+        path = f"{stem}-first{n // 1000}k.pcap"
+        if not os.path.exists(path):
+            subprocess.run(["editcap", "-F", "pcap", "-r", base, path, f"1-{n}"], check=True)
+        out.append(path)
+    out.append(base)
+    for copies in (3, 10):
+        path = os.path.join(data, f"{os.path.basename(stem)}-x{copies}.pcap")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, os.path.join(HERE, "tile_capture.py"), base,
+                            str(copies), path], check=True)
+        out.append(path)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default=os.path.join(HERE, "data", "kernel-tcp-mix-128.pcap"))
+    ap.add_argument("--max", type=int, default=None, help="skip inputs above this many packets")
+    args = ap.parse_args()
+    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
+    rows = []
+    for path in inputs(args.base):
+        packets = count_packets(path)
+        if args.max and packets > args.max:
+            continue
+        warm(path)
+        before = load()[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            db = os.path.join(tmp, "s.duckdb")
+            ingest = run([tracekit, "ingest", path, "--db", db])
+            analyze = run([tracekit, "analyze", "--db", db])
+        tcptrace = run(["tcptrace", "-l", "-r", path])
+        rows.append((packets, ingest, analyze, tcptrace, before, load()[0]))
+        print(f"{packets:,}: ingest {ingest[0]:.1f} s {ingest[1]:.0f} MB, analyze {analyze[0]:.1f} s "
+              f"{analyze[1]:.0f} MB, tcptrace {tcptrace[0]:.1f} s", file=sys.stderr)
+    print(f"\nOne run each; {os.cpu_count()} cores; load (1 min) before and after each input.\n")
+    print("| packets | ingest s | ns/packet | peak MB | analyze s | ns/packet | peak MB | "
+          "tcptrace -l -r s | peak MB | analyze / tcptrace | load |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for packets, (i_s, i_mb), (a_s, a_mb), (t_s, t_mb), l0, l1 in rows:
+        print(f"| {packets:,} | {i_s:.1f} | {i_s / packets * 1e9:,.0f} | {i_mb:,.0f} | "
+              f"{a_s:.1f} | {a_s / packets * 1e9:,.0f} | {a_mb:,.0f} | {t_s:.1f} | {t_mb:,.0f} | "
+              f"{a_s / t_s:.1f} | {l0:.1f} / {l1:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
