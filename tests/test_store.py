@@ -1,5 +1,6 @@
 """The store: transactions, de-duplication, locking, flows, bad input end to end."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -279,3 +280,74 @@ def test_store_is_a_plain_duckdb_file(tmp_path):
                           f"read_only=True).execute('SELECT src_addr, tcp_flags FROM packets').fetchall())"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == f"[('{C}', 2)]"
+
+
+def test_a_sqlite_file_is_refused_and_left_alone(tmp_path):
+    """A SQLite file given as --db: refused by its header before DuckDB opens it
+    (DuckDB would try to download its SQLite extension); not a byte changes."""
+    import sqlite3
+
+    from tracekit.errors import StoreError
+    from tracekit.store.db import connect
+
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE t (a)")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"other\.db: a SQLite database .* choose another --db"):
+        connect(path)
+    assert path.read_bytes() == before
+
+
+def test_a_duckdb_file_of_another_program_is_refused_before_writing(tmp_path):
+    import duckdb
+
+    from tracekit.errors import StoreError
+    from tracekit.store.db import connect
+
+    path = tmp_path / "theirs.duckdb"
+    c = duckdb.connect(str(path))
+    c.execute("CREATE TABLE orders (id INTEGER)")
+    c.close()
+    with pytest.raises(StoreError, match=r"another program \(tables: orders\)"):
+        connect(path)
+    c = duckdb.connect(str(path), read_only=True)
+    assert c.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("orders",)]
+    assert c.execute("SELECT count(*) FROM duckdb_schemas() WHERE schema_name = 'store'"
+                     ).fetchall() == [(0,)]
+
+
+def test_extensions_are_never_fetched():
+    from tracekit.store.db import connect
+    con = connect(":memory:")
+    settings = dict(con.execute(
+        "SELECT name, value FROM duckdb_settings() WHERE name IN "
+        "('autoinstall_known_extensions', 'autoload_known_extensions')").fetchall())
+    assert settings == {"autoinstall_known_extensions": "false",
+                        "autoload_known_extensions": "false"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only filesystem needs root")
+def test_a_store_on_read_only_media_is_readable_by_sql(tmp_path):
+    """tracekit sql opens a store it cannot write read-only (root ignores file
+    modes, so the store sits on a tmpfs remounted read-only)."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    good = write(tmp_path, "good.pcap", pcap_bytes(frames(tcp(C, S, 1, 2, "S"))))
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
+    try:
+        db = mnt / "t.duckdb"
+        r = CliRunner().invoke(main, ["ingest", str(good), "--db", str(db)])
+        assert r.exit_code == 0, r.output
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        r = CliRunner().invoke(main, ["sql", "SELECT count(*) AS n FROM packets", "--db", str(db),
+                                      "--format", "csv"])
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines() == ["n", "1"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

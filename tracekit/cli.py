@@ -860,7 +860,7 @@ def sql(query, db, fmt):
         query = sys.stdin.read()
     if not query.strip():
         raise QueryError("no query given (pass it as an argument or on stdin)")
-    con = connect(db, read_only=not os.path.exists(db))
+    con = connect(db, read_only=True if not os.path.exists(db) else "auto")
     try:
         cur = con.execute(query)
     except duckdb.Error as e:

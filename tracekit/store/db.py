@@ -21,14 +21,32 @@ def default_db_path():
     return os.environ.get("TRACEKIT_DB") or DEFAULT_DB
 
 
+# A store never fetches code: DuckDB would otherwise download and load an
+# extension to read a file of another kind (a SQLite file, say).
+CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
+
+
 def connect(path=None, read_only=False):
-    """Open (creating if needed) the store; DuckDB errors become StoreError."""
+    """Open (creating if needed) the store; DuckDB errors become StoreError.
+
+    `read_only="auto"` opens read-only when the file cannot be written (a
+    store on read-only media, or another user's). A file that is not a DuckDB
+    database, or a DuckDB database of another program, is refused before
+    anything is written to it.
+    """
     path = str(path or default_db_path())
-    if read_only and not os.path.exists(path):
+    exists = os.path.exists(path)
+    if read_only == "auto":
+        read_only = exists and not (os.access(path, os.W_OK)
+                                    and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
+    if read_only and not exists:
         raise StoreError(f"{path}: no such database; ingest a capture first "
                          f"(tracekit ingest FILE --db {path})")
+    if exists:
+        _check_kind(path)
     try:
-        con = duckdb.connect(path, read_only=read_only)
+        con = duckdb.connect(path, read_only=read_only, config=CONFIG)
     except duckdb.IOException as e:
         text = str(e)
         if "lock" in text.lower():
@@ -41,6 +59,8 @@ def connect(path=None, read_only=False):
     except duckdb.Error as e:
         raise StoreError(f"{path}: not a DuckDB database tracekit can open: "
                          f"{str(e).splitlines()[0]}") from None
+    if not read_only:
+        _check_catalogue(con, path)
     # DuckDB's share of memory in a tracekit process: what it keeps of the
     # store in its buffers and what queries and checkpoints may use before
     # spilling to disk (its default, 80 % of RAM, is not a bound at all)
@@ -50,6 +70,33 @@ def connect(path=None, read_only=False):
         for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
             con.execute(create_table_sql(name))
     return con
+
+
+def _check_kind(path):
+    """Refuse a file that is not a DuckDB database (by its header)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read: {e.strerror}") from None
+    if not head:
+        return  # an empty file: DuckDB makes a database of it
+    if head[8:12] != DUCKDB_MAGIC:
+        kind = "a SQLite database" if head.startswith(b"SQLite format 3") else "not a DuckDB database"
+        raise StoreError(f"{path}: {kind} (its header is {head[:16]!r}); tracekit keeps its store "
+                         f"in a DuckDB file of its own: choose another --db")
+
+
+def _check_catalogue(con, path):
+    """Refuse a DuckDB database of another program before writing to it."""
+    tables = {r[0] for r in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+        "AND database_name = current_database()").fetchall()}
+    if tables and "captures" not in tables:
+        con.close()
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(f"{path}: a DuckDB database of another program (tables: {shown}); "
+                         f"tracekit keeps its store in a file of its own: choose another --db")
 
 
 def _upgrade(con):
