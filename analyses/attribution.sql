@@ -1,76 +1,94 @@
--- attribution: each request's measured time split into labelled spans that add
--- up to it exactly; the irreducible spans add up to its serial bound.
+-- attribution: each request's measured time split into spans that add up to it
+-- exactly; every span named after a mechanism is backed by evidence, and what
+-- no evidence explains is `unexplained`.
 --
--- Built over the whole store. Sources: requests, bounds, handshakes,
+-- Built over the whole store. Sources: requests, bounds, handshakes, events,
 -- request_phases (the four instants and what the transport did in each phase:
 -- tracekit/transport/phases.py, from stalls and recovery_rounds).
--- Definitions (the method). A request [start, end] (requests) is cut at four instants seen on
--- its flow at the capture point: the first and last request byte (a, b) and
--- the first and last response byte (c, d), clamped into order:
+-- Definitions (the method). A request [start, end] (requests) is cut at four
+-- instants seen on its flow at the capture point: the first and last request
+-- byte (a, b) and the first and last response byte (c, d), clamped into order.
+-- Each phase is split by what shows it, never by what is left over:
 --   setup      [start, a)  connect_tcp (SYN -> the client's ACK of the
 --              SYN-ACK), connect_tls (ClientHello -> client Finished),
---              connect_quic (first Initial -> first 1-RTT), each as far as
---              it falls inside; connect_proxy (the SOCKS5 negotiation between
---              the proxy_start and proxy_done events); the rest client_idle (the client had a
---              connection and did not send: its own think time, proxy
---              negotiation on another flow)
---   upload     [a, b]      upload_transfer = min(S_u / B, b - a) (irreducible);
---              upload_loss_recovery = the client->server direction's
---              loss_recovery and rto_wait time (stalls), capped; the rest
---              upload_waiting (window, slow start, the sender's pauses)
---   wait       (b, c)      propagation = min(R, c - b) (irreducible; 0 at a
---              server-side vantage, where no propagation lies between the
+--              connect_quic (first Initial -> first 1-RTT), connect_proxy
+--              (the SOCKS5 negotiation between the proxy_start and proxy_done
+--              events), each as far as it falls inside; client_idle: the rest,
+--              in which the client, holding a connection, sent no request byte
+--   upload     [a, b]      by the client's data direction's limitation states
+--              (stalls): upload_transfer = min(S_u / B, the time data was
+--              flowing: window states, pacing, recovery) (irreducible);
+--              upload_loss_recovery (loss_recovery, rto_wait), upload_waiting
+--              (slow_start, congestion_limited, receive window), pacing
+--              (pacing_idle), client_idle (application_limited: the client
+--              had nothing to send), each less what the transfer took of it;
+--              unexplained (handshake, closed, no packets)
+--   wait       (b, c)      propagation = min(R, c - b) (irreducible; R as
+--              bounds: 0 at the server, where nothing propagates between the
 --              request's arrival and the response's departure); processing =
---              min(T_c, what is left) (irreducible); the rest queueing, except
---              that a response whose download phase was shorter than S_d / B
---              (a tunnel hands it over in a burst) has the rest of its
---              download_transfer here, out of the queueing
---   download   [c, d]      download_transfer = min(S_d / B, d - c)
---              (irreducible), taken from the time the server->client
---              direction was slow_start / congestion_limited (stalls), and
---              where that is too short, from the loss_recovery, then the
---              sender's pause, then the receiver-limited time (data flows
---              during recovery too, and a paced or tunnelled sender looks
---              idle between packets);
---              what is left of the window time is window_waiting (slow start and
---              window: the sender waited for ACKs); loss_recovery, one span
---              per recovery round (recovery_rounds: each loss_recovery and
---              rto_wait stretch goes to the round it began in);
---              receiver_limited (receive_window_limited, zero_window);
---              server_idle (application_limited, pacing_idle); the rest of
---              the phase is residual (negative if the transfer did not fit in
---              the time the phase had)
+--              min(T_c, what is left) (irreducible; only when T_c is known:
+--              labels, the server's events or, at the server, its own
+--              packets); download_transfer, when the download phase was
+--              shorter than S_d / B (a tunnel or proxy hands the response over
+--              in a burst: its bytes crossed the bottleneck before c); the rest
+--              unexplained (queueing, or server time nobody logged)
+--   download   [c, d]      at the sender (a server-side capture) by the server's
+--              data direction's limitation states: download_transfer =
+--              min(S_d / B, the time data was flowing) (irreducible), taken
+--              from the window states first, then pacing, loss recovery and the
+--              receive window; window_waiting (slow_start, congestion_limited:
+--              the sender waited for ACKs); pacing (pacing_idle: new data sent
+--              after a pause with nothing from the peer between: the sender's
+--              pacing released it); loss_recovery, one span per recovery round
+--              (recovery_rounds: each stretch goes to the round it began in);
+--              receiver_limited (receive window full or zero); server_idle
+--              (application_limited: nothing in flight and nothing sent while
+--              the window was open, or data in flight and nothing new until
+--              after it drained: the application had not written the bytes);
+--              unexplained (closed, handshake).
+--              Seen from the client or between (or for QUIC, whose ACKs are encrypted)
+--              the sender's states are not visible: the download is cut at
+--              every gap between the server's data packets (request_phases):
+--              gaps that began in loss recovery are loss_recovery, in a full
+--              receive window receiver_limited; a gap after a full-sized
+--              segment is explained by the ACK clock up to 1.25 R after the
+--              client's last packet: download_transfer (up to S_d / B) and
+--              window_waiting; the rest -- gaps after a short segment, and
+--              beyond the ACK clock -- is sender_wait (the sender waited for
+--              something this vantage cannot name: its application, its
+--              pacing, its window), except that while the server's events show
+--              the model still generating (model_end after c) it is
+--              server_idle. Without B the transfer and the window waiting cannot
+--              be told apart: the clocked gaps are download_transfer, not
+--              irreducible.
+--   tunnel     a request carried by a local tunnel (its flow ends on this host,
+--              or behind a SOCKS5 proxy, and another capture of its run holds the
+--              tunnel's UDP flow of 10 datagrams or more): its wait is cut at the
+--              tunnel's first datagram out after b (t_up) and its last datagram in
+--              before c (t_down): tunnel_queueing (b -> t_up and t_down -> c: the
+--              local tunnel's own time), and across the WAN (t_up -> t_down)
+--              propagation, processing and tunnel_transit (the rest of that
+--              interval: the tunnel's far end, queueing and repair on the WAN);
+--              the download's waits on this host -- the ACK-clocked and the
+--              sender's -- are tunnel_transit (the local tunnel, the sender here,
+--              waiting for datagrams)
 --   tail       (d, end]    client_idle (after the last byte, until the
 --              request_end event)
--- At a client-side vantage the sender's window is not visible (what it has
--- in flight is in the pipe, not yet seen), so a pause in the arriving data
--- looks like an idle sender. There, the download's slow_start,
--- congestion_limited, application_limited and pacing_idle time is split by
--- the ACK clock instead: a pause in the server's data that follows a
--- full-sized segment (within 40 option bytes of the MSS the client
--- announced) is window waiting up to 1.25 R after the client's last
--- packet before it ends (the data its ACK released cannot come sooner) and
--- server_idle beyond that; a pause after a shorter segment is server_idle
--- throughout (a sender held by its window sends full segments; one that
--- sends less had no more data). A QUIC request (its ACKs encrypted, no
--- limitation states) is split the same way from its datagrams: the download
--- is window waiting except the pauses the ACK clock does not explain; its
--- loss recovery cannot be told apart and stays inside window_waiting.
--- A request with no packets (an event request without a linked flow) is one
--- `unattributed` span. S, B, R, T_c are the bound's (bounds.sql). The
--- capture point matters: at the client the instants are when the client
--- sent and received; at the server they are shifted by the one-way delays
--- and the request's measured time is about R shorter than the client's.
+-- A request with no packets (no flow linked) is one `unattributed` span.
+-- unexplained_pct and flag (in the view `tracekit attribute`): a request is
+-- flagged when its unexplained time exceeds 10 % of it or 20 ms.
 -- Columns: request_key, span_order, span, phase, ns, irreducible, detail
 WITH inst AS (
     SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
-        b.rtt_ns, b.processing_ns, b.upload_ns, b.download_ns, q.vantage,
-        ph.a_ns AS a, ph.b_ns AS b, ph.c_ns AS c, ph.d_ns AS d,
-        f.syn_ts_ns, f.ack_ts_ns, f.protocol = 'udp' AS quic, q.proxy_start_ns, q.proxy_done_ns
+        q.run, q.labels['run'] AS run_label, q.request, b.rtt_ns, b.rtt_source, b.processing_ns, b.processing_source,
+        b.upload_ns, b.download_ns, b.rate_bps IS NOT NULL AS rate_known, q.vantage,
+        ph.* EXCLUDE (request_key, capture_id, flow_id), f.syn_ts_ns, f.ack_ts_ns,
+        f.protocol = 'udp' AS quic,
+        q.proxy_start_ns, q.proxy_done_ns
     FROM requests q JOIN bounds b USING (request_key)
     JOIN request_phases ph USING (request_key)
     LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
-    WHERE ph.a_ns IS NOT NULL
+    WHERE q.flow_id IS NOT NULL
 ),
 
 hs AS (
@@ -81,134 +99,309 @@ hs AS (
 setup AS (
     SELECT i.request_key,
         CASE WHEN i.syn_ts_ns IS NULL OR i.ack_ts_ns IS NULL THEN 0
-             ELSE greatest(0, least(i.ack_ts_ns, i.a) - greatest(i.syn_ts_ns, i.start_ns)) END AS tcp_ns,
-        coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
+             ELSE greatest(0, least(i.ack_ts_ns, i.a_ns) - greatest(i.syn_ts_ns, i.start_ns)) END
+            AS tcp_ns,
+        coalesce(max(greatest(0, least(h.hs_end, i.a_ns) - greatest(h.hs_start, i.start_ns)))
                  FILTER (h.protocol = 'tls'), 0) AS tls_ns,
-        coalesce(max(greatest(0, least(h.hs_end, i.a) - greatest(h.hs_start, i.start_ns)))
+        coalesce(max(greatest(0, least(h.hs_end, i.a_ns) - greatest(h.hs_start, i.start_ns)))
                  FILTER (h.protocol = 'quic'), 0) AS quic_ns,
         CASE WHEN i.proxy_start_ns IS NULL OR i.proxy_done_ns IS NULL THEN 0
-             ELSE greatest(0, least(i.proxy_done_ns, i.a) - greatest(i.proxy_start_ns, i.start_ns))
+             ELSE greatest(0, least(i.proxy_done_ns, i.a_ns) - greatest(i.proxy_start_ns, i.start_ns))
         END AS proxy_ns
     FROM inst i LEFT JOIN hs h USING (capture_id, flow_id)
-    GROUP BY i.request_key, i.ack_ts_ns, i.a, i.syn_ts_ns, i.start_ns, i.proxy_start_ns, i.proxy_done_ns
+    GROUP BY i.request_key, i.ack_ts_ns, i.a_ns, i.syn_ts_ns, i.start_ns, i.proxy_start_ns,
+        i.proxy_done_ns
 ),
 
-states AS (  -- the limitation states' time inside the upload and download phases
-    SELECT request_key,
-        up_loss_recovery_ns + up_rto_wait_ns AS up_loss,
-        down_slow_start_ns + down_congestion_limited_ns AS window_time,
-        down_receive_window_limited_ns + down_zero_window_ns AS rwnd,
-        down_application_limited_ns + down_pacing_idle_ns AS idle,
-        down_loss_recovery_ns + down_rto_wait_ns AS down_loss,
-        unexplained_pause_ns AS pause_idle
-    FROM request_phases
+tunneled AS (  -- requests carried by a local tunnel: their flow ends on this host (loopback)
+               -- or behind a SOCKS5 proxy, and a capture of their run holds the
+               -- tunnel's own UDP flow across the WAN
+    SELECT i.request_key, i.run_label, i.b_ns, i.c_ns
+    FROM inst i JOIN flows f ON f.capture_id = i.capture_id AND f.flow_id = i.flow_id
+    WHERE (f.server_addr IN ('127.0.0.1', '::1') OR i.proxy_done_ns IS NOT NULL)
+      AND i.run_label IS NOT NULL
 ),
 
-rounds AS (  -- each download loss stretch to the round it began in
-    SELECT request_key, lr.episode, lr.round, sum(lr.ns) AS ns
-    FROM (SELECT request_key, unnest(loss_rounds) AS lr FROM request_phases)
-    GROUP BY ALL
+tunnel_packets AS (  -- the tunnel's datagrams (UDP flows of 10 packets or more in the run's
+                     -- other captures); out: towards the tunnel's far end, the service
+                     -- port (the lower of the two: a UDP flow's first sender may be
+                     -- either end when a warm session is captured mid-way)
+    SELECT c.labels['run'] AS run_label, p.ts_ns,
+        CASE WHEN p.src_port <> p.dst_port THEN p.dst_port < p.src_port ELSE p.from_client END
+            AS from_client
+    FROM packets p JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
+    WHERE p.protocol = 17 AND f.protocol = 'udp' AND f.packets_c2s + f.packets_s2c >= 10
+      AND c.labels['run'] IN (SELECT DISTINCT run_label FROM tunneled)
+      AND c.capture_id NOT IN (SELECT capture_id FROM inst WHERE request_key IN
+                               (SELECT request_key FROM tunneled))
 ),
 
-raw_numbers AS (
+tunnel_marks AS (  -- the request's first datagram out after its last byte, the last
+                   -- datagram in before its first response byte
+    SELECT t.request_key, up.ts_ns AS t_up, down.ts_ns AS t_down
+    FROM tunneled t
+    ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE from_client) up
+      ON up.run_label = t.run_label AND up.ts_ns >= t.b_ns
+    ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE NOT from_client) down
+      ON down.run_label = t.run_label AND down.ts_ns <= t.c_ns
+),
+
+model AS (  -- when the server's model finished each request (its events)
+    SELECT run, request, max(ts_ns) AS model_end_ns
+    FROM events WHERE kind = 'model_end' AND request IS NOT NULL GROUP BY ALL
+),
+
+phased AS (
     SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns, st.proxy_ns,
-        coalesce(x.up_loss, 0) AS up_loss, coalesce(x.window_time, 0) AS window_time0,
-        coalesce(x.rwnd, 0) AS rwnd, coalesce(x.idle, 0) AS idle0, coalesce(x.down_loss, 0) AS down_loss,
-        coalesce(x.pause_idle, 0) AS pause_idle,
-        least(coalesce(i.upload_ns, 0), i.b - i.a) AS up_transfer,
-        least(coalesce(i.download_ns, 0), i.d - i.c) AS down_transfer,
-        CASE WHEN i.vantage = 'server' THEN 0 ELSE least(coalesce(i.rtt_ns, 0), i.c - i.b) END AS propagation
-    FROM inst i JOIN setup st USING (request_key) LEFT JOIN states x USING (request_key)
+        i.vantage <> 'server' OR i.quic AS from_client_side,
+        -- upload
+        i.up_loss_recovery_ns + i.up_rto_wait_ns AS up_loss,
+        i.up_slow_start_ns + i.up_congestion_limited_ns + i.up_receive_window_limited_ns
+            + i.up_zero_window_ns AS up_window,
+        i.up_pacing_idle_ns AS up_pacing,
+        i.up_application_limited_ns AS up_idle,
+        -- download at the sender
+        i.down_slow_start_ns + i.down_congestion_limited_ns AS s_window,
+        i.down_receive_window_limited_ns + i.down_zero_window_ns AS s_receiver,
+        i.down_loss_recovery_ns + i.down_rto_wait_ns AS s_loss,
+        i.down_pacing_idle_ns AS s_pacing,
+        i.down_application_limited_ns AS s_idle,
+        greatest(coalesce(m.model_end_ns, 0) - i.c_ns, 0) AS generating_ns,
+        -- through a tunnel: its local part (to the first datagram out, from the
+        -- last datagram in) and the WAN part between
+        tm.t_up IS NOT NULL AND tm.t_down IS NOT NULL AND tm.t_up <= tm.t_down
+            AND tm.t_up <= i.c_ns AS tunnel,
+        greatest(least(tm.t_up, i.c_ns) - i.b_ns, 0) + greatest(i.c_ns - greatest(tm.t_down, tm.t_up), 0)
+            AS tunnel_local_ns,
+        greatest(tm.t_down - tm.t_up, 0) AS tunnel_wan_ns
+    FROM inst i JOIN setup st USING (request_key)
+    LEFT JOIN model m ON m.request = i.request AND m.run IS NOT DISTINCT FROM i.run
+    LEFT JOIN tunnel_marks tm USING (request_key)
 ),
 
-numbers AS (
+upload AS (  -- the transfer comes out of the time data was flowing: window, pacing, recovery
     SELECT *,
-        CASE WHEN vantage = 'client' OR quic THEN least(pause_idle, window_time0 + idle0) ELSE idle0 END AS idle,
-        CASE WHEN vantage = 'client' OR quic THEN window_time0 + idle0 - least(pause_idle, window_time0 + idle0)
-             ELSE window_time0 END AS window_time
-    FROM (SELECT * REPLACE (  -- QUIC has no limitation states (its ACKs are encrypted): the
-                              -- whole download is sending or waiting, split by the ACK clock
-              CASE WHEN quic THEN d - c ELSE window_time0 END AS window_time0) FROM raw_numbers)
+        least(coalesce(upload_ns, 0), up_window) AS ut_window,
+        least(coalesce(upload_ns, 0) - least(coalesce(upload_ns, 0), up_window), up_pacing) AS ut_pacing
+    FROM phased
 ),
-
-carved AS (  -- the transfer comes out of the time data was flowing: window first, then
-             -- loss recovery, then the sender's pauses, then receiver-limited time
+upload2 AS (
     SELECT *,
-        least(down_transfer, window_time) AS t_window,
-        least(down_transfer - least(down_transfer, window_time), down_loss) AS t_loss
-    FROM numbers
-),
-carved2 AS (
-    SELECT *, least(down_transfer - t_window - t_loss, idle) AS t_idle FROM carved
-),
-carved3 AS (
-    SELECT *, least(down_transfer - t_window - t_loss - t_idle, rwnd) AS t_rwnd FROM carved2
+        least(coalesce(upload_ns, 0) - ut_window - ut_pacing, up_loss) AS ut_loss,
+        (b_ns - a_ns) - up_loss - up_window - up_pacing - up_idle AS up_other
+    FROM upload
 ),
 
-loss_rows AS (  -- recovery rounds, less their share of the transfer (rounding to the first)
-    SELECT request_key, episode, round, ns,
-        ns - CASE WHEN k = 1 THEN t_rounds - coalesce(others, 0) ELSE cut END AS kept
-    FROM (
-        SELECT rd.request_key, rd.episode, rd.round, rd.ns,
-            row_number() OVER w AS k,
-            coalesce(c.t_loss * rd.ns // nullif(c.down_loss, 0), 0) AS cut,
-            coalesce(c.t_loss * sum(rd.ns) OVER p // nullif(c.down_loss, 0), 0) AS t_rounds,
-            sum(coalesce(c.t_loss * rd.ns // nullif(c.down_loss, 0), 0)) OVER p
-                - coalesce(first_value(c.t_loss * rd.ns // nullif(c.down_loss, 0)) OVER w, 0) AS others
-        FROM rounds rd JOIN carved3 c USING (request_key)
-        WINDOW p AS (PARTITION BY rd.request_key),
-               w AS (PARTITION BY rd.request_key ORDER BY rd.episode, rd.round
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    )
+download AS (  -- per vantage: what is data flowing, waiting, lost, idle
+    SELECT *,
+        CASE WHEN from_client_side THEN gap_clocked_ns ELSE s_window END AS dn_window,
+        CASE WHEN from_client_side THEN 0 ELSE s_pacing END AS dn_pacing,
+        CASE WHEN from_client_side THEN gap_loss_ns ELSE s_loss END AS dn_loss,
+        CASE WHEN from_client_side THEN gap_receiver_ns ELSE s_receiver END AS dn_receiver,
+        CASE WHEN from_client_side THEN 0 ELSE s_idle END AS dn_idle,
+        CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns ELSE 0 END AS dn_sender
+    FROM upload2
+),
+download2 AS (
+    SELECT *,
+        (d_ns - c_ns) - dn_window - dn_pacing - dn_loss - dn_receiver - dn_idle - dn_sender
+            AS dn_other,
+        -- without B, the clocked gaps are the transfer as measured
+        CASE WHEN rate_known THEN least(coalesce(download_ns, 0), dn_window)
+             ELSE dn_window END AS dt_window
+    FROM download
+),
+download3 AS (
+    SELECT *,
+        least(greatest(coalesce(download_ns, 0) - dt_window, 0), dn_pacing) AS dt_pacing
+    FROM download2
+),
+download4 AS (
+    SELECT *,
+        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing, 0), dn_loss) AS dt_loss
+    FROM download3
+),
+download5 AS (
+    SELECT *,
+        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
+            AS dt_receiver,
+        least(dn_sender, generating_ns) AS dn_generating  -- the model still at work
+    FROM download4
 ),
 
-waits AS (  -- a response the path delivered faster than B (a tunnel hands it over in a
-            -- burst) left part of its transfer time before its first byte: in the wait
-    SELECT request_key,
-        (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation) AS queueing_ns,
-        least(coalesce(download_ns, 0) - down_transfer,
-              (c - b) - propagation - least(coalesce(processing_ns, 0), (c - b) - propagation)) AS early_transfer
-    FROM numbers
+wait AS (  -- through a tunnel, R and T_c lie inside its WAN part
+    SELECT *,
+        CASE WHEN tunnel THEN coalesce(tunnel_local_ns, 0) ELSE 0 END AS w_tunnel_local,
+        least(coalesce(rtt_ns, 0),
+              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) AS w_propagation
+    FROM download5
+),
+wait2 AS (
+    SELECT *,
+        least(coalesce(processing_ns, 0),
+              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END - w_propagation)
+            AS w_processing,
+        -- on this host the local tunnel is the sender: its waits are the WAN's
+        CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
+                 + (dn_window - dt_window) ELSE 0 END AS dn_tunnel
+    FROM wait
+),
+w AS (  -- one wide row per request: every span's time
+    SELECT *,
+        -- a response handed over faster than B left part of its transfer before c
+        CASE WHEN rate_known THEN
+            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver, 0),
+                  (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing) ELSE 0 END
+            AS w_transfer
+    FROM wait2
+),
+
+spans_wide AS (
+    SELECT request_key, duration_ns,
+        tcp_ns AS connect_tcp, tls_ns AS connect_tls, quic_ns AS connect_quic,
+        proxy_ns AS connect_proxy,
+        (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns AS setup_client_idle,
+        ut_window + ut_pacing + ut_loss AS upload_transfer,
+        up_loss - ut_loss AS upload_loss_recovery,
+        up_window - ut_window AS upload_waiting,
+        up_pacing - ut_pacing AS upload_pacing,
+        up_idle AS upload_client_idle,
+        up_other AS upload_unexplained,
+        w_propagation AS propagation,
+        w_processing AS processing,
+        w_transfer AS wait_download_transfer,
+        w_tunnel_local AS tunnel_queueing,
+        CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
+                 - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+            AS wait_tunnel_transit,
+        (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_transfer
+            - CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
+                   - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+            AS wait_unexplained,
+        dt_window + dt_pacing + dt_loss + dt_receiver AS download_transfer,
+        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window END AS window_waiting,
+        dn_pacing - dt_pacing AS pacing,
+        dn_loss - dt_loss AS loss_recovery,
+        dn_receiver - dt_receiver AS receiver_limited,
+        dn_idle + dn_generating AS server_idle,
+        dn_tunnel AS download_tunnel_transit,
+        dn_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
+                                          ELSE 0 END AS sender_wait,
+        dn_other AS download_unexplained,
+        end_ns - d_ns AS tail_client_idle,
+        dn_loss - dt_loss AS loss_total, s_loss, from_client_side, rate_known,
+        processing_source, rtt_source
+    FROM w
+),
+
+catalogue AS (  -- every span: order, name, phase, irreducible, the evidence behind it
+    SELECT * FROM (VALUES
+        ('connect_tcp', 1, 'connect_tcp', 'setup', false, 'SYN to the client''s ACK'),
+        ('connect_tls', 2, 'connect_tls', 'setup', false, 'ClientHello to the client''s Finished'),
+        ('connect_quic', 3, 'connect_quic', 'setup', false, 'first Initial to first 1-RTT packet'),
+        ('connect_proxy', 3, 'connect_proxy', 'setup', false, 'proxy_start to proxy_done events'),
+        ('setup_client_idle', 4, 'client_idle', 'setup', false, 'the client held a connection and sent nothing'),
+        ('upload_transfer', 5, 'upload_transfer', 'upload', true, 'S_u / B'),
+        ('upload_loss_recovery', 6, 'upload_loss_recovery', 'upload', false, 'loss recovery of the client''s data'),
+        ('upload_waiting', 7, 'upload_waiting', 'upload', false, 'the client''s window held it'),
+        ('upload_pacing', 7, 'pacing', 'upload', false, 'the client''s pacing released its data'),
+        ('upload_client_idle', 7, 'client_idle', 'upload', false, 'the client had nothing to send'),
+        ('upload_unexplained', 16, 'unexplained', 'upload', false, 'no limitation state explains it'),
+        ('propagation', 8, 'propagation', 'wait', true, 'R'),
+        ('processing', 9, 'processing', 'wait', true, 'T_c'),
+        ('wait_download_transfer', 11, 'download_transfer', 'wait', true,
+         'handed over faster than B: its bytes crossed the bottleneck before the first byte'),
+        ('wait_unexplained', 16, 'unexplained', 'wait', false,
+         'the wait beyond R and the known processing time: queueing, or server time nobody logged'),
+        ('tunnel_queueing', 10, 'tunnel_queueing', 'wait', false,
+         'in the local tunnel: from the last request byte to its first datagram out, and from its last datagram in to the first response byte'),
+        ('wait_tunnel_transit', 10, 'tunnel_transit', 'wait', false,
+         'across the tunnel, beyond R and T_c: between its first datagram out and its last datagram in'),
+        ('download_tunnel_transit', 15, 'tunnel_transit', 'download', false,
+         'the local tunnel waited for datagrams still crossing the WAN'),
+        ('download_transfer', 11, 'download_transfer', 'download', true, 'S_d / B'),
+        ('window_waiting', 12, 'window_waiting', 'download', false, 'the sender waited for ACKs'),
+        ('pacing', 12, 'pacing', 'download', false, 'the sender''s pacing released new data after a pause'),
+        ('receiver_limited', 14, 'receiver_limited', 'download', false, 'the client''s receive window was full'),
+        ('server_idle', 15, 'server_idle', 'download', false, 'the application had not written the bytes'),
+        ('sender_wait', 15, 'sender_wait', 'download', false,
+         'seen from the client: the sender waited, beyond what the ACK clock explains'),
+        ('download_unexplained', 16, 'unexplained', 'download', false, 'no state or gap explains it'),
+        ('tail_client_idle', 17, 'client_idle', 'tail', false, 'after the last byte, until request_end')
+    ) t(col, span_order, span, phase, irreducible, detail)
+),
+
+long AS (
+    UNPIVOT (SELECT * EXCLUDE (duration_ns, loss_total, s_loss, from_client_side, rate_known,
+                                processing_source, rtt_source) FROM spans_wide)
+    ON COLUMNS(* EXCLUDE (request_key)) INTO NAME col VALUE ns
 ),
 
 spans AS (
-    SELECT request_key, 1 AS span_order, 'connect_tcp' AS span, 'setup' AS phase, tcp_ns AS ns, false AS irreducible, NULL AS detail FROM numbers
-    UNION ALL SELECT request_key, 2, 'connect_tls', 'setup', tls_ns, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 3, 'connect_quic', 'setup', quic_ns, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 3, 'connect_proxy', 'setup', proxy_ns, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 4, 'client_idle', 'setup', (a - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns, false, NULL FROM numbers
-    UNION ALL SELECT request_key, 5, 'upload_transfer', 'upload', up_transfer, true, NULL FROM numbers
-    UNION ALL SELECT request_key, 6, 'upload_loss_recovery', 'upload', least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
-    UNION ALL SELECT request_key, 7, 'upload_waiting', 'upload', (b - a) - up_transfer - least(up_loss, (b - a) - up_transfer), false, NULL FROM numbers
-    UNION ALL SELECT request_key, 8, 'propagation', 'wait', propagation, true, NULL FROM numbers
-    UNION ALL SELECT request_key, 9, 'processing', 'wait', least(coalesce(processing_ns, 0), (c - b) - propagation), true, NULL FROM numbers
-    UNION ALL SELECT request_key, 10, 'queueing', 'wait', queueing_ns - early_transfer, false, NULL FROM waits
-    UNION ALL SELECT request_key, 11, 'download_transfer', 'wait', early_transfer, true,
-        'before the first response byte reached the capture point' FROM waits
-    UNION ALL SELECT request_key, 11, 'download_transfer', 'download', down_transfer, true, NULL FROM numbers
-    UNION ALL SELECT request_key, 12, 'window_waiting', 'download', window_time - t_window, false, NULL FROM carved3
-    UNION ALL SELECT request_key, 13, 'loss_recovery', 'download', kept, false, 'episode ' || episode || ' round ' || round FROM loss_rows
-    UNION ALL SELECT c.request_key, 13, 'loss_recovery', 'download',
-        (c.down_loss - c.t_loss) - coalesce(sum(lr.kept), 0), false, 'outside a recorded round'
-        FROM carved3 c LEFT JOIN loss_rows lr USING (request_key) GROUP BY c.request_key, c.down_loss, c.t_loss
-        HAVING (c.down_loss - c.t_loss) - coalesce(sum(lr.kept), 0) <> 0
-    UNION ALL SELECT request_key, 14, 'receiver_limited', 'download', rwnd - t_rwnd, false, NULL FROM carved3
-    UNION ALL SELECT request_key, 15, 'server_idle', 'download', idle - t_idle, false, NULL FROM carved3
-    UNION ALL SELECT request_key, 16, 'residual', 'download',
-        (d - c) - down_transfer - (window_time - t_window) - (down_loss - t_loss) - (rwnd - t_rwnd)
-        - (idle - t_idle), false, NULL FROM carved3
-    UNION ALL SELECT request_key, 17, 'client_idle', 'tail', end_ns - d, false, NULL FROM numbers
+    SELECT l.request_key, c.span_order, c.span, c.phase, l.ns,
+        c.irreducible AND (c.span NOT IN ('download_transfer', 'upload_transfer') OR sw.rate_known)
+            AS irreducible,
+        CASE WHEN c.span = 'download_transfer' AND NOT sw.rate_known
+                 THEN 'B unknown: the transfer and the window waiting together'
+             WHEN c.span = 'download_transfer' AND sw.from_client_side AND c.phase = 'download'
+                 THEN 'S_d / B, out of the gaps the ACK clock explains'
+             WHEN c.span = 'window_waiting' AND sw.from_client_side
+                 THEN 'the ACK clock: a full-sized segment, then the gap until 1.25 R after the client''s ACK'
+             WHEN c.span = 'processing' THEN 'T_c from ' || sw.processing_source
+             WHEN c.span = 'propagation' THEN 'R from ' || sw.rtt_source
+             WHEN c.span = 'server_idle' AND sw.from_client_side
+                 THEN 'the server''s events: the model was still generating'
+             WHEN c.span = 'server_idle'
+                 THEN 'at the sender: nothing in flight and nothing sent with the window open'
+             ELSE c.detail END AS detail
+    FROM long l JOIN catalogue c USING (col) JOIN spans_wide sw USING (request_key)
+    WHERE c.span <> 'loss_recovery'
+),
+
+loss_rows AS (  -- loss recovery, one span per recovery round: each round's share of the
+                -- phase's loss recovery (its stretches' time, rounding to the first)
+    SELECT x.request_key, 13 AS span_order, 'loss_recovery' AS span, 'download' AS phase,
+        CASE WHEN x.k = 1 THEN x.total - x.others ELSE x.part END AS ns, false AS irreducible,
+        'episode ' || x.episode || ' round ' || x.round AS detail
+    FROM (
+        SELECT request_key, episode, round, total, part,
+            row_number() OVER w AS k,
+            sum(part) OVER p - first_value(part) OVER w AS others
+        FROM (
+            SELECT sw.request_key, lr.episode, lr.round, sw.loss_total AS total,
+                sw.loss_total * lr.ns // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0)
+                    AS part
+            FROM spans_wide sw
+            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases) lr
+              USING (request_key)
+            WHERE sw.loss_total > 0
+        )
+        WINDOW p AS (PARTITION BY request_key),
+               w AS (PARTITION BY request_key ORDER BY episode, round
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ) x
+    WHERE x.part IS NOT NULL
+),
+
+loss_unrounded AS (  -- loss recovery in no recorded round (seen from the client: gaps)
+    SELECT sw.request_key, 13 AS span_order, 'loss_recovery' AS span, 'download' AS phase,
+        sw.loss_total AS ns, false AS irreducible, 'outside a recorded round' AS detail
+    FROM spans_wide sw ANTI JOIN loss_rows l USING (request_key)
+    WHERE sw.loss_total <> 0
 ),
 
 no_packets AS (
-    SELECT q.request_key, 0 AS span_order, 'unattributed' AS span, 'request' AS phase, q.duration_ns AS ns,
-        false AS irreducible, 'no packets of this request were captured' AS detail
-    FROM requests q LEFT JOIN numbers n USING (request_key)
-    WHERE n.request_key IS NULL
+    SELECT q.request_key, 0 AS span_order, 'unattributed' AS span, 'request' AS phase,
+        q.duration_ns AS ns, false AS irreducible,
+        'no flow of this request was linked: nothing captured shows its time' AS detail
+    FROM requests q WHERE q.flow_id IS NULL
 ),
 
 final AS (
-    SELECT * FROM spans WHERE ns <> 0 OR (span IN ('residual', 'download_transfer', 'propagation') AND phase <> 'wait')
+    SELECT * FROM spans
+    WHERE ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
+    UNION ALL SELECT * FROM loss_rows
+    UNION ALL SELECT * FROM loss_unrounded
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail

@@ -47,23 +47,45 @@ def test_spans_add_up_to_the_measured_time_exactly(store):
 
 
 def test_irreducible_spans_add_up_to_the_bound(store):
+    """Direct requests: the irreducible spans are the bound (to 10 us: S / B
+    carved out of a phase whose data-flowing time is that much shorter). Through the tunnel
+    part of the transfer crossed the WAN inside the tunnel's own time, which
+    this host cannot split: there they never exceed it."""
     rows = store.execute("""
-        SELECT b.request_key, b.bound_ns, sum(a.ns) FILTER (a.irreducible), b.upload_ns
+        SELECT b.request_key, b.bound_ns, sum(a.ns) FILTER (a.irreducible),
+            bool_or(a.span LIKE 'tunnel_%') AS tunnel
         FROM bounds b JOIN attribution a USING (request_key)
         WHERE b.vantage <> 'server'
         GROUP BY ALL""").fetchall()
     assert len(rows) >= 116
-    for key, bound, irreducible, upload in rows:
-        # a one-packet request's upload happens before the capture sees it
-        assert 0 <= bound - irreducible <= (upload or 0) + 2, key
+    assert sum(1 for r in rows if r[3]) == 40  # the tunnel arm's requests
+    for key, bound, irreducible, tunnel in rows:
+        if tunnel:
+            assert irreducible <= bound, key
+        else:  # to within the microseconds a transfer may not fit in its phase
+            assert 0 <= bound - irreducible <= 10_000, key
 
 
-def test_residuals_are_small_and_flagged_when_not(store):
-    worst = store.execute("""
-        SELECT max(abs(r) / total) FROM (
-            SELECT sum(ns) FILTER (span = 'residual') AS r, sum(ns) AS total
-            FROM attribution GROUP BY request_key)""").fetchall()[0][0]
-    assert worst < 0.10
+def test_unexplained_time_is_small_on_the_reference_runs_and_flagged_when_not(store):
+    """Every lab request (events from both ends, a client-side capture) is
+    explained to within 10 % (seen: at most 5.2 %); the sample exchanges
+    inferred from bare captures, with no server log, are flagged where their
+    server time is not known."""
+    shares = dict(store.execute("""
+        SELECT r.request_key, coalesce(sum(a.ns) FILTER (a.span = 'unexplained'), 0)
+            / any_value(r.duration_ns)
+        FROM requests r JOIN attribution a USING (request_key)
+        WHERE r.labels['experiment'] IS NOT NULL GROUP BY ALL""").fetchall())
+    assert len(shares) == 116
+    assert max(shares.values()) < 0.10
+    from tracekit.runner import run_analysis
+    columns, rows = run_analysis(store, "views/attribute", run=None)
+    view = {r[0]: dict(zip(columns, r)) for r in rows}
+    for key, share in shares.items():
+        assert view[key]["flag"] is None, key
+    for key, row in view.items():
+        if row["unexplained_pct"] and row["unexplained_pct"] > 10:
+            assert row["flag"] == "unexplained > 10%", key
 
 
 def median_span(results, level, span):
@@ -105,8 +127,11 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert fresh.won == (0, fresh.pairs) and fresh.pairs == 20
     # persistent, tuned connections close most of the gap (DOMAIN.md §7)
     assert persistent.ratio_of_medians < fresh.ratio_of_medians / 2
-    top = [name for name, _, _ in fresh.spans_moved[:2]]
-    assert set(top) == {"loss_recovery", "window_waiting"}
+    top = [name for name, _, _ in fresh.spans_moved[:3]]
+    # the direct path loses time to loss recovery and window waiting; the tunnel's
+    # own time is its transit across the WAN (not "server idle")
+    assert set(top) == {"loss_recovery", "window_waiting", "tunnel_transit"}
+    assert all(change < 0 for name, change, _ in fresh.spans_moved if name.startswith("tunnel_"))
     moved = {name: change for name, change, _ in fresh.spans_moved}
     assert moved["connect_tcp"] == pytest.approx(100e6, rel=0.05)  # the direct path's handshake
     # through the tunnel the TCP handshake is local and the session warm

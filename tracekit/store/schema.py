@@ -303,7 +303,11 @@ REQUEST_PHASES = (
              f"Time the {who} data's limitation state was `{state}` within [{lo}, {hi}] (`stalls`)")
       for phase, who, lo, hi in (("up", "client's", "a", "b"), ("down", "server's", "c", "d"))
       for state in STALL_STATES),
-    Column("unexplained_pause_ns", "BIGINT", "Client vantage or QUIC: pauses in the server's data within [c, d] that the ACK clock does not explain (see attribution.sql)"),
+    Column("gap_loss_ns", "BIGINT", "Client vantage or QUIC: the gaps between the server's data packets within [c, d] that began in loss recovery"),
+    Column("gap_receiver_ns", "BIGINT", "... that began while the client's receive window held the sender"),
+    Column("gap_short_ns", "BIGINT", "... that followed a segment shorter than full-sized (the sender had no full segment to send)"),
+    Column("gap_clocked_ns", "BIGINT", "... after a full-sized segment, up to 1.25 R after the client's last packet before the gap ended (the ACK clock: a sender held by its window sends when the ACK reaches it)"),
+    Column("gap_beyond_ns", "BIGINT", "... after a full-sized segment, beyond that (the sender waited for something the ACK clock does not explain)"),
     Column("loss_rounds", "STRUCT(episode BIGINT, round BIGINT, ns BIGINT)[]", "Time in download loss recovery within [c, d], by the recovery round each stretch began in (`recovery_rounds`)"),
 )
 

@@ -6,8 +6,9 @@ response byte (c, d), clamped into order inside [start, end]. This table
 gives, per request, those instants and how long each limitation state of
 `stalls` held during the upload [a, b] (the client's data) and the download
 [c, d] (the server's), the recovery round each stretch of download loss
-recovery belongs to, and the pauses in the server's data that the ACK clock
-does not explain (a client-side vantage, and QUIC: see attribution.sql).
+recovery belongs to, and, seen from the client (or for QUIC, whose ACKs are
+encrypted), the gaps between the server's data packets by what explains
+them (see download_gaps).
 
 Strategy: these are overlaps of intervals (a request's phase) with other
 intervals (runs of a state) or points (packets) on the same flow. As SQL
@@ -81,7 +82,7 @@ PAUSES_SQL = """
 WITH flows_needed AS (
     SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
     FROM requests q JOIN flows f USING (capture_id, flow_id)
-    WHERE (q.vantage = 'client' OR f.protocol = 'udp')
+    WHERE (q.vantage <> 'server' OR f.protocol = 'udp')
       AND q.capture_id = $capture_id AND q.flow_id BETWEEN $lo AND $hi
 ),
 p AS (
@@ -153,15 +154,29 @@ def overlap_pairs(req_key, req_lo, req_hi, run_key, run_lo, run_hi, out_req, out
     return k
 
 
+GAP_CLASSES = ("loss", "receiver", "short", "clocked", "beyond")
+GAP_LOSS, GAP_RECEIVER, GAP_SHORT, GAP_CLOCKED, GAP_BEYOND = range(5)
+LOSS_STATES = (3, 4)  # rto_wait, loss_recovery (STATES)
+RECEIVER_STATES = (5, 6)  # zero_window, receive_window_limited
+
+
 @kernel
-def unexplained_pauses(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_prev_bytes,
-                       pk_full, pk_last_client, out):
-    """out[i]: pauses of the server's data inside request i's download that the
-    ACK clock does not explain: after a short segment (the sender ran out of
-    data) the whole pause; after a full-sized one the part beyond 1.25 R after
-    the client's last packet. Requests sorted by (key, c); packets by (key, prev)."""
+def download_gaps(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_prev_bytes,
+                  pk_full, pk_last_client, run_key, run_lo, run_hi, run_state, out):
+    """Partition each download [c, d] seen from the client into the gaps between
+    the server's data packets and classify each gap by what explains it
+    (out[i, class] += gap): the server's data direction was in loss recovery
+    or receive-window limited when it began (its state in `stalls`); it
+    followed a short segment (the sender had no full segment to send); else
+    the ACK clock: a sender held by its window sends again when the client's
+    ACK reaches it, so a gap after a full-sized segment is `clocked` up to
+    1.25 R after the client's last packet before it ended, and `beyond`
+    after that. Requests sorted by (key, c); packets by (key, prev); runs of
+    the server's data by (key, lo), not overlapping within a key."""
     m = len(pk_key)
+    nr = len(run_key)
     j0 = 0
+    r0 = 0
     for i in range(len(req_key)):
         key = req_key[i]
         c = req_c[i]
@@ -169,16 +184,31 @@ def unexplained_pauses(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, p
         budget = req_rtt[i] + req_rtt[i] // 4
         while j0 < m and (pk_key[j0] < key or (pk_key[j0] == key and pk_prev[j0] < c)):
             j0 += 1
+        while r0 < nr and (run_key[r0] < key or (run_key[r0] == key and run_hi[r0] <= c)):
+            r0 += 1
         j = j0
-        total = 0
+        r = r0
         while j < m and pk_key[j] == key and pk_prev[j] <= d:
-            if pk_ts[j] <= d and pk_prev[j] >= c:
-                if pk_prev_bytes[j] < pk_full[j]:
-                    total += pk_ts[j] - pk_prev[j]
+            prev = pk_prev[j]
+            ts = pk_ts[j]
+            if ts <= d and prev >= c and ts > prev:
+                gap = ts - prev
+                while r < nr and run_key[r] == key and run_hi[r] <= prev:
+                    r += 1
+                state = -1
+                if r < nr and run_key[r] == key and run_lo[r] <= prev:
+                    state = run_state[r]
+                if state == LOSS_STATES[0] or state == LOSS_STATES[1]:
+                    out[i, GAP_LOSS] += gap
+                elif state == RECEIVER_STATES[0] or state == RECEIVER_STATES[1]:
+                    out[i, GAP_RECEIVER] += gap
+                elif pk_prev_bytes[j] < pk_full[j]:
+                    out[i, GAP_SHORT] += gap
                 else:
-                    total += max(0, pk_ts[j] - max(pk_prev[j], pk_last_client[j] + budget))
+                    clocked = min(gap, max(0, pk_last_client[j] + budget - prev))
+                    out[i, GAP_CLOCKED] += clocked
+                    out[i, GAP_BEYOND] += gap - clocked
             j += 1
-        out[i] = total
 
 
 def _fetch(con, sql, params=None):
@@ -250,17 +280,19 @@ def _partition(con, part):
     if n and not no_flow:
         # upload and download: state totals
         runs = _fetch(con, RUNS_SQL, {**part, "states": list(STATES)})
+        runs_c2s = runs["c2s"].astype(bool)
+        runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
+        runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
         for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
-            sel = runs["c2s"].astype(bool) == c2s
-            rk, rlo, rhi = _i64(runs["flow_key"][sel]), _i64(runs["start_ns"][sel]), _i64(runs["end_ns"][sel])
-            rs = _i64(runs["state"][sel])
+            sel = runs_c2s == c2s
+            rk, rlo, rhi = runs_key[sel], runs_lo[sel], runs_hi[sel]
+            rs = runs_state[sel]
             ro = np.lexsort((rlo, rk))
             order = np.lexsort((lo, key))
             tmp = np.zeros((n, nstates), np.int64)
             state_overlaps(jit, key[order], lo[order], hi[order], rk[ro], rlo[ro], rhi[ro], rs[ro],
                            tmp)
             out[order] = tmp
-        del runs
         # download loss stretches by recovery round
         lr = _fetch(con, LOSS_ROUNDS_SQL, part)
         lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
@@ -274,24 +306,28 @@ def _partition(con, part):
         pair_request = qo[pr]
         pair_episode = _i64(lr["episode"])[lo_ord][pj]
         pair_round = _i64(lr["round"])[lo_ord][pj]
-        # pauses the ACK clock does not explain
+        # the download's gaps seen from the client, by what explains them
         pk = _fetch(con, PAUSES_SQL, part)
         pkk, pts, pprev = _i64(pk["flow_key"]), _i64(pk["ts_ns"]), _i64(pk["prev_ns"])
         po = np.lexsort((pprev, pkk))
-        pauses = np.zeros(n, np.int64)
-        tmp = np.zeros(n, np.int64)
-        unexplained_pauses(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
-                           pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
-                           _i64(pk["last_client_ns"])[po], tmp)
-        pauses[qo] = tmp
+        s2c = ~runs_c2s
+        rk, rlo = runs_key[s2c], runs_lo[s2c]
+        ro = np.lexsort((rlo, rk))
+        gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
+        tmp = np.zeros((n, len(GAP_CLASSES)), np.int64)
+        download_gaps(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
+                      pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
+                      _i64(pk["last_client_ns"])[po], rk[ro], rlo[ro], runs_hi[s2c][ro],
+                      runs_state[s2c][ro], tmp)
+        gaps[qo] = tmp
     else:
-        pauses = np.zeros(n, np.int64)
+        gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
         pair_request = pair_episode = pair_round = pns = np.zeros(0, np.int64)
-    return _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode,
+    return _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode,
                   pair_round, pns)
 
 
-def _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode, pair_round,
+def _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode, pair_round,
            pair_ns):
     n = len(a)
     nulls = ~has_flow
@@ -316,6 +352,7 @@ def _table(r, has_flow, a, b, c, d, up, down, pauses, pair_request, pair_episode
     for phase, totals in (("up", up), ("down", down)):
         for k, state in enumerate(STATES):
             columns[f"{phase}_{state}_ns"] = col(totals[:, k])
-    columns["unexplained_pause_ns"] = col(pauses)
+    for k, name in enumerate(GAP_CLASSES):
+        columns[f"gap_{name}_ns"] = col(gaps[:, k])
     columns["loss_rounds"] = rounds
     return pa.table(columns)
