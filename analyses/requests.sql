@@ -8,12 +8,17 @@
 --   a request_end event in one log; start/end are those events' times on
 --   the captures' clock (event_logs.clock_offset_ns). first_byte_ns is its
 --   first_byte event. Bytes each way are the request_end (else
---   request_start) fields bytes_up/bytes_down when logged, else the unique
+--   request_start) fields bytes_up/bytes_down (`bytes` for the response when a
+--   log says no more) when logged, else the unique
 --   stream bytes of the linked flow inside [start, end].
 --   Linked flow: a TCP or UDP (QUIC) flow of any capture whose client port is the
 --   request's local_port hint (any of its events; remote_port too when
 --   given) and whose lifetime overlaps [start, end] (bytes from packets are
---   counted for TCP only); `flows_matched` counts
+--   counted for TCP only); without a local_port, the one TCP connection
+--   (by its ports, in any capture) to the request's remote_addr (any, when
+--   not logged) that began an exchange inside [start, end], in captures of
+--   the log's `run` label when it has one -- two or more candidates are
+--   ambiguous and link nothing; `flows_matched` counts
 --   them (a client- and a server-side capture of one run give 2), and
 --   capture_id/flow_id name the one of the lowest capture id.
 --   From flows (source = 'flows'), for TCP flows no event request links to,
@@ -30,7 +35,8 @@
 --   connection: 'fresh' when the request's connection was opened for it
 --   (flows: first exchange with its SYN captured; events: a connect_start
 --   event for the request, or the linked flow's SYN inside [start, end]),
---   else 'reused'; an event's `connection` field overrides.
+--   else 'reused'; an event's `connection` field overrides (or its `mode`:
+--   fresh, reused; persistent and warm read as reused).
 --   request_first_byte_ns .. response_last_byte_ns: first and last payload
 --   packet each way inside [start, end] on the linked flow as captured, from
 --   the first application data on (after a TLS handshake); for QUIC, whose
@@ -57,23 +63,57 @@ WITH ev AS (
         any_value(remote_port) FILTER (remote_port IS NOT NULL) AS remote_port,
         coalesce(any_value(TRY_CAST(fields->>'bytes_up' AS BIGINT)) FILTER (kind = 'request_end'),
                  any_value(TRY_CAST(fields->>'bytes_up' AS BIGINT)) FILTER (kind = 'request_start')) AS bytes_up,
-        coalesce(any_value(TRY_CAST(fields->>'bytes_down' AS BIGINT)) FILTER (kind = 'request_end'),
-                 any_value(TRY_CAST(fields->>'bytes_down' AS BIGINT)) FILTER (kind = 'request_start')) AS bytes_down,
-        any_value(fields->>'connection') FILTER (fields->>'connection' IS NOT NULL) AS connection
-    FROM events
+        -- `bytes` is a response's size where a log says no more
+        coalesce(any_value(TRY_CAST(coalesce(fields->>'bytes_down', fields->>'bytes') AS BIGINT))
+                     FILTER (kind = 'request_end'),
+                 any_value(TRY_CAST(coalesce(fields->>'bytes_down', fields->>'bytes') AS BIGINT))
+                     FILTER (kind = 'request_start')) AS bytes_down,
+        any_value(CASE WHEN fields->>'connection' IS NOT NULL THEN fields->>'connection'
+                       WHEN fields->>'mode' IN ('fresh', 'reused') THEN fields->>'mode'
+                       WHEN fields->>'mode' IN ('persistent', 'warm') THEN 'reused' END)
+            FILTER (fields->>'connection' IS NOT NULL OR fields->>'mode' IS NOT NULL) AS connection,
+        any_value(remote_addr) FILTER (remote_addr IS NOT NULL) AS remote_addr,
+        any_value(labels['run']) AS run_label
+    FROM events JOIN event_logs USING (log_id)
     WHERE request IS NOT NULL
     GROUP BY log_id, request
     HAVING start_ns IS NOT NULL AND end_ns IS NOT NULL
 ),
 
-links AS (
+by_port AS (  -- the request's own port hints
     SELECT e.log_id, e.request, f.capture_id, f.flow_id, f.syn_ts_ns, f.protocol,
-        row_number() OVER (PARTITION BY e.log_id, e.request ORDER BY f.capture_id, f.flow_id) AS pick,
-        count(*) OVER (PARTITION BY e.log_id, e.request) AS flows_matched
+        f.client_port, f.server_port
     FROM ev e JOIN flows f
       ON f.protocol IN ('tcp', 'udp') AND f.client_port = e.local_port
      AND (e.remote_port IS NULL OR f.server_port = e.remote_port)
      AND f.first_ts_ns <= e.end_ns AND f.last_ts_ns >= e.start_ns - 1000000000
+),
+
+by_time AS (  -- without a port: the one connection (its ports, seen in any capture) to the
+              -- request's server address (any when not logged) that began an exchange
+              -- inside [start, end], in captures of the log's run when it has one
+    SELECT e.log_id, e.request, f.capture_id, f.flow_id, f.syn_ts_ns, f.protocol,
+        f.client_port, f.server_port
+    FROM (SELECT * FROM ev WHERE local_port IS NULL) e
+    JOIN exchanges x ON x.request_first_byte_ns BETWEEN e.start_ns AND e.end_ns
+    JOIN flows f ON f.capture_id = x.capture_id AND f.flow_id = x.flow_id
+    JOIN captures c ON c.capture_id = f.capture_id
+    WHERE (e.remote_addr IS NULL OR f.server_addr = e.remote_addr)
+      AND (e.run_label IS NULL OR c.labels['run'] = e.run_label)
+      AND (e.remote_port IS NULL OR f.server_port = e.remote_port)
+),
+
+unique_by_time AS (
+    SELECT * FROM by_time
+    WHERE (log_id, request) IN (SELECT (log_id, request) FROM by_time GROUP BY ALL
+                                HAVING count(DISTINCT (client_port, server_port)) = 1)
+),
+
+links AS (
+    SELECT log_id, request, capture_id, flow_id, syn_ts_ns, protocol,
+        row_number() OVER (PARTITION BY log_id, request ORDER BY capture_id, flow_id) AS pick,
+        count(*) OVER (PARTITION BY log_id, request) AS flows_matched
+    FROM (SELECT DISTINCT * FROM (SELECT * FROM by_port UNION ALL SELECT * FROM unique_by_time))
 ),
 
 app_start AS (  -- where application data begins on a flow: after a TLS or QUIC handshake

@@ -287,6 +287,11 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
 
 def _report_log(s):
     name = os.path.basename(s.path)
+    if s.outcome != "duplicate" and s.portless_requests:
+        click.echo(f"tracekit: warning: {s.path}: {_plural(s.portless_requests, 'request')} "
+                   f"carry no local_port: each is linked to the one connection to its server "
+                   f"that began an exchange within its time, or left unattributed "
+                   f"(tracekit attribute flags it)", err=True)
     if s.outcome == "duplicate":
         click.echo(f"{name}: already in the store as event log {s.duplicate_of} "
                    f"(same sha256); nothing added. Use --replace to ingest it again.")
@@ -445,6 +450,12 @@ def _store_view(name, doc):
         _require_analyzed(con, db)
         columns, rows = run_analysis(con, f"views/{name}", run=run)
         emit(columns, rows, fmt)
+        if "flag" in columns:
+            unlinked = sum(1 for r in rows if r[columns.index("flag")] == "no flow linked")
+            if unlinked:
+                click.echo(f"tracekit: warning: {_plural(unlinked, 'request')} unattributed: no "
+                           f"flow of theirs was linked (no local_port hint, and not exactly one "
+                           f"connection to their server began within their time)", err=True)
     return command
 
 

@@ -28,6 +28,7 @@ class LogSummary:
     private_dropped: int = 0
     negative_deltas: int = 0
     duplicate_of: int | None = None
+    portless_requests: int = 0  # requests whose events carry no local_port
 
 
 def load_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False):
@@ -88,6 +89,11 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
                  list(labels), list(labels.values()), __version__])
     summary.log_id = log_id
     summary.events = n
+    (summary.portless_requests,), = con.execute("""
+        SELECT count(*) FROM (SELECT request FROM events WHERE log_id = ? AND request IS NOT NULL
+                              GROUP BY request
+                              HAVING count(*) FILTER (kind = 'request_start') > 0
+                                 AND count(local_port) = 0)""", [log_id]).fetchall()
     return summary
 
 
