@@ -610,10 +610,15 @@ def clock(log_id, capture_id, apply, db):
               help="How many moved spans to show.")
 @click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
               help="Only requests with this label (repeatable), e.g. --where experiment=cross-region.")
+@click.option("--predict", "predict", default=None, is_flag=False, flag_value="",
+              metavar="[SPAN,...]",
+              help="Put the saving the first arm's spans predict beside the saving measured "
+                   "(spans: those the factor removes; default by factor, e.g. loss_down: "
+                   "loss_recovery).")
 @db_option
 @format_option
 @handle_errors
-def ablation(compare, by, levels, top_spans, where, db, fmt):
+def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
     """Compare the levels of one factor: medians, ratios, CI, spans that moved.
 
     One row per combination of the --by factors. For the first two arms:
@@ -622,11 +627,15 @@ def ablation(compare, by, levels, top_spans, where, db, fmt):
     rounds won, and the attribution spans whose median paired change
     explains the difference. Medians interpolate linearly between the two
     nearest ranks (type 7). A difference smaller than the runs' RTT spread
-    (p90 - p10) is marked: it is no difference.
+    (p90 - p10) is marked: it is no difference. With --predict: the saving
+    the first arm's spans predict for removing the factor's mechanism, the
+    saving measured (difference of medians, bootstrap 95% interval), and
+    whether the prediction holds (inside the interval, or within 10 % / 10 ms).
 
     \b
     Example:
-      tracekit ablation --compare path --by conn --levels direct,tunnel
+      tracekit ablation --compare path --by connection --levels direct,tunnel
+      tracekit ablation --compare loss_down --by connection --levels 0.05,0.0 --predict
     """
     from .ablation import ablation as run
     from .store.db import connect
@@ -635,7 +644,15 @@ def ablation(compare, by, levels, top_spans, where, db, fmt):
     _require_analyzed(con, db)
     results = run(con, compare, by, levels.split(",") if levels else None, _parse_labels(where))
     con.close()
-    emit(*ablation_rows(results, by, top_spans), fmt)
+    if predict is not None:
+        from .ablation import predict as predicted
+        spans = tuple(x for x in predict.split(",") if x) if predict else None
+        for c in results:
+            c.prediction = predicted(c, compare, spans)
+        if not any(c.prediction for c in results):
+            raise TracekitError(f"no spans to predict {compare!r} with: name them "
+                                f"(--predict SPAN,SPAN)")
+    emit(*ablation_rows(results, by, top_spans, predict is not None), fmt)
     for c in results:
         if c.no_difference:
             where = c.label(by) or "all requests"
@@ -644,7 +661,7 @@ def ablation(compare, by, levels, top_spans, where, db, fmt):
                        err=True)
 
 
-def ablation_rows(results, by, top_spans=3):
+def ablation_rows(results, by, top_spans=3, predictions=False):
     """(columns, rows) of the ablation table; times in ms."""
     import math
 
@@ -658,12 +675,14 @@ def ablation_rows(results, by, top_spans=3):
     for name in names:
         columns += [f"{name}_n", f"{name}_completed", f"{name}_median_ms"]
     columns += ["ratio", "paired_ratio", "ci95", "won", "spans_moved", "rtt_spread_ms", "verdict"]
+    if predictions:
+        columns += ["predicted_by", "predicted_ms", "saved_ms", "saved_ci95_ms", "prediction"]
     rows = []
     for c in results:
         row = list(c.by)
         for arm in c.arms:
             row += [arm.n, arm.completed, ms(arm.median if arm.n else None)]
-        row += [None] * (len(columns) - len(row) - 7)
+        row += [None] * (len(columns) - len(row) - 7 - (5 if predictions else 0))
         ci = (f"{c.ci_low:.2f}-{c.ci_high:.2f}" if math.isfinite(c.ci_low) else None)
         moved = ", ".join(f"{name} {change / 1e6:+.1f} ms ({share:.0%})"
                           if math.isfinite(share) and not c.no_difference
@@ -678,6 +697,15 @@ def ablation_rows(results, by, top_spans=3):
         row += [r3(c.ratio_of_medians), r3(c.median_paired_ratio), ci,
                 f"{c.won[0]}-{c.won[1]}" if c.pairs else None, moved or None,
                 ms(c.rtt_spread_ns), verdict]
+        if predictions:
+            p = c.prediction
+            if p is None:
+                row += [None] * 5
+            else:
+                interval = (f"{ms(p.ci_low_ns)}-{ms(p.ci_high_ns)}"
+                            if math.isfinite(p.ci_low_ns) else None)
+                row += ["+".join(p.spans), ms(p.predicted_ns), ms(p.measured_ns), interval,
+                        "holds" if p.holds else "misses"]
         rows.append(row)
     return columns, rows
 

@@ -36,7 +36,8 @@ loss_down, rtt_ms, rate_mbps (path settings), initcwnd (the server's route),
 slow_start_after_idle (both), rcvbuf (the client's tcp_rmem ceiling),
 socks (tunnel: reach it through a SOCKS5 proxy, microsocks, as Queqiao
 presents itself),
-quickack (the client's route: 1 = no delayed ACKs), warmup; any
+quickack (the client's route: 1 = no delayed ACKs), warmup, processing_ms
+(the TTS server's model time per request, 30 ms by default); any
 other factor is recorded as a label only. Each round runs every combination
 of levels once, in an order that reverses every other round (A B, B A, ...)
 so drift hits every arm alike. Each run gets its own pair of namespaces (no
@@ -203,7 +204,9 @@ def run_one(spec, trial, order, combo, workdir):
                           "--log", files["client_log"], "--requests", str(spec["requests"]),
                           "--connection", s["connection"], "--run", run_id,
                           "--warmup", str(int(s.get("warmup", 0))),
-                          "--upload-bytes", str(up), "--bytes", str(down), *client_extra]
+                          "--upload-bytes", str(up), "--bytes", str(down),
+                          "--processing-ms", str(float(s.get("processing_ms", PROCESSING_MS))),
+                          *client_extra]
             if tunnel_settings:
                 with Tunnel(path, tunnel_settings) as tunnel:
                     # warm the tunnel's session once (not measured, not logged)
@@ -227,7 +230,8 @@ def run_one(spec, trial, order, combo, workdir):
                          started, run_id,
                          {"name": spec.get("workload", "tts"), "protocol": protocol,
                           "upload_bytes": up, "response_bytes": down,
-                          "processing_ms": PROCESSING_MS, "requests": spec["requests"]})
+                          "processing_ms": float(s.get("processing_ms", PROCESSING_MS)),
+                          "requests": spec["requests"]})
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     return manifest
