@@ -369,8 +369,8 @@ loss_rows AS (  -- loss recovery, one span per recovery round: each round's shar
             sum(part) OVER p - first_value(part) OVER w AS others
         FROM (
             SELECT sw.request_key, lr.episode, lr.round, sw.loss_total AS total,
-                sw.loss_total * lr.ns // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0)
-                    AS part
+                CAST(sw.loss_total::HUGEINT * lr.ns
+                     // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0) AS BIGINT) AS part
             FROM spans_wide sw
             JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases) lr
               USING (request_key)

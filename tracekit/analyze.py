@@ -43,7 +43,7 @@ from .store.schema import STAGED, create_table_sql, storage
 
 FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
 BATCH_PACKETS = 2_000_000  # SQL steps: consecutive captures per query, up to this many packets
-ANALYZE_MEMORY_LIMIT = "320MB"  # DuckDB's share while analysing: peak RSS stays under 1 GiB
+ANALYZE_MEMORY_LIMIT = "256MB"  # DuckDB's share while analysing: peak RSS stays under 1 GiB
 ONE_TRANSACTION_PACKETS = 1 << 18  # code steps: captures this small are built in one transaction
 
 

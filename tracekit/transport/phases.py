@@ -219,18 +219,19 @@ def _i64(a):
     return np.asarray(a).astype(np.int64)
 
 
-PART_RUNS = 1_000_000  # stall runs a partition holds at most (memory stays bounded)
+PART_RUNS = 500_000  # stall runs and data packets a partition holds at most (bounded memory)
 
 PARTS_SQL = """
-SELECT capture_id, flow_id, count(*) AS runs FROM stalls
-WHERE (capture_id, flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
+SELECT s.capture_id, s.flow_id, count(*) + any_value(f.packets_s2c) AS runs
+FROM stalls s JOIN flows f USING (capture_id, flow_id)
+WHERE (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
 GROUP BY ALL ORDER BY ALL
 """
 
 
 def partitions(con):
-    """(capture_id, first flow, last flow) ranges of at most PART_RUNS stall runs,
-    then (None, 0, 0) for the requests without a flow."""
+    """(capture_id, first flow, last flow) ranges of at most PART_RUNS stall runs and
+    server data packets, then (None, 0, 0) for the requests without a flow."""
     r = _fetch(con, PARTS_SQL)
     cap, flow, runs = _i64(r["capture_id"]), _i64(r["flow_id"]), _i64(r["runs"])
     with_requests = _fetch(con, "SELECT DISTINCT capture_id FROM requests "
