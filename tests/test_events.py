@@ -110,7 +110,7 @@ def test_qlog_json_as_aioquic_writes_it(tmp_path):
         ("quic_packet_sent", NS + 500_000), ("quic_metrics_updated", NS + 21_250_000)]
     fields = json.loads(rows[1]["fields"])
     assert fields["data"]["cwnd"] == 14720 and fields["vantage_point"] == {"type": "client"}
-    assert parsed.malformed == [(3, "qlog event without a numeric time and a name")]
+    assert parsed.malformed == [(3, "qlog event without a finite numeric time and a name")]
 
 
 def test_qlog_json_seq_with_a_reference_time(tmp_path):

@@ -194,6 +194,7 @@ def test_timestamp_units_finer_than_uint64():
     import numpy as np
     from tracekit.capture.base import timestamps_from_units
     raw = np.array([0, 1, 2**63, 2**64 - 1], np.uint64)
-    assert timestamps_from_units(raw, 2**127).tolist() == [0, 0, 0, 0]
-    assert timestamps_from_units(raw, 10**30, offset_s=5).tolist() == [5 * 10**9] * 4
-    assert timestamps_from_units(np.array([3 * 2**20 + 2**19], np.uint64), 2**20).tolist() == [3_500_000_000]
+    assert timestamps_from_units(raw, 2**127)[0].tolist() == [0, 0, 0, 0]
+    assert timestamps_from_units(raw, 10**30, offset_s=5)[0].tolist() == [5 * 10**9] * 4
+    ns, bad = timestamps_from_units(np.array([3 * 2**20 + 2**19], np.uint64), 2**20)
+    assert ns.tolist() == [3_500_000_000] and not bad.any()

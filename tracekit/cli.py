@@ -156,7 +156,11 @@ def _parse_duration_ns(text):
     m = re.fullmatch(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|ms|s)?\s*", text)
     if not m:
         raise TracekitError(f"--clock-offset {text!r} is not a duration (e.g. 12.5ms, -300us, 0.2s)")
-    return round(float(m.group(1)) * _UNITS[m.group(2) or "s"])
+    ns = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not abs(ns) < 2**63:  # (and not NaN): the events' times must stay inside int64 ns
+        raise TracekitError(f"--clock-offset {text!r} is beyond what int64 nanoseconds hold "
+                            f"(about 146 years)")
+    return round(ns)
 
 
 @main.command(context_settings=CONTEXT)
@@ -252,6 +256,12 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
             click.echo(f"tracekit: warning: {s.path}: {s.read_stop.reason} at byte offset "
                        f"{s.read_stop.offset}: {s.read_stop.message}; the "
                        f"{s.packets:,} packets before it were ingested", err=True)
+        bad_ts = s.decode_status.get("timestamp_out_of_range", 0)
+        if bad_ts:
+            click.echo(f"tracekit: warning: {s.path}: {_plural(bad_ts, 'packet')} with a time "
+                       f"outside 1677-2262 (int64 ns; the first at byte offset "
+                       f"{s.first_bad_ts_offset}): stored with ts_ns NULL and decode_status "
+                       f"timestamp_out_of_range, in no flow", err=True)
         for lt in s.unsupported_link_types:
             from .decode.link import link_type_name
             n = s.decode_status.get("link_type_unsupported", 0)
@@ -289,7 +299,7 @@ def _report_log(s):
     name = os.path.basename(s.path)
     if s.outcome != "duplicate" and s.portless_requests:
         click.echo(f"tracekit: warning: {s.path}: {_plural(s.portless_requests, 'request')} "
-                   f"carry no local_port: each is linked to the one connection to its server "
+                   f"{'carries' if s.portless_requests == 1 else 'carry'} no local_port: each is linked to the one connection to its server "
                    f"that began an exchange within its time, or left unattributed "
                    f"(tracekit attribute flags it)", err=True)
     if s.outcome == "duplicate":

@@ -44,6 +44,7 @@ class PacketBatch:
     interface_id: np.ndarray  # int32, index into CaptureReader.interfaces
     file_offset: np.ndarray  # int64, byte offset of each record in the file
     first_frame: int  # frame number of the first record (1-based)
+    ts_bad: np.ndarray | None = None  # bool: timestamp outside int64 ns (ts_ns is 0 there)
 
     def __len__(self):
         return len(self.data_offset)
@@ -71,7 +72,9 @@ class ChunkedFile:
 
     def __init__(self, fileobj, chunk_bytes=DEFAULT_CHUNK_BYTES):
         self.file = fileobj
-        self.buf = np.empty(chunk_bytes, dtype=np.uint8)
+        self.size = input_size(fileobj)  # 0 when unknown (a pipe)
+        small = self.size and self.size < chunk_bytes
+        self.buf = np.empty(max(self.size, 1 << 16) if small else chunk_bytes, dtype=np.uint8)
         self.base = 0  # file offset of buf[0]
         self.end = 0  # valid bytes in buf
         self.eof = False
@@ -80,10 +83,14 @@ class ChunkedFile:
         """Keep buf[keep_from:end], move it to the front and read more.
 
         `need` is the number of bytes the caller wants available from
-        `keep_from`; the buffer grows when a single record is larger.
-        Returns False when nothing more could be read.
+        `keep_from`; the buffer grows when a single record is larger -- never
+        beyond what the file still holds (a record that claims more is cut short
+        by the end of the file, and its claim allocates nothing). Returns False
+        when nothing more could be read.
         """
         tail = self.end - keep_from
+        if self.size:
+            need = min(need, max(self.size - (self.base + keep_from), 0))
         if need > len(self.buf):
             grown = np.empty(max(need, 2 * len(self.buf)), dtype=np.uint8)
             grown[:tail] = self.buf[keep_from:self.end]
@@ -114,27 +121,49 @@ def input_size(fileobj):
         return len(fileobj.getbuffer())
 
 
+INT64_MAX = (1 << 63) - 1
+NS_PER_S = 1_000_000_000
+
+
 def timestamps_from_units(raw, units_per_second, offset_s=0):
     """Convert raw integer timestamps in 1/units_per_second to int64 ns.
 
-    Exact for decimal resolutions; for binary ones (2^-k) rounds down to the
-    nanosecond, splitting seconds from the fraction so nothing overflows.
+    Returns (ns, bad): `bad` marks the values that do not fit in int64
+    nanoseconds (about 1677-2262) once the interface's offset is added; their
+    `ns` is 0 and means nothing -- nothing is ever wrapped. Exact for decimal
+    resolutions; for binary ones (2^-k) rounds down to the nanosecond,
+    splitting seconds from the fraction so nothing overflows on the way.
     """
     raw = raw.astype(np.uint64, copy=False)
-    if units_per_second == 1_000_000_000:
-        ns = raw.astype(np.int64)
-    elif units_per_second < 1_000_000_000 and 1_000_000_000 % units_per_second == 0:
-        ns = raw.astype(np.int64) * np.int64(1_000_000_000 // units_per_second)
-    elif units_per_second > np.iinfo(np.uint64).max:
+    if units_per_second > np.iinfo(np.uint64).max:
         # finer than 2^-64 s (a legal if_tsresol up to 2^-127): every raw value is
         # under a second
         ns = np.floor(raw.astype(np.float64) * (1e9 / units_per_second)).astype(np.int64)
+        bad = np.zeros(len(raw), bool)
     else:
-        ups = np.uint64(units_per_second)
-        seconds = (raw // ups).astype(np.int64)
-        frac = (raw % ups).astype(np.float64)
-        ns = seconds * np.int64(1_000_000_000) + np.floor(
-            frac * (1e9 / units_per_second)).astype(np.int64)
-    if offset_s:
-        ns = ns + np.int64(offset_s) * np.int64(1_000_000_000)
-    return ns
+        ups = units_per_second
+        seconds = raw // np.uint64(ups)
+        frac = raw % np.uint64(ups)
+        bad = seconds > np.uint64(INT64_MAX // NS_PER_S)
+        seconds = np.where(bad, 0, seconds).astype(np.int64)
+        if NS_PER_S % ups == 0:
+            frac_ns = frac.astype(np.int64) * np.int64(NS_PER_S // ups)
+        elif ups % NS_PER_S == 0:
+            frac_ns = (frac // np.uint64(ups // NS_PER_S)).astype(np.int64)
+        else:
+            frac_ns = np.floor(frac.astype(np.float64) * (1e9 / ups)).astype(np.int64)
+        base = seconds * np.int64(NS_PER_S)
+        bad |= base > INT64_MAX - frac_ns
+        ns = np.where(bad, 0, base + np.where(bad, 0, frac_ns))
+    offset_s = np.asarray(offset_s, dtype=object if isinstance(offset_s, int) else None)
+    if offset_s.dtype == object:  # one Python int, perhaps beyond int64
+        if abs(int(offset_s)) > INT64_MAX // NS_PER_S:
+            return np.zeros(len(raw), np.int64), np.ones(len(raw), bool)
+        offset_s = np.int64(int(offset_s))
+    offset_s = offset_s.astype(np.int64)
+    far = np.abs(offset_s) > INT64_MAX // NS_PER_S  # (|INT64_MIN| is out of range too)
+    off = np.where(far, 0, offset_s) * np.int64(NS_PER_S)
+    if off.any() or far.any():
+        bad = bad | far | (ns > INT64_MAX - np.maximum(off, 0)) | (ns < -INT64_MAX - np.minimum(off, 0))
+        ns = np.where(bad, 0, ns) + np.where(bad, 0, off)
+    return np.where(bad, 0, ns).astype(np.int64), bad

@@ -83,6 +83,8 @@ class PcapngReader:
         self.units = []  # units per second, per interface
         self.section = -1
         self.section_interfaces = []  # global ids of this section's interfaces
+        self._ids = None  # section_interfaces as an array, with -1 for unknown numbers
+        self._units_of = self._offset_of = np.empty(0)  # per global interface
         self.sections = 0
         self.byte_orders = set()
         self.big_endian = False
@@ -126,6 +128,7 @@ class PcapngReader:
         self.section += 1
         self.sections += 1
         self.section_interfaces = []
+        self._ids = None
         return None
 
     def _interface(self, pos, blen):
@@ -152,18 +155,32 @@ class PcapngReader:
         self.interfaces.append(iface)
         self.units.append(units)
         self.section_interfaces.append(iface.interface_id)
+        self._ids = None
 
     def _ts_ns(self, raw_ts, iface):
+        """(ns, bad): int64 ns per packet and where that is out of range. One pass
+        per distinct resolution (at most 256), whatever the number of interfaces."""
         ts = np.zeros(len(raw_ts), np.int64)
-        for gid in np.unique(iface):
-            if gid < 0:
-                continue
-            sel = iface == gid
-            i = self.interfaces[gid]
-            ts[sel] = timestamps_from_units(raw_ts[sel], self.units[gid], i.ts_offset_s)
-        return ts
+        bad = np.zeros(len(raw_ts), bool)
+        if len(self._units_of) != len(self.interfaces):
+            self._units_of = np.asarray(self.units, dtype=object)
+            self._offset_of = np.asarray(
+                [min(max(i.ts_offset_s, -(1 << 63) + 1), (1 << 63) - 1)
+                 for i in self.interfaces] + [0], np.int64)
+        known = iface >= 0
+        units = self._units_of[np.where(known, iface, 0)] if len(self.units) else None
+        offset = self._offset_of[iface]  # -1 picks the trailing 0
+        for u in set(units[known].tolist()) if units is not None else ():
+            sel = known & (units == u)
+            ts[sel], bad[sel] = timestamps_from_units(raw_ts[sel], u, offset[sel])
+        return ts, bad
 
     def batches(self):
+        """Packet batches; blocks of other types between packets (interfaces, name
+        resolution, statistics, new sections) are read without ending the batch, so
+        any pattern of blocks costs the same per packet. A batch ends when it is
+        full, when the buffer must be refilled (it points into the buffer) or at
+        the end of the file."""
         c = self.chunks
         cap = self.batch_packets
         hdr = np.empty(cap, np.int64)
@@ -172,30 +189,41 @@ class PcapngReader:
         wirelen = np.empty(cap, np.int64)
         raw_ts = np.empty(cap, np.int64)
         local = np.empty(cap, np.int64)
+        iface = np.empty(cap, np.int32)
+        k = 0  # packets held for the next batch
         pos = 0
         frame = 1
+
+        def flush():
+            nonlocal k, frame
+            batch = None
+            if k:
+                ts, bad = self._ts_ns(raw_ts[:k].view(np.uint64), iface[:k])
+                batch = PacketBatch(
+                    data=c.buf, data_offset=data[:k].copy(), captured_bytes=caplen[:k].copy(),
+                    wire_bytes=wirelen[:k].copy(), ts_ns=ts, interface_id=iface[:k].copy(),
+                    file_offset=hdr[:k] + c.base, first_frame=frame, ts_bad=bad)
+                frame += k
+                k = 0
+            return batch
+
         while True:
             spb_snaplen = (self.interfaces[self.section_interfaces[0]].snaplen
                            if self.section_interfaces else 0)
-            n, pos, why = scan.scan_pcapng(self.jit, c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES,
-                                           spb_snaplen, hdr, data, caplen, wirelen, raw_ts, local)
+            n, pos, why = scan.scan_pcapng(
+                self.jit, c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES, spb_snaplen,
+                hdr[k:], data[k:], caplen[k:], wirelen[k:], raw_ts[k:], local[k:])
             if n:
-                ids = np.asarray(self.section_interfaces + [-1], np.int32)
-                loc = local[:n]
-                iface = ids[np.where((loc >= 0) & (loc < len(self.section_interfaces)),
-                                     loc, len(self.section_interfaces))]
-                yield PacketBatch(
-                    data=c.buf,
-                    data_offset=data[:n].copy(),
-                    captured_bytes=caplen[:n].copy(),
-                    wire_bytes=wirelen[:n].copy(),
-                    ts_ns=self._ts_ns(raw_ts[:n].view(np.uint64), iface),
-                    interface_id=iface,
-                    file_offset=hdr[:n] + c.base,
-                    first_frame=frame,
-                )
-                frame += n
+                # local interface numbers -> file-wide ones, with this section's table
+                if self._ids is None:
+                    self._ids = np.asarray(self.section_interfaces + [-1], np.int32)
+                ids = self._ids
+                loc = local[k:k + n]
+                iface[k:k + n] = ids[np.where((loc >= 0) & (loc < len(self.section_interfaces)),
+                                              loc, len(self.section_interfaces))]
+                k += n
             if why == scan.FULL:
+                yield flush()
                 continue
             if why == scan.NEED_MORE or why == scan.OTHER_BLOCK:
                 if c.end - pos < 12:
@@ -209,9 +237,13 @@ class PcapngReader:
                         e = "<" if bom == BYTE_ORDER_MAGIC else ">"
                         need = struct.unpack_from(e + "I", c.buf, pos + 4)[0]
                     if need < 12 or need % 4 or need > MAX_BLOCK_BYTES:
+                        if k:
+                            yield flush()
                         self._corrupt(pos, frame, f"a block length of {need} bytes")
                         return
                 if c.end - pos < need:
+                    if k:
+                        yield flush()  # the refill moves the bytes the batch points at
                     more = c.refill(pos, need)
                     pos = 0  # refill moved the unread bytes to the front
                     if more:
@@ -224,10 +256,14 @@ class PcapngReader:
                     return
                 problem = self._other_block(pos, need)
                 if problem:
+                    if k:
+                        yield flush()
                     self._corrupt(pos, frame, problem)
                     return
                 pos += need
                 continue
+            if k:
+                yield flush()
             if why == scan.BAD_LENGTH:
                 self._corrupt(pos, frame, f"a block length of {self._u32(pos + 4)} bytes "
                               f"(or a trailing length that does not match it)")

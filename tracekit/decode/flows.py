@@ -85,13 +85,16 @@ class FlowTable:
         ends[:len(self.ends)] = self.ends
         self.ends = ends
 
-    def track(self, cols, ts_ns, first_frame, wire_bytes):
-        """Assign a batch's packets to flows; returns (flow_id, from_client, shift)."""
+    def track(self, cols, ts_ns, first_frame, wire_bytes, exclude=None):
+        """Assign a batch's packets to flows; returns (flow_id, from_client, shift).
+        Packets in `exclude` are in no flow."""
         n = len(cols["is_tcp"])
         flow_id = np.full(n, -1, np.int64)
         from_client = np.zeros(n, np.bool_)
         scale = np.full(n, -1, np.int8)
         is_flow = (cols["is_tcp"] | cols["is_udp"]) & (cols["src_port"] >= 0) & (cols["dst_port"] >= 0)
+        if exclude is not None:
+            is_flow &= ~exclude
         args = (is_flow, cols["is_tcp"], cols["protocol"].astype(np.int64),
                 cols["ip_version"].astype(np.int64),
                 cols["src_hi"], cols["src_lo"], cols["dst_hi"], cols["dst_lo"],

@@ -22,5 +22,6 @@ STATUS = (
     "bad_tcp_options",         # 11: a TCP option length that runs past the header
     "truncated_udp",           # 12: captured bytes end inside the UDP header
     "bad_udp_length",          # 13: UDP length < 8 or beyond the IP payload
+    "timestamp_out_of_range",  # 14: the record's time does not fit int64 ns (ts_ns NULL)
 )
 CODE = {name: i for i, name in enumerate(STATUS) if name}

@@ -49,9 +49,40 @@ def _normaliser():
     return resources.files(__package__).joinpath("normalise.sql").read_text()
 
 
+# byte-order marks, longest first (UTF-32 LE starts with UTF-16 LE's)
+BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def encoding(head):
+    """(encoding, BOM length) of a text file from its first bytes: a byte-order
+    mark names UTF-8, -16 or -32; without one the text is read as UTF-8."""
+    for bom, name in BOMS:
+        if head.startswith(bom):
+            return name, len(bom)
+    return "utf-8", 0
+
+
+def _utf8_stream(path, f, head):
+    """A binary stream of the file's text as UTF-8 without a BOM, for the line reader."""
+    import io
+    name, skip = encoding(head)
+    if name == "utf-8":
+        f.seek(skip)
+        return f
+    f.seek(0)
+    data = f.read()[skip:]
+    try:
+        return io.BytesIO(data.decode(name).encode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise TracekitError(f"{path}: at byte offset {e.start + skip}: not {name.upper()} text, "
+                            f"although it starts with that byte-order mark") from None
+
+
 def detect(path, head):
     """The log format of a file from its first bytes, or NotALogError."""
-    text = head.decode("utf-8", errors="replace")
+    name, skip = encoding(head)
+    text = head[skip:].decode(name, errors="replace")
     stripped = text.lstrip()
     if qlog.looks_like_qlog(text):
         return "qlog"
@@ -59,7 +90,7 @@ def detect(path, head):
     if stripped.startswith("{"):
         try:
             obj = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not one JSON object on the first line
             obj = None
         if obj is None:  # one multi-line JSON document
             if '"schema_version"' in text and '"trials"' in text:
@@ -89,11 +120,25 @@ def read_log(path, fmt=None):
         raise TracekitError(f"unknown log format {fmt!r}; known: {', '.join(FORMATS)}")
     con = duckdb.connect()
     try:
-        if fmt == "jsonl":
-            return _read_jsonl(con, path)
-        return _read_records(con, path, fmt)
+        parsed = _read_jsonl(con, path) if fmt == "jsonl" else _read_records(con, path, fmt)
     finally:
         con.close()
+    if parsed.table.num_rows == 0:
+        if parsed.records == 0:
+            why = "it holds no records"
+        else:
+            line, problem = parsed.malformed[0]
+            why = (f"its only record, line {line}, is malformed: {problem}"
+                   if parsed.records == 1 else
+                   f"all {parsed.records:,} records are malformed (the first, line {line}: "
+                   f"{problem})")
+        raise EmptyLogError(f"{path}: no event could be read as {fmt}: {why}; nothing was "
+                            f"stored (--format names another format)")
+    return parsed
+
+
+class EmptyLogError(TracekitError):
+    """A log from which not one event could be read."""
 
 
 def _normalise(con, numbers, texts, trail=None):
@@ -123,7 +168,8 @@ def _split_problems(out, parsed):
 def _read_jsonl(con, path):
     parsed = ParsedLog(path, "jsonl", None)
     tables = []
-    with open(path, "rb") as f:
+    with open(path, "rb") as raw:
+        f = _utf8_stream(path, raw, raw.read(4))
         for numbers, texts, trail, bad in iter_lines(f):
             parsed.records += len(numbers)
             if bad:
@@ -140,12 +186,17 @@ def _read_jsonl(con, path):
 def _read_records(con, path, fmt):
     with open(path, "rb") as f:
         data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TracekitError(f"{path}: at byte offset {e.start}: not UTF-8 text, so not a "
-                            f"{fmt} log") from None
+    name, skip = encoding(data[:4])
     parsed = ParsedLog(path, fmt, None)
+    try:
+        text = data[skip:].decode(name)
+    except UnicodeDecodeError as e:
+        if fmt not in ("csv", "queqiao") or name != "utf-8":  # read whole or not at all
+            raise TracekitError(f"{path}: at byte offset {e.start + skip}: not "
+                                f"{name.upper()} text, so not a {fmt} log") from None
+        text, bad = _decode_lines(data[skip:], name)
+        parsed.malformed.extend(bad)
+        parsed.records += len(bad)
     if fmt == "csv":
         rows = csvlog.records(text)
     elif fmt == "qlog":
@@ -170,6 +221,19 @@ def _read_records(con, path, fmt):
     parsed.malformed.sort()
     parsed.table = table
     return parsed
+
+
+def _decode_lines(data, name):
+    """Text of a line-based log whose bytes are not all valid: each line that does
+    not decode becomes an empty line (so line numbers hold) and a malformed record."""
+    lines, bad = [], []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            lines.append(raw.decode(name))
+        except UnicodeDecodeError as e:
+            lines.append("")
+            bad.append((number, f"not {name.upper()} (byte {e.start} of the line)"))
+    return "\n".join(lines), bad
 
 
 def _concat(con, tables):

@@ -30,7 +30,7 @@ stamped AS (
 parsed AS (
     SELECT *,
         regexp_extract(ts_text,
-            '^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$',
+            '^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)$',
             ['day', 'clock', 'fraction', 'zone']) AS rfc3339
     FROM stamped
 ),
@@ -39,13 +39,13 @@ timed AS (
     SELECT *,
         CASE WHEN ts_type IN ('UBIGINT', 'BIGINT') THEN TRY_CAST(ts_text AS BIGINT)
              WHEN ts_type = 'DOUBLE' THEN TRY_CAST(round(TRY_CAST(ts_text AS DOUBLE)) AS BIGINT)
-             WHEN ts_type = 'VARCHAR' AND rfc3339.day <> '' THEN
+             WHEN ts_type = 'VARCHAR' AND rfc3339.day <> '' THEN try(  -- NULL outside 1677-2262
                  epoch_ns(TRY_STRPTIME(rfc3339.day || ' ' || rfc3339.clock, '%Y-%m-%d %H:%M:%S'))
                  + CAST(rpad(CASE WHEN rfc3339.fraction = '' THEN '0' ELSE rfc3339.fraction END, 9, '0') AS BIGINT)
                  - CASE WHEN upper(rfc3339.zone) = 'Z' THEN 0
                         ELSE (CASE WHEN rfc3339.zone[1] = '-' THEN -1 ELSE 1 END)
                              * (CAST(rfc3339.zone[2:3] AS BIGINT) * 3600 + CAST(rfc3339.zone[5:6] AS BIGINT) * 60)
-                             * 1000000000 END
+                             * 1000000000 END)
         END AS ts_ns
     FROM parsed
 ),
@@ -55,8 +55,13 @@ final AS (
         CASE WHEN t IS NULL THEN 'not JSON'
              WHEN t[1] <> 'OBJECT' THEN 'not a JSON object'
              WHEN ts_text IS NULL THEN 'no timestamp (ts_ns, ts or time)'
+             WHEN ts_ns IS NULL AND rfc3339.day <> ''
+                  AND TRY_STRPTIME(rfc3339.day || ' ' || rfc3339.clock, '%Y-%m-%d %H:%M:%S') IS NOT NULL
+                 THEN 'RFC 3339 time outside 1677-09-21 .. 2262-04-11 (int64 ns): ' || left(ts_text, 40)
+             WHEN ts_ns IS NULL AND rfc3339.day <> ''
+                 THEN 'not a valid RFC 3339 date and time: ' || left(ts_text, 40)
              WHEN ts_ns IS NULL THEN 'timestamp is neither ns since the epoch nor RFC 3339: ' || left(ts_text, 40)
-             WHEN ts_ns < 100000000000000000 THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
+             WHEN ts_type <> 'VARCHAR' AND ts_ns < 100000000000000000 THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
              WHEN coalesce(v[1], '') = '' THEN 'no kind' END AS problem,
         ts_ns,
         v[1] AS kind, v[2] AS run, v[3] AS request, v[4] AS stream,

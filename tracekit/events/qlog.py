@@ -11,10 +11,10 @@ written (qlog's units: milliseconds, bytes) plus the trace's vantage point
 and ODCID.
 """
 
-import json
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 from ..errors import TracekitError
+from .jsontext import BadRecord, dumps, finite, loads
 
 RS = "\x1e"
 
@@ -29,8 +29,11 @@ class _Number(float):
         return n
 
 
-def _loads(text):
-    return json.loads(text, parse_float=_Number)
+def _loads(text, lenient=False):
+    return loads(text, parse_float=_Number, lenient=lenient)
+
+
+INT64 = 1 << 63
 
 
 def _exact(t):
@@ -58,19 +61,42 @@ def _reference_ms(common):
     return None
 
 
+def _object(trace, key):
+    value = trace.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRecord(f"its {key} is a {_json_type(value)}, not an object")
+    return value
+
+
+def _json_type(value):
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number",
+            _Number: "number"}.get(type(value), type(value).__name__)
+
+
 class _Trace:
     def __init__(self, path, index, trace):
-        common = dict(trace.get("common_fields") or {})
-        config = trace.get("configuration") or {}
+        """Raises BadRecord when the trace's own fields have the wrong JSON types."""
+        common = dict(_object(trace, "common_fields"))
+        config = _object(trace, "configuration")
+        offset = config.get("time_offset", 0) or 0
+        if not finite(offset):
+            raise BadRecord(f"its configuration.time_offset is a {_json_type(offset)}, "
+                            f"not a finite number of ms")
+        fields = trace.get("event_fields")
+        if fields is not None and not (isinstance(fields, list)
+                                       and all(isinstance(f, str) for f in fields)):
+            raise BadRecord("its event_fields is not a list of names")
         self.path = path
         self.index = index
         self.reference_ms = _reference_ms(common)
         self.time_format = common.get("time_format", "relative")
-        self.offset_ms = _exact(config.get("time_offset", 0) or 0)
+        self.offset_ms = _exact(offset)
         self.last_ms = None
         self.context = {"qlog_trace": index, "vantage_point": trace.get("vantage_point"),
                         "odcid": common.get("ODCID") or common.get("group_id")}
-        self.fields = trace.get("event_fields")
+        self.fields = fields
 
     def event_time_ns(self, t):
         t = _exact(t) + self.offset_ms
@@ -95,14 +121,22 @@ class _Trace:
         name = event.get("name")
         if name is None and "category" in event:
             name = f"{event['category']}:{event.get('event', '')}"
-        if not isinstance(time, (int, float)) or not isinstance(name, str):
-            return None, "qlog event without a numeric time and a name"
-        ts_ns = self.event_time_ns(time)
+        if not finite(time) or not isinstance(name, str):
+            return None, "qlog event without a finite numeric time and a name"
+        try:
+            ts_ns = self.event_time_ns(time)
+        except (ArithmeticError, InvalidOperation):
+            ts_ns = None
+        if ts_ns is None or not -INT64 < ts_ns < INT64:
+            return None, "qlog event time outside 1677-2262 (int64 ns)"
         short = name.split(":", 1)[-1]
         data = event.get("data") if isinstance(event.get("data"), dict) else {}
         out = {"ts_ns": ts_ns, "kind": f"quic_{short}", "qlog_name": name, **self.context,
                "data": data}
-        return json.dumps(out), None
+        try:
+            return dumps(out), None
+        except BadRecord as e:
+            return None, str(e)
 
 
 def records(path, text):
@@ -115,19 +149,26 @@ def records(path, text):
 
 def _json(path, text):
     try:
-        doc = _loads(text)
-    except json.JSONDecodeError as e:
-        raise QlogError(f"{path}: not valid qlog JSON: {e.msg} at line {e.lineno} "
-                        f"column {e.colno}") from None
+        doc = _loads(text, lenient=True)
+    except BadRecord as e:
+        raise QlogError(f"{path}: not a qlog JSON document: {e}") from None
     traces = doc.get("traces") if isinstance(doc, dict) else None
     if not isinstance(traces, list):
         raise QlogError(f"{path}: qlog JSON without a `traces` list")
     n = 0
     for i, trace in enumerate(traces):
-        if not isinstance(trace, dict):
+        events = trace.get("events") if isinstance(trace, dict) else None
+        try:
+            if not isinstance(trace, dict):
+                raise BadRecord(f"it is a {_json_type(trace)}, not an object")
+            if events is not None and not isinstance(events, list):
+                raise BadRecord(f"its events is a {_json_type(events)}, not a list")
+            t = _Trace(path, i, trace)
+        except BadRecord as e:
+            n += 1  # the trace counts as one malformed record
+            yield n, None, f"qlog trace {i}: {e}"
             continue
-        t = _Trace(path, i, trace)
-        for event in trace.get("events") or []:
+        for event in events or []:
             n += 1
             text_, problem = t.record(event)
             yield n, text_, problem
@@ -138,14 +179,22 @@ def _json_seq(path, text):
     for n, part in enumerate(text.split(RS)[1:], start=1):
         try:
             obj = _loads(part)
-        except json.JSONDecodeError as e:
-            yield n, None, f"not JSON ({e.msg})"
+        except BadRecord as e:
+            if trace is None:
+                raise QlogError(f"{path}: the JSON-SEQ qlog's header record: {e}") from None
+            yield n, None, str(e)
             continue
         if trace is None:
             if not isinstance(obj, dict) or "qlog_version" not in obj:
                 raise QlogError(f"{path}: JSON-SEQ qlog must start with a header record "
                                 f"holding qlog_version")
-            trace = _Trace(path, 0, obj.get("trace") or {})
+            try:
+                head = obj.get("trace") or {}
+                if not isinstance(head, dict):
+                    raise BadRecord(f"its trace is a {_json_type(head)}, not an object")
+                trace = _Trace(path, 0, head)
+            except BadRecord as e:
+                raise QlogError(f"{path}: the JSON-SEQ qlog's header record: {e}") from None
             continue
         text_, problem = trace.record(obj)
         yield n, text_, problem

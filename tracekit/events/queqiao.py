@@ -22,11 +22,11 @@ The benchmark report (one JSON document) becomes one event per trial,
 latency sample and summary row, stamped with the report's time.
 """
 
-import json
 import os
 import re
 
 from ..errors import TracekitError
+from .jsontext import BadRecord, dumps, finite, loads
 
 KINDS = {
     "runtime configuration": "queqiao_config",
@@ -76,27 +76,27 @@ def runtime_records(lines, stats):
     previous = {}
     for line, text in lines:
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            yield line, None, f"not JSON ({e.msg})"
+            obj = loads(text)
+        except BadRecord as e:
+            yield line, None, str(e)
             continue
         if not isinstance(obj, dict):
             yield line, None, "not a JSON object"
             continue
         obj = _scrub(obj, stats)
         msg = obj.get("msg")
-        kind = KINDS.get(msg, "queqiao_log")
+        kind = KINDS.get(msg, "queqiao_log") if isinstance(msg, str) else "queqiao_log"
         obj["kind"] = kind
         if "duration" in obj and kind.startswith("queqiao_flow_") and kind != "queqiao_flow_opened":
             obj["duration_ns"] = obj["duration"]
             if "session_id" in obj or "flow_id" in obj:
                 obj["request"] = f"{obj.get('session_id', '')}/{obj.get('flow_id', '')}"
         if kind == "queqiao_metrics":
-            key = (obj.get("role"), obj.get("pid"))
+            key = (repr(obj.get("role")), repr(obj.get("pid")))  # any JSON value
             last = previous.get(key, {})
             deltas = {}
             for name, value in obj.items():
-                if COUNTER.match(name) and isinstance(value, (int, float)):
+                if COUNTER.match(name) and finite(value):
                     if name in last:
                         change = value - last[name]
                         if change < 0:
@@ -106,7 +106,10 @@ def runtime_records(lines, stats):
                     last[name] = value
             previous[key] = last
             obj["deltas"] = deltas
-        yield line, json.dumps(obj), None
+        try:
+            yield line, dumps(obj), None
+        except BadRecord as e:
+            yield line, None, str(e)
 
 
 def bench_records(path, doc):
@@ -117,23 +120,36 @@ def bench_records(path, doc):
         stamp = int(os.stat(path).st_mtime * 1e9)  # the report carries no time of its own
     base = {"ts": stamp, "schema_version": doc.get("schema_version")}
     n = 0
-    yield (n := n + 1), json.dumps({**base, "kind": "queqiaobench_config",
-                                    "path": doc.get("path"), "arguments": doc.get("arguments"),
-                                    "source": source}), None
+    n += 1
+    try:
+        yield n, dumps({**base, "kind": "queqiaobench_config", "path": doc.get("path"),
+                        "arguments": doc.get("arguments"), "source": source}), None
+    except BadRecord as e:
+        yield n, None, str(e)
     for section, kind in (("trials", "queqiaobench_trial"), ("latency", "queqiaobench_latency"),
                           ("summary", "queqiaobench_summary")):
-        for row in doc.get(section) or []:
+        rows = doc.get(section) or []
+        if not isinstance(rows, list):
+            n += 1
+            yield n, None, f"{section} is not a list"
+            continue
+        for row in rows:
             n += 1
             if not isinstance(row, dict):
                 yield n, None, f"{section} entry is not an object"
                 continue
             run = f"{row.get('stack', '')}/{row['trial']}" if "trial" in row else row.get("stack")
-            yield n, json.dumps({**base, "kind": kind, "run": run, **row}), None
+            try:
+                yield n, dumps({**base, "kind": kind, "run": run, **row}), None
+            except BadRecord as e:
+                yield n, None, str(e)
 
 
 def load_bench(path, text):
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TracekitError(f"{path}: not a valid queqiaobench report: {e.msg} at line "
-                            f"{e.lineno}") from None
+        doc = loads(text, lenient=True)
+    except BadRecord as e:
+        raise TracekitError(f"{path}: not a valid queqiaobench report: {e}") from None
+    if not isinstance(doc, dict):
+        raise TracekitError(f"{path}: not a valid queqiaobench report: not a JSON object")
+    return doc

@@ -106,7 +106,7 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
     v = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
         "frame": (np.arange(batch.first_frame, batch.first_frame + n, dtype=np.int64), None),
-        "ts_ns": (batch.ts_ns, None),
+        "ts_ns": (batch.ts_ns, batch.ts_bad),
         "file_offset": (batch.file_offset, None),
         "interface_id": (iface, iface < 0),
         "link_type": (link_type, link_type < 0),

@@ -66,6 +66,12 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
         con.execute("DELETE FROM event_logs WHERE log_id = ?", [old[0][0]])
     (log_id,), = con.execute("SELECT coalesce(max(log_id), 0) + 1 FROM event_logs").fetchall()
     offset = clock_offset_ns or 0
+    if offset and parsed.table.num_rows:
+        import pyarrow.compute as pc
+        lo, hi = pc.min_max(parsed.table.column("ts_ns")).values()
+        if not -(1 << 63) < lo.as_py() + offset <= hi.as_py() + offset < (1 << 63):
+            raise TracekitError(f"{parsed.path}: the clock offset {offset:,} ns moves its events "
+                                f"outside 1677-2262 (int64 ns); nothing was stored")
     con.register("_tracekit_events", parsed.table)
     try:
         con.execute("""

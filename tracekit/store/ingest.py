@@ -33,7 +33,7 @@ from ..decode.addresses import address_dictionary
 from ..decode.flows import FlowTable
 from ..decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..decode.packets import decode_packets
-from ..decode.status import STATUS
+from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
 from .arrow import FLOWS_SCHEMA, flows_table, packets_table
@@ -55,6 +55,7 @@ class CaptureSummary:
     skipped_blocks: dict = field(default_factory=dict)
     unsupported_link_types: list = field(default_factory=list)
     read_stop: object = None
+    first_bad_ts_offset: int | None = None  # file offset of the first timestamp_out_of_range
     seconds: float = 0.0
     duplicate_of: int | None = None  # the stored capture this file duplicates or replaces
 
@@ -344,8 +345,20 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
         link_type = link_types[batch.interface_id]
         cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
                               batch.wire_bytes, link_type)
+        bad = batch.ts_bad
+        if bad is not None and bad.any():
+            cols["status"][bad] = CODE["timestamp_out_of_range"]
+            if summary.first_bad_ts_offset is None:
+                summary.first_bad_ts_offset = int(batch.file_offset[np.argmax(bad)])
+        else:
+            bad = None
+        # in no flow: a time that is unknown, a TCP header whose length is impossible
+        # (its payload length is unknown: Wireshark does not analyse it either)
+        exclude = cols["status"] == CODE["bad_tcp_header"]
+        if bad is not None:
+            exclude |= bad
         flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
-                                                  batch.wire_bytes)
+                                                  batch.wire_bytes, exclude)
         src_idx, dst_idx = address_dictionary(
             [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
              (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
@@ -360,9 +373,11 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
                 per_interface = np.concatenate(
                     [per_interface, np.zeros(len(counts) - len(per_interface), np.int64)])
             per_interface[:len(counts)] += counts
-        lo, hi = int(batch.ts_ns.min()), int(batch.ts_ns.max())
-        first_ts = lo if first_ts is None else min(first_ts, lo)
-        last_ts = hi if last_ts is None else max(last_ts, hi)
+        ts = batch.ts_ns if bad is None else batch.ts_ns[~bad]
+        if len(ts):
+            lo, hi = int(ts.min()), int(ts.max())
+            first_ts = lo if first_ts is None else min(first_ts, lo)
+            last_ts = hi if last_ts is None else max(last_ts, hi)
         summary.packets += len(batch)
         check.poll()
         if check.found is not None:

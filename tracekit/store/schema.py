@@ -57,12 +57,12 @@ INTERFACES = (
 PACKETS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("frame", "BIGINT NOT NULL", "Record number in the file from 1 (Wireshark's frame.number); the order of record"),
-    Column("ts_ns", "BIGINT NOT NULL", "Timestamp, ns since the epoch (may step backwards in real captures; order by `frame`)"),
+    Column("ts_ns", "BIGINT", "Timestamp, ns since the epoch (may step backwards in real captures; order by `frame`); NULL if the record's time does not fit int64 ns (before 1677 or after 2262, decode_status `timestamp_out_of_range`)"),
     Column("file_offset", "BIGINT NOT NULL", "Byte offset of the record in the file"),
     Column("interface_id", "INTEGER", "Interface (see `interfaces`); NULL if the pcapng record names an undescribed one"),
     Column("link_type", "INTEGER", "LINKTYPE_ of that interface"),
-    Column("captured_bytes", "INTEGER NOT NULL", "Bytes in the file (frame.cap_len)"),
-    Column("wire_bytes", "INTEGER NOT NULL", "Bytes on the wire (frame.len)"),
+    Column("captured_bytes", "BIGINT NOT NULL", "Bytes in the file (frame.cap_len)"),
+    Column("wire_bytes", "BIGINT NOT NULL", "Bytes on the wire (frame.len: up to 2^32 - 1 as the file says)"),
     Column("truncated", "BOOLEAN NOT NULL", "Cut by the snapshot length (captured < wire); fields that were captured are kept"),
     Column("decode_status", "VARCHAR", "NULL if decoded through the transport header; else why not (see Decode status)"),
     Column("ethertype", "INTEGER", "EtherType / SLL protocol after any VLAN tags"),
@@ -398,6 +398,8 @@ DECODE_STATUS_DOC = {
     "bad_tcp_options": "a TCP option whose length runs past the header (options before it kept)",
     "truncated_udp": "captured bytes end inside the UDP header",
     "bad_udp_length": "UDP length < 8 or beyond the IP payload",
+    "timestamp_out_of_range": "the record's time (with the interface's offset) does not fit "
+                              "int64 ns, 1677-2262: ts_ns is NULL, the packet is in no flow",
 }
 
 

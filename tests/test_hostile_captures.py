@@ -1,0 +1,142 @@
+"""Captures that are legal but odd, or crafted to hurt: nothing wraps, nothing
+allocates more than the file holds, any block pattern costs the same per packet."""
+
+import io
+import struct
+
+import numpy as np
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+
+from pcapgen import block, epb, idb, pcap_bytes, shb
+from tracekit.capture import open_capture
+from tracekit.capture.base import timestamps_from_units
+from tracekit.store.db import connect
+from tracekit.store.ingest import load_captures
+
+INT64_MAX = (1 << 63) - 1
+
+
+def _tcp(seq=1, payload=b"x" * 10, flags="PA"):
+    return bytes(Ether() / IP(src="198.18.0.1", dst="198.18.0.2") /
+                 TCP(sport=40000, dport=80, seq=seq, flags=flags) / payload)
+
+
+def test_timestamp_conversion_flags_what_does_not_fit():
+    raw = np.array([0, 9_223_372_036, 9_223_372_037, 2**64 - 1], np.uint64)
+    ns, bad = timestamps_from_units(raw, 1)  # if_tsresol 10^0: whole seconds
+    assert bad.tolist() == [False, False, True, True]
+    assert ns.tolist() == [0, 9_223_372_036_000_000_000, 0, 0]
+    # microseconds of a 64-bit value: 2^63 us is far beyond 2262
+    ns, bad = timestamps_from_units(np.array([2**63, 1_700_000_000_000_000], np.uint64), 10**6)
+    assert bad.tolist() == [True, False] and ns[1] == 1_700_000_000_000_000_000
+    # the interface's offset may push a good value out, either way; INT64_MIN is out too
+    ns, bad = timestamps_from_units(np.array([INT64_MAX - 10**9 + 1, 5], np.uint64), 10**9, 1)
+    assert bad.tolist() == [True, False] and ns[1] == 10**9 + 5
+    ns, bad = timestamps_from_units(np.array([0, 1], np.uint64), 10**9,
+                                    np.array([-(INT64_MAX // 10**9), -(INT64_MAX // 10**9)]))
+    assert bad.tolist() == [False, False] and ns[0] == -(INT64_MAX // 10**9) * 10**9
+    ns, bad = timestamps_from_units(np.array([7], np.uint64), 10**9, -(1 << 62))
+    assert bad.tolist() == [True]
+
+
+def test_out_of_range_times_are_null_and_flagged_not_wrapped(tmp_path):
+    """Whole-second resolution with 64-bit values, and an offset that overflows:
+    the packets are kept, their ts_ns is NULL, they are in no flow, and the
+    rest of the capture is analysed."""
+    good = [epb(0, 1_700_000_000 + i, _tcp(seq=1 + 10 * i)) for i in range(3)]
+    data = (shb() + idb(1, tsresol=0) + b"".join(good)
+            + epb(0, 2**63 + 5, _tcp(seq=31))       # ~2.9e11 years
+            + idb(1, tsoffset=-(1 << 62))          # second interface: offset far before 1677
+            + epb(1, 1, _tcp(seq=41)))
+    path = tmp_path / "times.pcapng"
+    path.write_bytes(data)
+    con = connect(tmp_path / "s.duckdb")
+    (s,) = load_captures(con, [path])
+    assert s.packets == 5 and s.decode_status == {"timestamp_out_of_range": 2}
+    assert s.first_bad_ts_offset == len(shb() + idb(1, tsresol=0) + b"".join(good))
+    rows = con.execute("SELECT frame, ts_ns, decode_status, flow_id FROM packets "
+                       "ORDER BY frame").fetchall()
+    assert rows[3:] == [(4, None, "timestamp_out_of_range", None),
+                        (5, None, "timestamp_out_of_range", None)]
+    assert [r[1] for r in rows[:3]] == [(1_700_000_000 + i) * 10**9 for i in range(3)]
+    first, last = con.execute("SELECT first_ts_ns, last_ts_ns FROM captures").fetchone()
+    assert (first, last) == (1_700_000_000 * 10**9, 1_700_000_002 * 10**9)
+    assert con.execute("SELECT packets_c2s FROM flows").fetchall() == [(3,)]
+
+
+def test_cli_warns_with_the_offset_and_analyze_works(tmp_path):
+    from click.testing import CliRunner
+    from tracekit.cli import main
+    data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**64 - 1, _tcp(seq=11))
+    path = tmp_path / "t.pcapng"
+    path.write_bytes(data)
+    db = str(tmp_path / "s.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(path), "--db", db])
+    assert r.exit_code == 0, r.output
+    offset = len(shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()))
+    assert (f"1 packet with a time outside 1677-2262 (int64 ns; the first at byte offset "
+            f"{offset})") in r.output
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "not analysed" not in r.output
+
+
+def test_a_record_claiming_4_gib_allocates_nothing(tmp_path):
+    """40 bytes: a header with snaplen 0xFFFFFFFF and one record claiming ~4 GiB."""
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 0xFFFFFFFF, 1)
+    data = head + struct.pack("<IIII", 1, 0, 0xFFFFFFF0, 0xFFFFFFF0)
+    reader = open_capture("big.pcap", io.BytesIO(data))
+    assert sum(len(b) for b in reader.batches()) == 0
+    assert reader.stop.reason == "truncated" and "cut short" in reader.stop.message
+    assert reader.chunks.buf.nbytes <= 1 << 16
+
+
+def test_wire_length_beyond_int32_is_stored_exactly(tmp_path):
+    path = tmp_path / "w.pcap"
+    path.write_bytes(pcap_bytes([(10**18, _tcp(), 3_000_000_000)]))
+    con = connect(tmp_path / "s.duckdb")
+    load_captures(con, [path])
+    assert con.execute("SELECT wire_bytes, truncated FROM packets").fetchall() == [
+        (3_000_000_000, True)]
+
+
+def test_ip_total_length_shorter_than_its_headers_is_in_no_flow(tmp_path):
+    """IPv4 total length 20: the TCP header is outside the datagram. Its length
+    is unknown, so it must not reach the sequence analysis (it became a
+    retransmission ending at -9.2e18)."""
+    short = bytearray(_tcp(seq=11))
+    short[14 + 2:14 + 4] = struct.pack(">H", 20)
+    path = tmp_path / "short.pcap"
+    path.write_bytes(pcap_bytes([(10**18, _tcp(flags="S", payload=b"")),
+                                 (10**18 + 1000, _tcp(seq=1)), (10**18 + 2000, bytes(short))]))
+    con = connect(tmp_path / "s.duckdb")
+    load_captures(con, [path])
+    assert con.execute("SELECT frame, decode_status, flow_id FROM packets WHERE frame = 3"
+                       ).fetchall() == [(3, "bad_tcp_header", None)]
+    from tracekit.analyze import analyze
+    analyze(con)
+    assert con.execute("SELECT count(*) FROM tcp_analysis").fetchone()[0] == 2
+    assert con.execute("SELECT count(*) FROM tcp_analysis WHERE rel_end < 0").fetchone()[0] == 0
+
+
+def test_blocks_between_packets_do_not_cut_batches():
+    """A name-resolution block and a new interface after every packet (legal
+    pcapng): the packets still come in full batches, not one per block."""
+    nrb = block(4, struct.pack("<HH", 0, 0))
+    n = 3000
+    parts = [shb(), idb(1)]
+    for i in range(n):
+        parts.append(epb(len(parts) // 3, 1_700_000_000_000_000 + i, _tcp(seq=1 + 10 * i)))
+        parts.append(nrb)
+        parts.append(idb(1, tsresol=9 if i % 2 else 6))
+    reader = open_capture("many.pcapng", io.BytesIO(b"".join(parts)))
+    batches = list(reader.batches())
+    assert [len(b) for b in batches] == [n]
+    assert reader.stop is None and reader.stats.skipped_blocks == {"name resolution block": n}
+    assert len(reader.interfaces) == n + 1
+    ts = batches[0].ts_ns
+    # packet i is on interface i, whose resolution the previous IDB set
+    assert ts[0] == 1_700_000_000_000_000 * 1000
+    assert ts[2] == (1_700_000_000_000_000 + 2) * 1  # 10^-9 (i = 1 wrote tsresol 9)
+    assert ts[3] == (1_700_000_000_000_000 + 3) * 1000
