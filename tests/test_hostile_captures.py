@@ -8,6 +8,7 @@ import numpy as np
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
+from conftest import SHARED, needs_shared
 from pcapgen import block, epb, idb, pcap_bytes, shb
 from tracekit.capture import open_capture
 from tracekit.capture.base import timestamps_from_units
@@ -140,3 +141,21 @@ def test_blocks_between_packets_do_not_cut_batches():
     assert ts[0] == 1_700_000_000_000_000 * 1000
     assert ts[2] == (1_700_000_000_000_000 + 2) * 1  # 10^-9 (i = 1 wrote tsresol 9)
     assert ts[3] == (1_700_000_000_000_000 + 3) * 1000
+
+
+@needs_shared
+def test_a_moved_capture_is_reported_not_silently_empty(tmp_path):
+    """TLS messages are read back from the capture file: when it is gone the
+    capture is reported as not analysed (it gave 0 rows and exit 0)."""
+    import shutil
+    from click.testing import CliRunner
+    from tracekit.cli import main
+    path = tmp_path / "tls.pcap"
+    shutil.copy(SHARED / "zeek__tls13_wolfssl.pcap", path)
+    db = str(tmp_path / "s.duckdb")
+    assert CliRunner().invoke(main, ["ingest", str(path), "--db", db]).exit_code == 0
+    path.rename(tmp_path / "elsewhere.pcap")
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0
+    assert f"tls_messages: capture 1 was not analysed" in r.output
+    assert f"the capture file {path} cannot be read" in r.output

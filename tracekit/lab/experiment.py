@@ -52,6 +52,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,6 +96,11 @@ def load(path):
         raise TracekitError(f"{path}: unknown [path] settings {sorted(unknown)}; known: "
                             f"{sorted(PATH_KEYS)}")
     spec.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+    name = spec["name"]
+    if (not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", name)
+            or ".." in name):
+        raise TracekitError(f"{path}: name {name!r} must be one file name of letters, digits, "
+                            f"'.', '_' and '-' (it names the run folders under --out)")
     spec.setdefault("trials", 3)
     spec.setdefault("requests", 4)
     spec.setdefault("seed", 1)
@@ -184,9 +190,10 @@ def run_one(spec, trial, order, combo, workdir):
     snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
     server_extra, client_extra = [], []
     if protocol in ("tls", "h2"):
-        from .h3 import _certificate
+        from .h3 import _certificate, private_file
         cert, key = _certificate(out)
         files["keylog"] = os.path.join(out, "keys.log")
+        private_file(files["keylog"]).close()  # 0600 before the client appends secrets
         server_extra = ["--tls-cert", cert, "--tls-key", key]
         client_extra = ["--tls" if protocol == "tls" else "--h2", "--keylog", files["keylog"]]
     started = time.time()
@@ -248,6 +255,8 @@ def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
     qlogs = {side: os.path.join(out, f"{side}-qlog") for side in ("client", "server")}
     files["client_log"] = os.path.join(out, "client-events.jsonl")
     files.pop("server_log", None)
+    from .h3 import private_file
+    private_file(os.path.join(out, "keys.log")).close()  # 0600 before secrets go in
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server_cmd = [sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", "0.0.0.0",

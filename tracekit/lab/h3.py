@@ -22,6 +22,15 @@ import tempfile
 import time
 
 
+def private_file(path):
+    """Create (or truncate) a file only its owner can read: keys and key logs
+    (0600, in a folder made 0700)."""
+    os.chmod(os.path.dirname(os.path.abspath(path)), 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # also when it existed with wider modes
+    return os.fdopen(fd, "wb")
+
+
 def _certificate(directory):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -39,7 +48,7 @@ def _certificate(directory):
     cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
     with open(cert_path, "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as f:
+    with private_file(key_path) as f:
         f.write(key.private_bytes(serialization.Encoding.PEM,
                                   serialization.PrivateFormat.PKCS8,
                                   serialization.NoEncryption()))
@@ -154,6 +163,7 @@ def record(path, workdir, requests=2, size=100_000, port=4433):
     out = {"capture": os.path.join(workdir, "client.pcap"),
            "events": os.path.join(workdir, "client-events.jsonl"),
            "keylog": os.path.join(workdir, "keys.log")}
+    private_file(out["keylog"]).close()  # the client appends to it
     qlogs = {side: os.path.join(workdir, f"{side}-qlog") for side in ("client", "server")}
     server_cmd = [sys.executable, "-m", "tracekit.lab.h3", "server", "--addr", SERVER_ADDR,
                   "--port", str(port), "--qlog-dir", qlogs["server"]]

@@ -73,6 +73,23 @@ def _locate(path, fmt, offsets, link, wire):
     return data, begin, n
 
 
+def _check_file(path, size):
+    """The payload bytes are read back from the capture file: it must still be the
+    file that was ingested (never silently no rows)."""
+    import os
+    from ..errors import TracekitError
+    try:
+        now = os.stat(path).st_size
+    except OSError as e:
+        raise TracekitError(f"the capture file {path} cannot be read ({e.strerror}): TLS "
+                            f"messages are read from its payload bytes; put it back or "
+                            f"ingest it again") from None
+    if now != size:
+        raise TracekitError(f"the capture file {path} changed since it was ingested ({now:,} "
+                            f"bytes, was {size:,}): TLS messages are read from its payload "
+                            f"bytes; ingest it again with --replace")
+
+
 def _payloads(path, fmt, offsets, link, wire):
     """The captured TCP payload bytes of each record."""
     data, begin, n = _locate(path, fmt, offsets, link, wire)
@@ -250,12 +267,13 @@ def build(con, writer, capture_id):
 
 def messages_table(con, capture_id):
     """Arrow table of `tls_messages` for one capture."""
-    (path, fmt), = con.execute("SELECT path, format FROM captures WHERE capture_id = ?",
-                               [capture_id]).fetchall()
+    (path, fmt, size), = con.execute(
+        "SELECT path, format, size_bytes FROM captures WHERE capture_id = ?", [capture_id]).fetchall()
     out = {c.name: [] for c in TLS_MESSAGES}
     firsts = {k: np.asarray(v) for k, v in con.execute(
         FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
     if len(firsts["flow_id"]):
+        _check_file(path, size)
         tls = _opens_tls(path, fmt, firsts["file_offset"].astype(np.int64),
                          firsts["link_type"].astype(np.int64), firsts["wire_bytes"].astype(np.int64))
         flows = sorted(int(f) for f in firsts["flow_id"][tls])
