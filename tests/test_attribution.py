@@ -137,3 +137,15 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert moved["connect_tcp"] == pytest.approx(100e6, rel=0.05)  # the direct path's handshake
     # through the tunnel the TCP handshake is local and the session warm
     assert median_span([fresh], "tunnel", "connect_tcp") < 1e6
+
+
+def test_attribution_in_parts_equals_one_part(store, monkeypatch):
+    """Attribution runs in parts of requests (bounded memory at any store size):
+    three parts give the same rows as one, tunnel spans included."""
+    from tracekit.analyze import PartitionedStoreStep
+    whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
+    (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
+    assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
+    monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
+    PartitionedStoreStep("attribution").write_all(store)
+    assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole

@@ -144,18 +144,42 @@ def test_blocks_between_packets_do_not_cut_batches():
 
 
 @needs_shared
-def test_a_moved_capture_is_reported_not_silently_empty(tmp_path):
-    """TLS messages are read back from the capture file: when it is gone the
-    capture is reported as not analysed (it gave 0 rows and exit 0)."""
+def test_the_store_is_self_contained(tmp_path):
+    """TLS messages come from the payload bytes ingest kept: move the capture
+    file away and analyze gives the rows that reading the file gives. Without
+    them (a store from before) the file is read, and a missing file is
+    reported per capture, never 0 rows in silence."""
     import shutil
+    import duckdb
     from click.testing import CliRunner
     from tracekit.cli import main
     path = tmp_path / "tls.pcap"
     shutil.copy(SHARED / "zeek__tls13_wolfssl.pcap", path)
     db = str(tmp_path / "s.duckdb")
+    query = "SELECT * EXCLUDE (capture_id) FROM tls_messages ORDER BY ALL"
+
+    def analyze_again():
+        with duckdb.connect(db) as con:
+            con.execute("DELETE FROM analysis_runs")
+        return CliRunner().invoke(main, ["analyze", "--db", db])
+
     assert CliRunner().invoke(main, ["ingest", str(path), "--db", db]).exit_code == 0
     path.rename(tmp_path / "elsewhere.pcap")
-    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    r = analyze_again()
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+    with duckdb.connect(db) as con:
+        kept = con.execute(query).fetchall()
+        assert con.execute("SELECT count(*), sum(octet_length(payload)) FROM payloads"
+                           ).fetchone() == (8, 1637)
+        con.execute("DELETE FROM store.payloads")
+    assert len(kept) == 8
+    assert {(r[1], r[2]) for r in kept} >= {("c2s", "client_hello"), ("s2c", "server_hello")}
+    (tmp_path / "elsewhere.pcap").rename(path)
+    assert analyze_again().exit_code == 0
+    with duckdb.connect(db) as con:
+        assert con.execute(query).fetchall() == kept  # read back from the file: the same
+    path.rename(tmp_path / "elsewhere.pcap")
+    r = analyze_again()
     assert r.exit_code == 0
-    assert f"tls_messages: capture 1 was not analysed" in r.output
+    assert "tls_messages: capture 1 was not analysed" in r.output
     assert f"the capture file {path} cannot be read" in r.output

@@ -197,6 +197,26 @@ class StoreStep(SqlStep):
         return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
 
 
+class PartitionedStoreStep(StoreStep):
+    """A store step whose SQL takes `$part` of `$parts` of the requests at a time
+    (attribution): memory bounded by a part, whatever the store holds."""
+
+    PART_REQUESTS = 100_000
+
+    def write_all(self, con):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
+        parts = max(1, -(-n // self.PART_REQUESTS))
+        try:
+            for part in range(parts):
+                head = (f"CREATE OR REPLACE TABLE {self.table} AS" if part == 0
+                        else f"INSERT INTO {self.table}")
+                con.execute(f"{head} SELECT * FROM (\n{sql}\n)", {"parts": parts, "part": part})
+        except duckdb.Error as e:
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
+
+
 class CodeStoreStep:
     """A table built by `module.build_all(con)` from the whole store."""
 
@@ -233,7 +253,7 @@ def _steps(params=None):
             StoreStep("requests"), StoreStep("playback"),
             StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
             StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
-            CodeStoreStep(phases), StoreStep("attribution"), StoreStep("runs")]
+            CodeStoreStep(phases), PartitionedStoreStep("attribution"), StoreStep("runs")]
 
 
 def analyze(con, progress=None, params=None):

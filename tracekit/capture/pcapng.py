@@ -83,7 +83,7 @@ class PcapngReader:
         self.units = []  # units per second, per interface
         self.section = -1
         self.section_interfaces = []  # global ids of this section's interfaces
-        self._ids = None  # section_interfaces as an array, with -1 for unknown numbers
+        self._ids = np.full(16, -1, np.int32)  # section_interfaces, then -1 (unknown numbers)
         self._units_of = self._offset_of = np.empty(0)  # per global interface
         self.sections = 0
         self.byte_orders = set()
@@ -128,7 +128,7 @@ class PcapngReader:
         self.section += 1
         self.sections += 1
         self.section_interfaces = []
-        self._ids = None
+        self._ids[:] = -1
         return None
 
     def _interface(self, pos, blen):
@@ -155,7 +155,10 @@ class PcapngReader:
         self.interfaces.append(iface)
         self.units.append(units)
         self.section_interfaces.append(iface.interface_id)
-        self._ids = None
+        count = len(self.section_interfaces)
+        if count >= len(self._ids):  # keep at least one -1 after the section's interfaces
+            self._ids = np.concatenate([self._ids, np.full(len(self._ids), -1, np.int32)])
+        self._ids[count - 1] = iface.interface_id
 
     def _ts_ns(self, raw_ts, iface):
         """(ns, bad): int64 ns per packet and where that is out of range. One pass
@@ -190,6 +193,7 @@ class PcapngReader:
         raw_ts = np.empty(cap, np.int64)
         local = np.empty(cap, np.int64)
         iface = np.empty(cap, np.int32)
+        skipped = np.zeros(len(scan.SKIPPED_TYPES), np.int64)
         k = 0  # packets held for the next batch
         pos = 0
         frame = 1
@@ -212,15 +216,18 @@ class PcapngReader:
                            if self.section_interfaces else 0)
             n, pos, why = scan.scan_pcapng(
                 self.jit, c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES, spb_snaplen,
-                hdr[k:], data[k:], caplen[k:], wirelen[k:], raw_ts[k:], local[k:])
+                hdr[k:], data[k:], caplen[k:], wirelen[k:], raw_ts[k:], local[k:], skipped)
+            if skipped.any():
+                for t, count in zip(scan.SKIPPED_TYPES.tolist(), skipped.tolist()):
+                    if count:
+                        name = BLOCK_NAMES[t]
+                        self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + count
+                skipped[:] = 0
             if n:
                 # local interface numbers -> file-wide ones, with this section's table
-                if self._ids is None:
-                    self._ids = np.asarray(self.section_interfaces + [-1], np.int32)
-                ids = self._ids
+                ids, count = self._ids, len(self.section_interfaces)
                 loc = local[k:k + n]
-                iface[k:k + n] = ids[np.where((loc >= 0) & (loc < len(self.section_interfaces)),
-                                              loc, len(self.section_interfaces))]
+                iface[k:k + n] = ids[np.where((loc >= 0) & (loc < count), loc, count)]
                 k += n
             if why == scan.FULL:
                 yield flush()

@@ -28,6 +28,10 @@ BAD_RECORD = 4  # pcapng: a packet block whose fields contradict its length
 EPB = 6
 SPB = 3
 PB = 2
+# blocks without packets that the scanner steps over (pcapng.BLOCK_NAMES names them):
+# name resolution, interface statistics, IRIG, ARINC 429, systemd journal, decryption
+# secrets, custom, custom (do not copy)
+SKIPPED_TYPES = np.array([4, 5, 7, 8, 9, 10, 0xBAD, 0x40000BAD], np.int64)
 
 
 def _u16(buf, p, big_endian):
@@ -74,12 +78,16 @@ def scan_pcap(buf, pos, end, big_endian, max_caplen,
 
 @kernel(helpers=(_u16, _u32))
 def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
-                out_hdr, out_data, out_caplen, out_wirelen, out_ts, out_iface):
+                out_hdr, out_data, out_caplen, out_wirelen, out_ts, out_iface, skipped):
     """Walk pcapng packet blocks (EPB, SPB, PB) in buf[pos:end].
 
     Returns (count, pos, why). ``out_hdr`` is the block's offset, ``out_data``
     the offset of the packet bytes, ``out_ts`` the raw 64-bit timestamp in
-    the interface's units (0 for SPB, which has none).
+    the interface's units (0 for SPB, which has none). Blocks that carry
+    nothing tracekit reads (SKIPPED_TYPES: name resolution, statistics...) are
+    counted in ``skipped`` and stepped over here, so that any pattern of blocks
+    costs the same per packet; section and interface headers, and blocks of
+    other types, stop the scan for the Python side.
     """
     n = 0
     cap = out_hdr.shape[0]
@@ -88,7 +96,20 @@ def scan_pcapng(buf, pos, end, big_endian, max_block, spb_snaplen,
             return n, pos, NEED_MORE
         btype = _u32(buf, pos, big_endian)
         if btype != EPB and btype != SPB and btype != PB:
-            return n, pos, OTHER_BLOCK
+            k = -1
+            for j in range(len(SKIPPED_TYPES)):
+                if SKIPPED_TYPES[j] == btype:
+                    k = j
+            if k < 0:
+                return n, pos, OTHER_BLOCK
+            blen = _u32(buf, pos + 4, big_endian)
+            if blen < 12 or blen % 4 != 0 or blen > max_block or pos + blen > end:
+                return n, pos, OTHER_BLOCK  # Python finds out what is wrong, or reads more
+            if _u32(buf, pos + blen - 4, big_endian) != blen:
+                return n, pos, OTHER_BLOCK
+            skipped[k] += 1
+            pos += blen
+            continue
         blen = _u32(buf, pos + 4, big_endian)
         if blen < 12 or blen % 4 != 0 or blen > max_block:
             return n, pos, BAD_LENGTH

@@ -33,6 +33,7 @@ from ..decode.addresses import address_dictionary
 from ..decode.flows import FlowTable
 from ..decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..decode.packets import decode_packets
+from ..decode.payloads import PayloadKeeper
 from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
@@ -141,7 +142,7 @@ def recover_unfinished(con):
     """Delete the rows of ingests that never finished (a crash or a kill)."""
     ids = [r[0] for r in con.execute("SELECT capture_id FROM ingests_in_progress").fetchall()]
     if ids:
-        _delete_rows(con, ids, ("packets", "flows", "interfaces"))
+        _delete_rows(con, ids, ("packets", "flows", "payloads", "interfaces"))
         con.execute("DELETE FROM ingests_in_progress")
     return ids
 
@@ -186,7 +187,7 @@ class _Run:
     def drop(self, capture_id):
         """Forget a capture of this call (a duplicate found while loading)."""
         def forget(con):
-            _delete_rows(con, [capture_id], ("packets", "flows"))
+            _delete_rows(con, [capture_id], ("packets", "flows", "payloads"))
             con.execute("DELETE FROM ingests_in_progress WHERE capture_id = ?", [capture_id])
         self.writer.call(forget)
         self.started.remove(capture_id)
@@ -197,7 +198,7 @@ class _Run:
         con.execute("BEGIN TRANSACTION")
         try:
             if self.replaced:
-                _delete_rows(con, self.replaced, ("packets", "flows", "interfaces", "captures"))
+                _delete_rows(con, self.replaced, ("packets", "flows", "payloads", "interfaces", "captures"))
             _insert_finals(con, self.finals)
             if self.started:
                 con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
@@ -213,7 +214,7 @@ class _Run:
 
     def discard(self):
         self.writer.abandon()
-        _delete_rows(self.con, self.ids, ("packets", "flows", "interfaces"))
+        _delete_rows(self.con, self.ids, ("packets", "flows", "payloads", "interfaces"))
         self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
                          [self.ids])
         self.started = []
@@ -332,6 +333,7 @@ class _DuplicateCheck:
 
 def _load_packets(run, reader, capture_id, summary, hasher, size, progress, replace):
     table = FlowTable(jit=reader.jit)
+    keeper = PayloadKeeper()
     address_cache = {}
     status_counts = np.zeros(len(STATUS), np.int64)
     link_types = None
@@ -359,6 +361,9 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             exclude |= bad
         flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
                                                   batch.wire_bytes, exclude)
+        kept = keeper.batch(capture_id, batch, cols, flow_id, from_client)
+        if kept is not None:
+            writer.put("payloads", kept)
         src_idx, dst_idx = address_dictionary(
             [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
              (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)

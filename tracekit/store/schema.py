@@ -373,7 +373,14 @@ ANALYSIS_RUNS = (
     Column("error", "VARCHAR", "NULL if built; else why this analysis could not process this capture (it is left out of the analyses after it)"),
 )
 
+PAYLOADS = (
+    Column("capture_id", "INTEGER NOT NULL", "Capture"),
+    Column("frame", "BIGINT NOT NULL", "The packet (`packets.frame`)"),
+    Column("payload", "BLOB NOT NULL", "Its captured TCP payload bytes"),
+)
+
 TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "flows": FLOWS,
+          "payloads": PAYLOADS,
           "ingests_in_progress": INGESTS_IN_PROGRESS,
           "analyses_in_progress": ANALYSES_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
           "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
@@ -412,6 +419,7 @@ DECODE_STATUS_DOC = {
 STAGED = {
     "packets": "SELECT capture_id FROM ingests_in_progress",
     "flows": "SELECT capture_id FROM ingests_in_progress",
+    "payloads": "SELECT capture_id FROM ingests_in_progress",
     "tcp_analysis": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
     "flights": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
     "exchanges": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",

@@ -46,8 +46,10 @@ VERSIONS = {0x0300: "SSL 3.0", 0x0301: "TLS 1.0", 0x0302: "TLS 1.1", 0x0303: "TL
             0x0304: "TLS 1.3"}
 
 FIRST_SEGMENTS_SQL = """
-SELECT t.flow_id, p.file_offset, coalesce(p.link_type, -1) AS link_type, p.wire_bytes
+SELECT t.flow_id, p.file_offset, coalesce(p.link_type, -1) AS link_type, p.wire_bytes,
+       k.payload
 FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
+LEFT JOIN payloads k USING (capture_id, frame)
 WHERE t.capture_id = $capture_id AND t.from_client AND t.payload_bytes > 0
   AND t.segment IN ('new', 'hole_fill', 'reordered') AND t.rel_seq = 1
 QUALIFY row_number() OVER (PARTITION BY t.flow_id ORDER BY t.frame) = 1
@@ -55,8 +57,9 @@ QUALIFY row_number() OVER (PARTITION BY t.flow_id ORDER BY t.frame) = 1
 
 SEGMENTS_SQL = """
 SELECT t.flow_id, t.from_client, t.frame, t.ts_ns, t.rel_seq, t.payload_bytes,
-       p.file_offset, p.link_type, p.wire_bytes
+       p.file_offset, p.link_type, p.wire_bytes, k.payload
 FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
+LEFT JOIN payloads k USING (capture_id, frame)
 WHERE t.capture_id = $capture_id AND t.payload_bytes > 0 AND t.rel_seq < $limit
   AND t.segment IN ('new', 'hole_fill', 'reordered')
   AND t.flow_id IN (SELECT unnest($flows::BIGINT[]))
@@ -270,24 +273,36 @@ def messages_table(con, capture_id):
     (path, fmt, size), = con.execute(
         "SELECT path, format, size_bytes FROM captures WHERE capture_id = ?", [capture_id]).fetchall()
     out = {c.name: [] for c in TLS_MESSAGES}
-    firsts = {k: np.asarray(v) for k, v in con.execute(
-        FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchnumpy().items()}
-    if len(firsts["flow_id"]):
+    firsts = con.execute(FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
+    # the payloads ingest kept (decode/payloads.py); the capture file only for
+    # segments it did not keep (a store from before it kept them)
+    missing = [r for r in firsts if r[4] is None]
+    flows = {r[0] for r in firsts if r[4] is not None and r[4][:2] == b"\x16\x03"}
+    if missing:
         _check_file(path, size)
-        tls = _opens_tls(path, fmt, firsts["file_offset"].astype(np.int64),
-                         firsts["link_type"].astype(np.int64), firsts["wire_bytes"].astype(np.int64))
-        flows = sorted(int(f) for f in firsts["flow_id"][tls])
-        if flows:
-            rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
-                                              "flows": flows}).fetchall()
-            payloads = _payloads(path, fmt, np.array([r[6] for r in rows], np.int64),
-                                 np.array([-1 if r[7] is None else r[7] for r in rows], np.int64),
-                                 np.array([r[8] for r in rows], np.int64))
-            per = {}
-            for r, payload in zip(rows, payloads):
-                per.setdefault((r[0], r[1]), []).append((r[4], payload, r[2], r[3]))
-            for flow in flows:
-                _flow_rows(out, capture_id, flow, per)
+        opens = _opens_tls(path, fmt, np.array([r[1] for r in missing], np.int64),
+                           np.array([r[2] for r in missing], np.int64),
+                           np.array([r[3] for r in missing], np.int64))
+        flows |= {r[0] for r, tls in zip(missing, opens) if tls}
+    flows = sorted(flows)
+    if flows:
+        rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
+                                          "flows": flows}).fetchall()
+        payloads = [r[9] for r in rows]
+        gaps = [i for i, p in enumerate(payloads) if p is None]
+        if gaps:
+            _check_file(path, size)
+            read = _payloads(path, fmt, np.array([rows[i][6] for i in gaps], np.int64),
+                             np.array([-1 if rows[i][7] is None else rows[i][7] for i in gaps],
+                                      np.int64),
+                             np.array([rows[i][8] for i in gaps], np.int64))
+            for i, p in zip(gaps, read):
+                payloads[i] = p
+        per = {}
+        for r, payload in zip(rows, payloads):
+            per.setdefault((r[0], r[1]), []).append((r[4], bytes(payload), r[2], r[3]))
+        for flow in flows:
+            _flow_rows(out, capture_id, flow, per)
     values = {}
     for c in TLS_MESSAGES:
         col = out[c.name]

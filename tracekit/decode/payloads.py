@@ -1,0 +1,90 @@
+"""The TCP payload bytes later analyses need, kept at ingest: the store is
+self-contained (rename or delete the capture file and every analysis still runs).
+
+What is kept: the captured payload of each segment that starts in the first
+64 KiB of its direction's sequence space (from the SYN's sequence number + 1,
+else the first segment seen) on a connection whose client's first segment with
+data opens like a TLS handshake record (0x16 0x03). That is what
+`tls_messages` reads (transport/tls.py, MAX_STREAM); other connections cost
+nothing. A connection's server data seen before the client's first data is
+not kept (a TLS client speaks first).
+
+State crosses batches in arrays indexed by flow id; each batch is a few numpy
+passes plus one slice per kept segment.
+"""
+
+import numpy as np
+import pyarrow as pa
+
+WINDOW = 65536  # bytes of each direction kept (transport/tls.py reads this much)
+SYN = 0x02
+UNKNOWN, TLS, OTHER = 0, 1, 2
+
+
+class PayloadKeeper:
+    def __init__(self):
+        self.state = np.zeros(0, np.int8)  # per flow: UNKNOWN, TLS, OTHER
+        self.base = np.zeros((0, 2), np.int64)  # per flow and direction (0 client): seq, -1 unknown
+        self.kept = 0
+
+    def _room(self, n):
+        if n > len(self.state):
+            cap = max(n, 2 * len(self.state), 1024)
+            self.state = np.concatenate([self.state, np.zeros(cap - len(self.state), np.int8)])
+            self.base = np.concatenate(
+                [self.base, np.full((cap - len(self.base), 2), -1, np.int64)])
+
+    def batch(self, capture_id, batch, cols, flow_id, from_client):
+        """Arrow table (capture_id, frame, payload) of this batch's kept segments, or None."""
+        tcp = cols["is_tcp"] & (flow_id >= 0) & cols["tcp_ok"]
+        if not tcp.any():
+            return None
+        self._room(int(flow_id[tcp].max()) + 1)
+        seq = cols["tcp_seq"].astype(np.int64)
+        side = np.where(from_client, 0, 1)
+        # the SYN (or SYN-ACK) fixes its direction's base
+        syn = tcp & ((cols["tcp_flags"] & SYN) != 0)
+        if syn.any():
+            self.base[flow_id[syn], side[syn]] = (seq[syn] + 1) & 0xFFFFFFFF
+        # where the payload starts in the record, and how much of it was captured
+        start = cols["l4"] + cols["tcp_header_bytes"].astype(np.int64)
+        got = np.clip(np.minimum(cols["payload_bytes"], batch.captured_bytes - start), 0, None)
+        data = tcp & (cols["payload_bytes"] > 0)
+        idx = np.flatnonzero(data)
+        if not len(idx):
+            return None
+        f, s = flow_id[idx], side[idx]
+        # first data segment of a direction without a SYN seen: its base
+        unknown = self.base[f, s] < 0
+        if unknown.any():
+            keys = f[unknown] * 2 + s[unknown]
+            _, first = np.unique(keys, return_index=True)
+            at = idx[unknown][first]
+            self.base[flow_id[at], side[at]] = seq[at]
+        # the client's first data segment decides the connection
+        undecided = (s == 0) & (self.state[f] == UNKNOWN)
+        if undecided.any():
+            _, first = np.unique(f[undecided], return_index=True)
+            at = idx[undecided][first]
+            pos = batch.data_offset[at] + start[at]
+            two = got[at] >= 2
+            b0 = np.where(two, batch.data[np.where(two, pos, 0)], 0)
+            b1 = np.where(two, batch.data[np.where(two, pos + 1, 0)], 0)
+            self.state[flow_id[at]] = np.where((b0 == 0x16) & (b1 == 0x03), TLS, OTHER)
+        rel = (seq[idx] - self.base[f, s]) & 0xFFFFFFFF
+        keep = idx[(self.state[f] == TLS) & (rel < WINDOW) & (got[idx] > 0)]
+        if not len(keep):
+            return None
+        begin = batch.data_offset[keep] + start[keep]
+        length = got[keep]
+        offsets = np.zeros(len(keep) + 1, np.int64)
+        np.cumsum(length, out=offsets[1:])
+        values = np.concatenate([batch.data[b:b + n] for b, n in
+                                 zip(begin.tolist(), length.tolist())])
+        self.kept += len(keep)
+        payload = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(keep), [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+        return pa.table({
+            "capture_id": pa.array(np.full(len(keep), capture_id, np.int32)),
+            "frame": pa.array(batch.first_frame + keep.astype(np.int64)),
+            "payload": payload.cast(pa.binary())})
