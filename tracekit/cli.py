@@ -4,8 +4,11 @@ Every TracekitError becomes one line on stderr and exit status 2 (`--debug`
 shows the traceback instead). Row-emitting commands share --format.
 """
 
+import contextlib
+import errno
 import functools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -40,6 +43,17 @@ def emit(columns, rows, fmt):
     click.echo(render(columns, rows, fmt), nl=False)
 
 
+def _disk_full(e):
+    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None."""
+    text = str(e)
+    if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in text:
+        where = re.search(r'file "([^"]+)"', text)
+        place = f" writing {where.group(1)}" if where else ""
+        return (f"no space left on the device{place}; nothing of this command is visible "
+                f"in the store (free some space and run it again)")
+    return None
+
+
 def handle_errors(f):
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -53,14 +67,23 @@ def handle_errors(f):
             click.echo(f"tracekit: error: {e}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            click.echo("tracekit: interrupted; the database is as it was before this command",
-                       err=True)
+            if ctx.info_name == "ingest":
+                said = "the store is as it was before this command"
+            else:
+                said = ("what was complete before it is kept; nothing half-written is "
+                        "visible (the next run of the command finishes the job)")
+            click.echo(f"tracekit: interrupted; {said}", err=True)
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
-        except Exception as e:  # a bug: say so in one line unless --debug
+        except Exception as e:
             if debug:
                 raise
+            full = _disk_full(e)
+            if full:
+                click.echo(f"tracekit: error: {full}", err=True)
+                sys.exit(2)
+            # a bug: say so in one line
             click.echo(f"tracekit: internal error: {type(e).__name__}: {e} "
                        f"(run with --debug for the traceback, and please report it)", err=True)
             sys.exit(1)
@@ -196,7 +219,7 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
     from .events import read_log
     from .store.db import connect
     from .store.events import load_logs
-    from .store.ingest import load_captures
+    from .store.ingest import command, load_captures
 
     labels = _parse_labels(labels)
     offset_ns = None if clock_offset is None else _parse_duration_ns(clock_offset)
@@ -210,19 +233,30 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
         from .store.runs import read_manifest
         for m in manifests:
             runs += [(c, lg, {**r_labels, **labels}) for c, lg, r_labels in read_manifest(m)]
+    from .store.db import default_db_path
+    db_path = str(db or default_db_path())
+    new_store = not os.path.exists(db_path)
     con = connect(db)
     progress = Progress(sys.stderr.isatty())
     run_results = []
+    ok = False
     try:
-        summaries = (load_captures(con, capture_paths, labels=labels, replace=replace,
-                                   progress=progress) if capture_paths else [])
-        log_summaries = load_logs(con, parsed, labels, offset_ns, replace) if parsed else []
-        if runs:
-            from .store.runs import ingest_run_inputs
-            run_results = ingest_run_inputs(con, runs)
+        with command(con) as c:  # every file and run of this command, or none
+            summaries = (load_captures(con, capture_paths, labels=labels, replace=replace,
+                                       progress=progress, command=c) if capture_paths else [])
+            log_summaries = (load_logs(con, parsed, labels, offset_ns, replace, command=c)
+                             if parsed else [])
+            if runs:
+                from .store.runs import ingest_run_inputs
+                run_results = ingest_run_inputs(con, runs, command=c)
+        ok = True
     finally:
         progress.done()
         con.close()
+        if not ok and new_store:  # a store this command created and could not fill: gone
+            for leftover in (db_path, db_path + ".wal"):
+                with contextlib.suppress(OSError):
+                    os.remove(leftover)
     for run_labels, run_captures, run_logs in run_results:
         name = run_labels.get("run", "run")
         factors = " ".join(f"{k}={v}" for k, v in run_labels.items()

@@ -69,7 +69,21 @@ def connect(path=None, read_only=False):
         _upgrade(con)
         for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
             con.execute(create_table_sql(name))
+        _recover(con)
     return con
+
+
+def _recover(con):
+    """Rows an ingest or an analysis left when it was killed (kill -9, power loss)
+    are deleted as soon as the store is opened for writing again: the file lock
+    says no other process is writing, so every marker left is an orphan."""
+    (left,), = con.execute("SELECT (SELECT count(*) FROM ingests_in_progress) + "
+                           "(SELECT count(*) FROM analyses_in_progress)").fetchall()
+    if left:
+        from ..analyze import recover_unfinished as analyses
+        from .ingest import recover_unfinished as ingests
+        ingests(con)
+        analyses(con)
 
 
 def _check_kind(path):

@@ -31,18 +31,30 @@ class LogSummary:
     portless_requests: int = 0  # requests whose events carry no local_port
 
 
-def load_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False):
-    """Store ParsedLogs in one transaction; return a LogSummary each."""
-    summaries = []
+def load_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False,
+              command=None):
+    """Store ParsedLogs in one transaction; return a LogSummary each. With
+    `command` (store.ingest.Command) they are stored when it commits, in its
+    transaction, and the list returned is filled then."""
+    args = (parsed_logs, labels, clock_offset_ns, replace)
+    if command is not None:
+        out = []
+        command.logs.append((args, out))
+        return out
     con.execute("BEGIN TRANSACTION")
     try:
-        for parsed in parsed_logs:
-            summaries.append(_load_one(con, parsed, labels or {}, clock_offset_ns, replace))
+        summaries = store_logs(con, *args)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     return summaries
+
+
+def store_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False):
+    """The rows of ParsedLogs, in the caller's transaction."""
+    return [_load_one(con, parsed, labels or {}, clock_offset_ns, replace)
+            for parsed in parsed_logs]
 
 
 def _load_one(con, parsed, labels, clock_offset_ns, replace):

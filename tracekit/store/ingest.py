@@ -18,6 +18,7 @@ again; after a crash, the next ingest finds them in `ingests_in_progress`
 and deletes them first. Either way the store ends up exactly as it was.
 """
 
+import contextlib
 import os
 import threading
 import time
@@ -96,11 +97,59 @@ class _Hasher(threading.Thread):
             self.error = e
 
 
+class Command:
+    """Everything one command ingests (captures, logs, a manifest's runs):
+    visible together at `commit`, or not at all. Captures' rows are appended as
+    they are read (staged, hidden by their `ingests_in_progress` marker); one
+    transaction then writes the catalogue rows and the logs and drops the markers."""
+
+    def __init__(self, con):
+        self.con = con
+        self.runs = []  # _Run of each load_captures call
+        self.logs = []  # (store_logs arguments, list its summaries go into)
+        self.digests = {}  # sha256 -> capture id over the whole command
+
+    def commit(self):
+        from .events import store_logs
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for run in self.runs:
+                run.commit_rows()
+            for args, out in self.logs:
+                out.extend(store_logs(con, *args))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        for run in self.runs:
+            run.forget_ids()
+
+    def discard(self):
+        for run in self.runs:
+            run.discard()
+
+
+@contextlib.contextmanager
+def command(con):
+    """`with command(con) as c:` ingest with `command=c`; committed at the end of
+    the block, discarded if it raises (Ctrl-C included)."""
+    c = Command(con)
+    try:
+        yield c
+        c.commit()
+    except BaseException:
+        c.discard()
+        raise
+
+
 def load_captures(con, paths, labels=None, replace=False, progress=None,
-                  batch_packets=DEFAULT_BATCH_PACKETS, chunk_bytes=DEFAULT_CHUNK_BYTES):
+                  batch_packets=DEFAULT_BATCH_PACKETS, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                  command=None):
     """Ingest capture files, all or nothing; return one CaptureSummary each.
 
     `progress(path, done_bytes, total_bytes)` is called after every batch.
+    With `command` (a Command) the captures become visible when it commits.
     """
     # Let DuckDB write row groups from both threads as they fill instead of
     # reordering them at checkpoint: halves the cost of persisting packets.
@@ -114,13 +163,18 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     paths = [str(p) for p in paths]
     run = None
     try:
-        recover_unfinished(con)
+        if command is None:  # (a command's earlier calls have markers that are not orphans)
+            recover_unfinished(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(_size(p) for p in paths))
-        run = _Run(con, paths)
+        run = _Run(con, paths, command.digests if command else None)
         summaries = [_load_one(run, path, labels or {}, replace, progress,
                                batch_packets, chunk_bytes) for path in paths]
-        run.finish()
+        if command is not None:
+            run.writer.finish()  # every row appended now (still hidden): no memory held
+            command.runs.append(run)
+        else:
+            run.finish()
         return summaries
     except BaseException:
         if run is not None:
@@ -162,7 +216,7 @@ class _Run:
     thousand.
     """
 
-    def __init__(self, con, paths):
+    def __init__(self, con, paths, digests=None):
         self.con = con
         self.query = con.cursor()  # the main thread's questions while the writer appends
         (first,), = con.execute(
@@ -176,7 +230,7 @@ class _Run:
         self.next = iter(self.ids)
         self.finals = []  # (captures row, interfaces rows) written by finish()
         self.replaced = []  # capture ids removed by finish()
-        self.digests = {}  # sha256 -> capture id, within this call
+        self.digests = {} if digests is None else digests  # sha256 -> capture id, this command
         self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
         self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS)
         self.writer.start()
@@ -197,19 +251,28 @@ class _Run:
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            if self.replaced:
-                _delete_rows(con, self.replaced, ("packets", "flows", "payloads", "interfaces", "captures"))
-            _insert_finals(con, self.finals)
-            if self.started:
-                con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                            [self.started])
+            self.commit_rows()
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        self.forget_ids()
+
+    def commit_rows(self):
+        """The catalogue rows that make this call's captures visible (in the
+        caller's transaction)."""
+        con = self.con
+        if self.replaced:
+            _delete_rows(con, self.replaced, ("packets", "flows", "payloads", "interfaces", "captures"))
+        _insert_finals(con, self.finals)
+        if self.started:
+            con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
+                        [self.started])
+
+    def forget_ids(self):
         # ids given to files that were not captures after all (or duplicates)
-        con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                    [self.ids])
+        self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
+                         [self.ids])
         self.started = []
 
     def discard(self):

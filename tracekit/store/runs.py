@@ -52,18 +52,23 @@ def read_manifest(path):
     return out
 
 
-def ingest_run_inputs(con, runs):
+def ingest_run_inputs(con, runs, command=None):
     """Ingest [(captures, logs, labels)]: every log is parsed before anything is
-    written; then each run's captures and logs go in with its labels.
+    written; then each run's captures and logs go in with its labels, all runs
+    in one transaction (`command`, or one of their own).
     Returns [(labels, capture summaries, log summaries)], one per run."""
     from ..events import read_log
     from .events import load_logs
-    from .ingest import load_captures
+    from .ingest import command as new_command, load_captures
 
+    if command is None:
+        with new_command(con) as c:
+            return ingest_run_inputs(con, runs, c)
     parsed = [[read_log(p) for p in logs] for _, logs, _ in runs]
     out = []
     for (capture_paths, _, labels), run_logs in zip(runs, parsed):
-        captures = load_captures(con, capture_paths, labels=labels) if capture_paths else []
-        logs = load_logs(con, run_logs, labels) if run_logs else []
+        captures = (load_captures(con, capture_paths, labels=labels, command=command)
+                    if capture_paths else [])
+        logs = load_logs(con, run_logs, labels, command=command) if run_logs else []
         out.append((labels, captures, logs))
     return out
