@@ -863,22 +863,21 @@ def lab_run(experiment, workdir, dry_run, resume, db):
 
 
 @lab.command("clean", context_settings=CONTEXT)
+@click.option("--force", is_flag=True,
+              help="Also remove the paths of a lab run that is still running (says whose).")
 @handle_errors
-def lab_clean():
-    """Remove namespaces a crashed lab run left behind (tk-*) and their processes."""
-    from .lab import netns
+def lab_clean(force):
+    """Remove what crashed lab runs left: their namespaces, the processes in them and
+    their forwarder. Only what tracekit's registry of paths names (/run/tracekit-lab)
+    is touched; a live run's paths only with --force.
 
-    gone = []
-    for ns in netns.leftovers():
-        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), 15)
-            except (ProcessLookupError, ValueError):
-                pass
-        netns.delete(ns)
-        gone.append(f"{ns} ({len(pids)} processes)")
-    click.echo("removed " + ", ".join(gone) if gone else "nothing to clean")
+    \b
+    Example:
+      tracekit lab clean
+    """
+    from .lab import cleanup
+    for line in cleanup.clean(force):
+        click.echo(line)
 
 
 @main.command("tls-keys", context_settings=CONTEXT)

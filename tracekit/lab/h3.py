@@ -11,6 +11,7 @@ Needs aioquic (pip install 'tracekit[lab]'). The server's certificate is
 self-signed and made at start; the client does not verify it.
 """
 
+import signal
 import argparse
 import asyncio
 import datetime
@@ -206,4 +207,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Ctrl-C is the lab's to handle: it stops this process (SIGTERM) and cleans up
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(main())

@@ -13,6 +13,7 @@ TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
 PREFIX = "tk-"  # every namespace the lab makes starts with this
+REGISTRY = os.environ.get("TRACEKIT_LAB_REGISTRY", "/run/tracekit-lab")  # a record per path
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -57,9 +58,68 @@ def stop(proc, grace_s=10):
 
 
 def leftovers():
-    """Namespaces made by the lab that still exist (after a crash)."""
+    """Namespaces named like the lab's that exist (made by it or not)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+# The registry: what each emulated path made (namespaces, the forwarder's PID) and
+# which process owns it, written before anything is made, removed after cleanup.
+# `tracekit lab clean` removes only what a record names, and not while its owner lives.
+
+def record_path(tag):
+    return os.path.join(REGISTRY, f"{tag}.json")
+
+
+def write_record(tag, record):
+    import json
+    os.makedirs(REGISTRY, mode=0o700, exist_ok=True)
+    tmp = record_path(tag) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, record_path(tag))
+
+
+def remove_record(tag):
+    try:
+        os.remove(record_path(tag))
+    except FileNotFoundError:
+        pass
+
+
+def records():
+    """[(tag, record)] of every path the registry lists."""
+    import json
+    out = []
+    try:
+        names = sorted(os.listdir(REGISTRY))
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(REGISTRY, name)) as f:
+                    out.append((name[:-5], json.load(f)))
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def alive(pid, started):
+    """Whether process `pid` is still the one that started at `started` (its start
+    time in clock ticks since boot, /proc/PID/stat field 22): a PID reused by
+    another program is not alive for us."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[19]) == started
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def start_time(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
 
 
 def open_tun_in(ns, name):

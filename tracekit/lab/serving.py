@@ -11,6 +11,7 @@ geometric-like mix of short and long answers, so batches mix both.
     python -m tracekit.lab.serving OUT.jsonl [--seed 1]
 """
 
+import signal
 import argparse
 import json
 import random
@@ -61,4 +62,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Ctrl-C is the lab's to handle: it stops this process (SIGTERM) and cleans up
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     main()

@@ -308,6 +308,7 @@ class EmulatedPath:
     def __init__(self, spec, workdir):
         EmulatedPath.count += 1
         tag = f"{os.getpid()}-{EmulatedPath.count}"
+        self.tag = tag
         self.spec = spec
         self.client_ns = f"{netns.PREFIX}c{tag}"
         self.server_ns = f"{netns.PREFIX}s{tag}"
@@ -323,15 +324,27 @@ class EmulatedPath:
     def server(self, cmd):
         return netns.in_ns(self.server_ns, *cmd)
 
+    def _record(self):
+        me = os.getpid()
+        record = {"owner_pid": me, "owner_start": netns.start_time(me), "uid": os.getuid(),
+                  "namespaces": [self.client_ns, self.server_ns], "forwarder_pid": None,
+                  "forwarder_start": None, "started": time.time()}
+        if self.forwarder is not None:
+            record["forwarder_pid"] = self.forwarder.pid
+            record["forwarder_start"] = netns.start_time(self.forwarder.pid)
+        netns.write_record(self.tag, record)
+
     def __enter__(self):
         netns.require_root()
         try:
+            self._record()  # before anything is made: a crash leaves a record of it
             netns.add(self.client_ns)
             netns.add(self.server_ns)
             self.forwarder = subprocess.Popen(
                 [sys.executable, "-m", "tracekit.lab.wan", self.client_ns, self.server_ns,
                  json.dumps(asdict(self.spec)), self.drop_log, self.deliveries, self.stats_path],
                 stdout=subprocess.PIPE, text=True)
+            self._record()
             if self.forwarder.stdout.readline().strip() != "ready":
                 raise netns.TracekitError("the path forwarder did not start")
             for ns, mine, peer in ((self.client_ns, CLIENT_ADDR, SERVER_ADDR),
@@ -346,16 +359,27 @@ class EmulatedPath:
         return self
 
     def __exit__(self, *exc):
-        if self.forwarder is not None:
-            netns.stop(self.forwarder)
-            self.forwarder.stdout.close()
-            if os.path.exists(self.stats_path):
-                with open(self.stats_path) as f:
-                    self.stats = json.load(f)
-        netns.delete(self.client_ns)
-        netns.delete(self.server_ns)
+        # a second Ctrl-C must not cut the cleanup short: it waits until the end
+        import threading
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            if self.forwarder is not None:
+                netns.stop(self.forwarder)
+                self.forwarder.stdout.close()
+                if os.path.exists(self.stats_path):
+                    with open(self.stats_path) as f:
+                        self.stats = json.load(f)
+            netns.delete(self.client_ns)
+            netns.delete(self.server_ns)
+            netns.remove_record(self.tag)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
         return False
 
 
 if __name__ == "__main__":
+    # Ctrl-C is the lab's to handle: it stops this process (SIGTERM) and cleans up
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _serve(sys.argv[1:])
