@@ -183,3 +183,12 @@ def test_the_store_is_self_contained(tmp_path):
     assert r.exit_code == 0
     assert "tls_messages: capture 1 was not analysed" in r.output
     assert f"the capture file {path} cannot be read" in r.output
+
+
+def test_packets_before_any_interface_are_kept():
+    """A packet block before any interface description (found by the fuzz test:
+    the timestamp table was empty): kept, with no interface and time 0 unflagged."""
+    reader = open_capture("x.pcapng", io.BytesIO(shb() + epb(0, 5, _tcp()) + idb(1) + epb(0, 7, _tcp())))
+    (batch,) = list(reader.batches())
+    assert batch.interface_id.tolist() == [-1, 0]
+    assert batch.ts_ns.tolist() == [0, 7000] and not batch.ts_bad.any()

@@ -84,7 +84,7 @@ class PcapngReader:
         self.section = -1
         self.section_interfaces = []  # global ids of this section's interfaces
         self._ids = np.full(16, -1, np.int32)  # section_interfaces, then -1 (unknown numbers)
-        self._units_of = self._offset_of = np.empty(0)  # per global interface
+        self._units_of = self._offset_of = None  # per global interface (then a 0 for -1)
         self.sections = 0
         self.byte_orders = set()
         self.big_endian = False
@@ -165,7 +165,7 @@ class PcapngReader:
         per distinct resolution (at most 256), whatever the number of interfaces."""
         ts = np.zeros(len(raw_ts), np.int64)
         bad = np.zeros(len(raw_ts), bool)
-        if len(self._units_of) != len(self.interfaces):
+        if self._units_of is None or len(self._units_of) != len(self.interfaces):
             self._units_of = np.asarray(self.units, dtype=object)
             self._offset_of = np.asarray(
                 [min(max(i.ts_offset_s, -(1 << 63) + 1), (1 << 63) - 1)
