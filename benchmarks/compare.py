@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 
-from common import alternate, count_packets, load, medians, run, warm
+from common import compile_kernels, alternate, count_packets, load, medians, run, warm
 
 TSHARK_FIELDS = [
     "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.src", "ip.dst",
@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tshark", action="store_true", help="also run tshark (slow: ~15 s per 1e6)")
     args = ap.parse_args()
+    compile_kernels()
     tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
     packets = count_packets(args.capture)
     warm(args.capture)

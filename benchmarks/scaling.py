@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import count_packets, load, run, warm
+from common import compile_kernels, count_packets, load, run, warm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,11 +42,21 @@ def inputs(base):
     return out
 
 
+def attempt(cmd):
+    """run(), but a failure is a row of the table (its first line), not the end."""
+    try:
+        return run(cmd)
+    except SystemExit as e:
+        lines = str(e).splitlines()
+        return None, (lines[1] if len(lines) > 1 else lines[0])[:120]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default=os.path.join(HERE, "data", "kernel-tcp-mix-128.pcap"))
     ap.add_argument("--max", type=int, default=None, help="skip inputs above this many packets")
     args = ap.parse_args()
+    compile_kernels()
     tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
     rows = []
     for path in inputs(args.base):
@@ -57,20 +67,24 @@ def main():
         before = load()[0]
         with tempfile.TemporaryDirectory() as tmp:
             db = os.path.join(tmp, "s.duckdb")
-            ingest = run([tracekit, "ingest", path, "--db", db])
-            analyze = run([tracekit, "analyze", "--db", db])
+            ingest = attempt([tracekit, "ingest", path, "--db", db])
+            analyze = attempt([tracekit, "analyze", "--db", db])
         tcptrace = run(["tcptrace", "-l", "-r", path])
         rows.append((packets, ingest, analyze, tcptrace, before, load()[0]))
-        print(f"{packets:,}: ingest {ingest[0]:.1f} s {ingest[1]:.0f} MB, analyze {analyze[0]:.1f} s "
-              f"{analyze[1]:.0f} MB, tcptrace {tcptrace[0]:.1f} s", file=sys.stderr)
+        print(f"{packets:,}: ingest {ingest}, analyze {analyze}, tcptrace {tcptrace[0]:.1f} s",
+              file=sys.stderr)
     print(f"\nOne run each; {os.cpu_count()} cores; load (1 min) before and after each input.\n")
     print("| packets | ingest s | ns/packet | peak MB | analyze s | ns/packet | peak MB | "
           "tcptrace -l -r s | peak MB | analyze / tcptrace | load |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for packets, (i_s, i_mb), (a_s, a_mb), (t_s, t_mb), l0, l1 in rows:
-        print(f"| {packets:,} | {i_s:.1f} | {i_s / packets * 1e9:,.0f} | {i_mb:,.0f} | "
-              f"{a_s:.1f} | {a_s / packets * 1e9:,.0f} | {a_mb:,.0f} | {t_s:.1f} | {t_mb:,.0f} | "
-              f"{a_s / t_s:.1f} | {l0:.1f} / {l1:.1f} |")
+    for packets, ingest, analyze, (t_s, t_mb), l0, l1 in rows:
+        cells = []
+        for secs, mb in (ingest, analyze):
+            cells += ([f"{secs:.1f}", f"{secs / packets * 1e9:,.0f}", f"{mb:,.0f}"] if secs is not None
+                      else [f"failed: {mb}", "", ""])
+        ratio = f"{analyze[0] / t_s:.1f}" if analyze[0] is not None else ""
+        print(f"| {packets:,} | {' | '.join(cells)} | {t_s:.1f} | {t_mb:,.0f} | {ratio} | "
+              f"{l0:.1f} / {l1:.1f} |")
 
 
 if __name__ == "__main__":
