@@ -1,3 +1,10 @@
 """tracekit: where the time of a remote request went, from packet captures and event logs."""
 
 __version__ = "0.1.0"
+
+
+def open(path=None, read_only=False):  # noqa: A001
+    """Open a tracekit store: see tracekit.api (imported on first use: `import
+    tracekit` stays cheap)."""
+    from .api import open as _open
+    return _open(path, read_only)

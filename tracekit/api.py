@@ -1,0 +1,80 @@
+"""tracekit as a library: open a store, ingest, analyse, ask -- what the CLI
+does, without the printing. The store is an ordinary DuckDB database; `sql`
+and `table` hand back DuckDB relations (`.df()`, `.arrow()`, `.fetchall()`).
+
+    import tracekit
+
+    with tracekit.open("runs.duckdb") as store:
+        store.ingest(["client.pcap", "client-events.jsonl"], labels={"path": "direct"})
+        store.analyze()
+        store.sql("SELECT span, sum(ns) / 1e6 AS ms FROM attribution GROUP BY span").df()
+        for row in store.ablation("path", by=["connection"]):
+            print(row.by, row.ratio_of_medians, row.ci_low, row.ci_high)
+"""
+
+import os
+
+from .errors import TracekitError
+
+
+class Store:
+    """One tracekit store (a DuckDB file); a context manager that closes it."""
+
+    def __init__(self, path=None, read_only=False):
+        from .store.db import connect
+        self.con = connect(path, read_only=read_only)
+
+    def ingest(self, files, labels=None, replace=False, clock_offset_ns=None, log_format=None):
+        """Ingest captures and event logs (told apart by their first bytes) in one
+        transaction: all of them, or none. Returns (capture summaries, log summaries)."""
+        from .capture.formats import is_capture_file
+        from .events import read_log
+        from .store.events import load_logs
+        from .store.ingest import command, load_captures
+        captures, logs = [], []
+        for path in map(str, files):
+            try:
+                (captures if is_capture_file(path) else logs).append(path)
+            except OSError as e:
+                raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+        parsed = [read_log(p, log_format) for p in logs]  # before anything is written
+        with command(self.con) as c:
+            caps = (load_captures(self.con, captures, labels=labels, replace=replace, command=c)
+                    if captures else [])
+            logged = (load_logs(self.con, parsed, labels, clock_offset_ns, replace, command=c)
+                      if parsed else [])
+        return caps, logged
+
+    def analyze(self, progress=None):
+        """Bring every derived table up to date; a StepResult per step."""
+        from .analyze import analyze
+        return analyze(self.con, progress)
+
+    def sql(self, query, params=None):
+        """A DuckDB relation of any query over the store's tables and views."""
+        return self.con.sql(query, params=params)
+
+    def table(self, name):
+        """A DuckDB relation of one table or view (docs/tables.md lists them)."""
+        return self.con.table(name)
+
+    def ablation(self, compare, by=(), levels=None, where=None):
+        """The rows `tracekit ablation` prints: one Comparison per level of `by`."""
+        from .ablation import ablation
+        return ablation(self.con, compare, by=tuple(by), levels=levels, where=where)
+
+    def close(self):
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def open(path=None, read_only=False):  # noqa: A001 - tracekit.open, like sqlite3.connect
+    """Open (creating if needed) the store at `path` (default: $TRACEKIT_DB or
+    ./tracekit.duckdb); `read_only` for a store you must not change."""
+    return Store(os.fspath(path) if path is not None else None, read_only)
