@@ -2,6 +2,8 @@
 counted by line; timestamps exact to the nanosecond; clocks."""
 
 import json
+
+import duckdb
 import shutil
 from pathlib import Path
 
@@ -129,13 +131,25 @@ def test_qlog_json_seq_with_a_reference_time(tmp_path):
         ("quic_packet_received", NS + 1_500_000), ("quic_packets_acked", NS + 2_000_000)]
 
 
-def test_qlog_without_a_clock_is_refused(tmp_path):
+def test_qlog_without_a_clock_is_kept_on_its_trace_clock(tmp_path):
+    """Relative times and no reference: kept (1 ms after the trace began), marked,
+    with a warning that says how to place the log; --clock-offset places it."""
     p = tmp_path / "r.qlog"
     p.write_text(json.dumps({"qlog_version": "0.3", "traces": [
         {"common_fields": {}, "events": [{"time": 1.0, "name": "transport:packet_sent"}]}]}))
-    r = CliRunner().invoke(main, ["ingest", str(p), "--db", str(tmp_path / "x.duckdb")])
-    assert r.exit_code == 2
-    assert "has relative times and no reference_time" in r.output
+    db = str(tmp_path / "x.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(p), "--db", db])
+    assert r.exit_code == 0
+    assert "1 event count from the start of their qlog trace" in r.output
+    con = duckdb.connect(db)
+    assert con.execute("SELECT ts_ns FROM events").fetchall() == [(1_000_000,)]
+    assert con.execute("SELECT clock_source FROM event_logs").fetchall() == [("trace_start",)]
+    con.close()
+    r = CliRunner().invoke(main, ["ingest", str(p), "--db", db, "--replace",
+                                  "--clock-offset", "1700000000s"])
+    assert r.exit_code == 0 and "count from the start" not in r.output
+    con = duckdb.connect(db)
+    assert con.execute("SELECT ts_ns FROM events").fetchall() == [(1_700_000_000_001_000_000,)]
 
 
 def queqiao_lines():

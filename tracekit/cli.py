@@ -331,6 +331,11 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
 
 def _report_log(s):
     name = os.path.basename(s.path)
+    if s.outcome != "duplicate" and s.trace_clock_events:
+        click.echo(f"tracekit: warning: {s.path}: {_plural(s.trace_clock_events, 'event')} "
+                   f"count from the start of their qlog trace (it gives no wall-clock "
+                   f"reference_time): place the log with --clock-offset, or with tracekit "
+                   f"clock {s.log_id} --capture ID --apply", err=True)
     if s.outcome != "duplicate" and s.portless_requests:
         click.echo(f"tracekit: warning: {s.path}: {_plural(s.portless_requests, 'request')} "
                    f"{'carries' if s.portless_requests == 1 else 'carry'} no local_port: each is linked to the one connection to its server "

@@ -43,6 +43,7 @@ class ParsedLog:
     malformed: list = field(default_factory=list)  # [(line, problem)] in file order
     private_dropped: int = 0
     negative_deltas: int = 0
+    trace_clock_events: int = 0  # qlog events timed from their trace's start (no wall clock)
 
 
 def _normaliser():
@@ -215,6 +216,8 @@ def _read_records(con, path, fmt):
         else:
             numbers.append(number)
             texts.append(record)
+            if fmt == "qlog" and record.endswith('"clock": "trace"}'):
+                parsed.trace_clock_events += 1
     if fmt == "queqiao":
         parsed.private_dropped, parsed.negative_deltas = stats.private_dropped, stats.negative_deltas
     table = _split_problems(_normalise(con, numbers, pa.array(texts, type=pa.large_string())), parsed)

@@ -16,7 +16,8 @@ extracted AS (
             '$.kind', '$.run', '$.request', '$.stream',                      -- 1-4
             '$.local_addr', '$.flow.local_addr', '$.local_port', '$.flow.local_port',  -- 5-8
             '$.remote_addr', '$.flow.remote_addr', '$.remote_port', '$.flow.remote_port',  -- 9-12
-            '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp']) END AS v  -- 13-17
+            '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp',                  -- 13-17
+            '$.clock']) END AS v  -- 18: "trace" when times count from a trace's start (qlog)
     FROM typed
 ),
 
@@ -61,7 +62,7 @@ final AS (
              WHEN ts_ns IS NULL AND rfc3339.day <> ''
                  THEN 'not a valid RFC 3339 date and time: ' || left(ts_text, 40)
              WHEN ts_ns IS NULL THEN 'timestamp is neither ns since the epoch nor RFC 3339: ' || left(ts_text, 40)
-             WHEN ts_type <> 'VARCHAR' AND ts_ns < 100000000000000000 THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
+             WHEN ts_type <> 'VARCHAR' AND ts_ns < 100000000000000000 AND v[18] IS DISTINCT FROM 'trace' THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
              WHEN coalesce(v[1], '') = '' THEN 'no kind' END AS problem,
         ts_ns,
         v[1] AS kind, v[2] AS run, v[3] AS request, v[4] AS stream,

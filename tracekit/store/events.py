@@ -29,6 +29,7 @@ class LogSummary:
     negative_deltas: int = 0
     duplicate_of: int | None = None
     portless_requests: int = 0  # requests whose events carry no local_port
+    trace_clock_events: int = 0  # events timed from their qlog trace's start
 
 
 def load_logs(con, parsed_logs, labels=None, clock_offset_ns=None, replace=False,
@@ -103,10 +104,12 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
                  parsed.records, n, len(parsed.malformed), lines,
                  parsed.malformed[0][1] if parsed.malformed else None,
                  parsed.private_dropped, parsed.negative_deltas, offset,
-                 "same_host" if clock_offset_ns is None else "given", None, first, last,
+                 ("given" if clock_offset_ns is not None else
+                  "trace_start" if parsed.trace_clock_events else "same_host"), None, first, last,
                  list(labels), list(labels.values()), __version__])
     summary.log_id = log_id
     summary.events = n
+    summary.trace_clock_events = parsed.trace_clock_events if clock_offset_ns is None else 0
     (summary.portless_requests,), = con.execute("""
         SELECT count(*) FROM (SELECT request FROM events WHERE log_id = ? AND request IS NOT NULL
                               GROUP BY request
