@@ -374,7 +374,8 @@ loss_rows AS (  -- loss recovery, one span per recovery round: each round's shar
                 CAST(sw.loss_total::HUGEINT * lr.ns
                      // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0) AS BIGINT) AS part
             FROM spans_wide sw
-            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases) lr
+            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases
+                  WHERE hash(request_key) % $parts = $part) lr
               USING (request_key)
             WHERE sw.loss_total > 0
         )

@@ -135,3 +135,30 @@ def test_a_full_disk_is_one_line_and_the_store_is_as_before(tmp_path, big):
         assert _state(db) == before
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("at", [2.0])
+def test_kill_9_during_analyze_hides_the_half_built_and_the_next_run_finishes(tmp_path, big, at):
+    db = tmp_path / "s.duckdb"
+    subprocess.run(TRACEKIT + ["ingest", str(big), "--db", str(db)], check=True, capture_output=True)
+    proc = subprocess.Popen(TRACEKIT + ["analyze", "--db", str(db)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(at)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    con = duckdb.connect(str(db), read_only=True)
+    # before it is reopened for writing: the views already hide what is half-built
+    (rows,), = con.execute("SELECT count(*) FROM tcp_analysis").fetchall()
+    assert rows in (0, 400_000)
+    con.close()
+    _reopen(db)
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM analyses_in_progress").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM store.tcp_analysis").fetchone()[0] in (0, 400_000)
+    con.close()
+    r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM tcp_analysis").fetchone() == (400_000,)
+    assert con.execute("SELECT count(*) FROM analysis_runs WHERE error IS NOT NULL").fetchone() == (0,)
+    con.close()
