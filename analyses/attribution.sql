@@ -356,7 +356,8 @@ spans AS (
              WHEN c.span = 'server_idle'
                  THEN 'at the sender: nothing in flight and nothing sent with the window open'
              ELSE c.detail END AS detail
-    FROM long l JOIN catalogue c USING (col) JOIN spans_wide sw USING (request_key)
+    FROM (SELECT * FROM long WHERE ns <> 0 OR col = 'download_transfer') l  -- (as final keeps)
+    JOIN catalogue c USING (col) JOIN spans_wide sw USING (request_key)
     WHERE c.span <> 'loss_recovery'
 ),
 
