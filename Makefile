@@ -45,9 +45,11 @@ demo: setup
 	$(BIN)/tracekit plot buffer --db demo.duckdb --stream local --out demo-playback-buffer
 	$(BIN)/tracekit plot attribution --db demo.duckdb --compare path --by connection \
 		--levels direct,tunnel --where experiment=cross-region --out demo-attribution
+	$(BIN)/tracekit report --db demo.duckdb --run cross-region --compare path --by connection \
+		--levels direct,tunnel --out demo-report.html
 
 test: setup-test
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo.duckdb demo-time-sequence.* demo-playback-buffer.* demo-attribution.* .pytest_cache
+	rm -rf $(VENV) demo.duckdb demo-*.html demo-*.png .pytest_cache

@@ -1,4 +1,4 @@
--- bounds: each request's serial lower bound (DOMAIN.md §2) and how far above it it was.
+-- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
 -- Built over the whole store. Sources: requests, rtt_summary, flights, events, captures.
 -- Definitions:

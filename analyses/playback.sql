@@ -2,7 +2,7 @@
 -- with the waiting-player recurrence beside what the callbacks measured.
 --
 -- Built over the whole store. Sources: events, flows, tcp_analysis, rtt_summary.
--- Definitions (DOMAIN.md §3), per stream (the `stream` field; chunks by `seq`):
+-- Definitions (docs/timing-model.md), per stream (the `stream` field; chunks by `seq`):
 --   generated_ns   chunk_generated event (the model produced it)
 --   sent_ns        chunk_sent event (the server's write returned)
 --   host_arrived_ns  when the chunk's last byte was in order at the client

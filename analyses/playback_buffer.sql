@@ -1,7 +1,7 @@
 -- playback_buffer: unplayed audio in the client's buffer over time.
 --
 -- Built over the whole store. Sources: events.
--- Definitions (DOMAIN.md §3): the level rises by a chunk's duration when the
+-- Definitions (docs/timing-model.md): the level rises by a chunk's duration when the
 -- application has it (chunk_arrived: frames / sample_rate) and falls by what
 -- each playback_callback delivered (delivered_frames / sample_rate). A
 -- callback with a shortfall is an underrun (shortfall_ns > 0). Jitter shows as

@@ -2,7 +2,7 @@
 -- starvation it was, and the initial buffer that would have hidden it.
 --
 -- Built over the whole store. Sources: playback, underruns.
--- Definitions (DOMAIN.md §3):
+-- Definitions (docs/timing-model.md):
 --   receive_ratio  audio received per second of wall time, from the median
 --                  chunk inter-arrival (median tau / median inter-arrival):
 --                  robust to a few stalls, below 1 for a steady shortfall

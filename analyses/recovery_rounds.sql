@@ -6,7 +6,7 @@
 -- retransmissions.sql). Round k holds the retransmissions that sent their
 -- bytes for the k-th time in the episode: round 1 repairs the first losses,
 -- round 2 repairs retransmissions that were lost again, and so on; each
--- round costs at least one round trip (DOMAIN.md sec. 5: retransmission rounds).
+-- round costs at least one round trip (docs/timing-model.md).
 -- Columns:
 --   capture_id, flow_id, direction, episode, round
 --   segments, bytes        retransmitted in this round

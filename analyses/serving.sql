@@ -2,7 +2,7 @@
 -- output token, end-to-end time, and its slowdown against running alone.
 --
 -- Built over the whole store. Sources: events.
--- Definitions (DOMAIN.md §8), from a server's events with a request id:
+-- Definitions (docs/timing-model.md), from a server's events with a request id:
 --   arrival_ns     request_start (the request reached the server), else model_start
 --   first_token_ns, last_token_ns   the request's first and last `token` event
 --   finished_ns    request_finished (when the caller got the result: with

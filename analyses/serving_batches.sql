@@ -2,7 +2,7 @@
 -- slots its finished members left idle.
 --
 -- Built over the whole store. Sources: serving, events.
--- Definitions (DOMAIN.md §8):
+-- Definitions (docs/timing-model.md):
 --   start_ns       batch_start, else the members' earliest arrival
 --   end_ns         the members' latest last token
 --   tokens_needed  sum of the members' tokens

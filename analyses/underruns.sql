@@ -2,7 +2,7 @@
 -- asked for, with the stage that held back the next chunk at its onset.
 --
 -- Built over the whole store. Sources: events, playback.
--- Definitions (DOMAIN.md §3):
+-- Definitions (docs/timing-model.md):
 --   shortfall      requested_frames - delivered_frames of a playback_callback;
 --                  its silence is shortfall / sample_rate. Callbacks after the
 --                  stream's last frame was delivered (the end) do not count.

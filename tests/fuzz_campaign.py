@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("TRACEKIT_SHARED", ROOT.parent / "shared"))
 
 
 def capture_seeds():

@@ -5,7 +5,7 @@ Checked: every request's spans add up to its measured time to the
 nanosecond; the irreducible spans add up to its serial bound (to within the
 serialisation of a one-packet request, which no capture can see); residuals
 stay small; and the single-factor comparisons behave as the mechanisms say
-(DOMAIN.md §6): removing loss removes the loss-recovery span and about that
+(docs/timing-model.md): removing loss removes the loss-recovery span and about that
 much time; a warm connection removes the setup and the window waiting; the
 tunnel beats fresh direct connections several times over.
 """
@@ -126,7 +126,7 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     persistent = next(c for c in results if c.by == ("persistent",))
     assert fresh.ratio_of_medians > 2 and fresh.ci_low > 2
     assert fresh.won == (0, fresh.pairs) and fresh.pairs == 20
-    # persistent, tuned connections close most of the gap (DOMAIN.md §7)
+    # persistent, tuned connections close most of the gap (docs/timing-model.md)
     assert persistent.ratio_of_medians < fresh.ratio_of_medians / 2
     top = [name for name, _, _ in fresh.spans_moved[:3]]
     # the direct path loses time to loss recovery and window waiting; the tunnel's

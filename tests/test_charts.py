@@ -39,3 +39,15 @@ def test_a_udp_flow_is_a_clear_error(shared_db):
     cid = ids["tcpdump__quic_retry.pcap"]
     with pytest.raises(Exception, match="is UDP; the charts draw TCP flows"):
         charts.build(con, "time-sequence", cid, 0, "s2c")
+
+
+def test_every_span_has_a_colour():
+    """The charts colour every span attribution.sql can produce (unexplained in black)."""
+    import re
+    from tracekit.report.ablation_charts import SPAN_COLORS
+    from tracekit.store.db import analyses_dir
+    sql = (analyses_dir() / "attribution.sql").read_text()
+    spans = set(re.findall(r"\('[a-z_]+', \d+, '([a-z_]+)', '(?:setup|upload|wait|download|tail)'", sql))
+    spans |= {"loss_recovery", "unattributed"}
+    assert len(spans) > 15 and spans <= set(SPAN_COLORS), spans - set(SPAN_COLORS)
+    assert SPAN_COLORS["unexplained"] == "#000000"

@@ -1,4 +1,5 @@
-"""The README's reference is the schema's; SQL files follow the house style."""
+"""The manual: a short README, docs/ for the rest (its table reference is the
+schema's); links resolve; SQL files follow the house style."""
 
 from pathlib import Path
 
@@ -7,8 +8,9 @@ import pytest
 from tracekit.store.db import analyses_dir
 from tracekit.store.schema import DERIVED, TABLES, markdown_document, markdown_reference
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 
 
 def test_docs_tables_is_the_schema():
@@ -31,8 +33,9 @@ def test_analysis_files_have_header_and_final(sql):
 def test_every_derived_table_is_built_and_listed():
     from tracekit.analyze import _steps
     tables = [t for s in _steps() for t in s.tables]
+    analyses = (DOCS / "analyses.md").read_text()
     for table in tables:
-        assert f"| `{table}` |" in README
+        assert f"| `{table}` |" in analyses
     assert set(DERIVED) <= set(tables)
 
 
@@ -47,5 +50,22 @@ def test_sql_headers_name_every_column(shared_db):
         header = "\n".join(line for line in (analyses_dir() / f"{step.table}.sql").read_text()
                            .splitlines() if line.startswith("--"))
         columns = [r[0] for r in con.execute(f"DESCRIBE {step.table}").fetchall()]
-        missing = [c for c in columns if c not in header]
+        # each column by its exact name (a word of the header, not part of another)
+        import re
+        missing = [c for c in columns if not re.search(rf"(?<![a-z0-9_]){re.escape(c)}(?![a-z0-9_])",
+                                                       header)]
         assert not missing, (step.table, missing)
+
+
+def test_the_readme_is_short_and_its_links_resolve():
+    import re
+    assert len(README.splitlines()) < 300
+    pages = [ROOT / "README.md", *DOCS.glob("*.md")]
+    for page in pages:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: {target} does not exist"
+        # the project's own pages only: no notes that live outside the repository
+        assert "DOMAIN.md" not in text and "DESIGN.md" not in text, page.name

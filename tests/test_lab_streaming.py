@@ -97,7 +97,7 @@ def test_a_bottleneck_below_the_bitrate_is_a_rate_deficit(db, tmp_path):
     ratio = rate_mbps * 1e6 / 8 / (FRAME_BYTES + 52) * 0.020
     assert s["kind"] == "rate_deficit"
     assert s["receive_ratio"] == pytest.approx(ratio, rel=0.01)
-    drain_ms = J_MS / (1 - ratio)  # DOMAIN.md §3: b / (playback rate - receive rate)
+    drain_ms = J_MS / (1 - ratio)  # docs/timing-model.md: b / (playback rate - receive rate)
     assert s["drain_time_ns"] / 1e6 == pytest.approx(drain_ms, rel=0.02)
     first_callback = db.execute(
         "SELECT min(ts_ns) FROM events WHERE kind = 'playback_callback'").fetchall()[0][0]

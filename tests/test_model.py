@@ -1,4 +1,4 @@
-"""tracekit.model on cases worked by hand from DOMAIN.md's formulas."""
+"""tracekit.model on cases worked by hand from docs/timing-model.md's formulas."""
 
 import math
 
@@ -122,6 +122,6 @@ def test_bound_from_flags_is_the_motivating_cases_budget():
     r = CliRunner().invoke(main, ["bound", "--down-bytes", "354640", "--rtt-ms", "200", "--rate-mbps",
                                   "333", "--processing-ms", "30", "--format", "csv"])
     rows = dict(line.split(",")[:2] for line in r.output.splitlines()[1:])
-    # 200 + 30 + 354,640 x 8 / 333e6 s = 238.52 ms: "about 240 ms" (DOMAIN.md §7)
+    # 200 + 30 + 354,640 x 8 / 333e6 s = 238.52 ms: "about 240 ms" (docs/timing-model.md)
     assert float(rows["serial bound"]) == pytest.approx(238.52, abs=0.01)
     assert float(rows["download S_d/B_d"]) == pytest.approx(8.52, abs=0.01)

@@ -1,4 +1,4 @@
-"""Playback analyses against DOMAIN.md §3 on streams worked by hand.
+"""Playback analyses against docs/timing-model.md on streams worked by hand.
 
 Each stream is a log written the way a client and server would: chunk
 arrivals at chosen times and a fixed-clock player (simulated here, the

@@ -1,4 +1,4 @@
-"""Serving metrics against DOMAIN.md §8 on a static-batching schedule worked by hand.
+"""Serving metrics against docs/timing-model.md on a static-batching schedule worked by hand.
 
 The log (CSV, to exercise that reader) is what a static-batching server
 writes: the batch is prefilled first (5 ms per member), then every decode

@@ -1,4 +1,4 @@
-"""Single-factor comparisons: the ablation table of DOMAIN.md §6.
+"""Single-factor comparisons: the ablation table of docs/timing-model.md.
 
 For each combination of the `--by` factors, the arms are the levels of the
 compared factor. Per arm: n, completed (the response had the experiment's

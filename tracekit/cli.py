@@ -213,8 +213,8 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
 
     \b
     Example:
-      tracekit ingest run1-client.pcap run1-server.pcapng --label path=tunnel
-      tracekit ingest client-events.jsonl quic.qlog --label path=tunnel
+      tracekit ingest captures/lossy-download-client.pcap captures/lossy-download-server.pcap --label path=direct
+      tracekit ingest captures/streaming-stalls-client.pcap captures/streaming-stalls-client-events.jsonl
     """
     from .events import read_log
     from .store.db import connect
@@ -406,7 +406,7 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
 
     \b
     Example:
-      tracekit ingest run*.pcap && tracekit analyze && tracekit retransmissions
+      tracekit ingest captures/*.pcap && tracekit analyze && tracekit retransmissions
     """
     from .analyze import analyze as run
     from .store.db import connect
@@ -465,9 +465,13 @@ def sessions(db, fmt, capture_id):
     emit(columns, rows, fmt)
 
 
-def _view(name, doc):
+def _help(doc, example):
+    return f"{doc}\n\n\b\nExample:\n  {example}"
+
+
+def _view(name, doc, example):
     """A CLI command showing analyses/views/<name>.sql, with --capture/--flow filters."""
-    @main.command(name=name, context_settings=CONTEXT, help=doc)
+    @main.command(name=name, context_settings=CONTEXT, help=_help(doc, example))
     @db_option
     @format_option
     @click.option("--capture", "capture_id", type=int, default=None, help="Only this capture id.")
@@ -484,9 +488,9 @@ def _view(name, doc):
     return command
 
 
-def _store_view(name, doc):
+def _store_view(name, doc, example):
     """A CLI command showing analyses/views/<name>.sql over a store-wide table, with --run."""
-    @main.command(name=name, context_settings=CONTEXT, help=doc)
+    @main.command(name=name, context_settings=CONTEXT, help=_help(doc, example))
     @db_option
     @format_option
     @click.option("--run", "run", default=None, help="Only this run (the events' run field).")
@@ -555,7 +559,7 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
     \b
     Example:
       tracekit plot time-sequence --capture 1 --flow 0 --out tseq
-      tracekit plot buffer --stream tts-1
+      tracekit plot buffer --stream local --out buffer
     """
     from .report import app_charts, charts
     from .store.db import connect
@@ -618,7 +622,7 @@ def clock(log_id, capture_id, apply, db):
 
     \b
     Example:
-      tracekit clock 2 --capture 1 --apply
+      tracekit clock 1 --capture 4 --apply
     """
     from .clock import estimate_offset
     from .store.db import connect
@@ -683,7 +687,7 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
 
     \b
     Example:
-      tracekit ablation --compare path --by connection --levels direct,tunnel
+      tracekit ablation --compare path --by connection --levels direct,tunnel --where experiment=cross-region
       tracekit ablation --compare loss_down --by connection --levels 0.05,0.0 --predict
     """
     from .ablation import ablation as run
@@ -701,6 +705,7 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
         if not any(c.prediction for c in results):
             raise TracekitError(f"no spans to predict {compare!r} with: name them "
                                 f"(--predict SPAN,SPAN)")
+    from .report.table import ablation_rows
     emit(*ablation_rows(results, by, top_spans, predict is not None), fmt)
     for c in results:
         if c.no_difference:
@@ -708,55 +713,6 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
             click.echo(f"tracekit: warning: {where}: the medians differ by less than the RTT "
                        f"spread of these runs ({c.rtt_spread_ns / 1e6:.1f} ms): no difference",
                        err=True)
-
-
-def ablation_rows(results, by, top_spans=3, predictions=False):
-    """(columns, rows) of the ablation table; times in ms."""
-    import math
-
-    def ms(ns):
-        return None if ns is None or not math.isfinite(ns) else round(ns / 1e6, 1)
-
-    def r3(x):
-        return None if x is None or not math.isfinite(x) else round(x, 2)
-    names = [a.level for a in results[0].arms] if results else []
-    columns = list(by)
-    for name in names:
-        columns += [f"{name}_n", f"{name}_completed", f"{name}_median_ms"]
-    columns += ["ratio", "paired_ratio", "ci95", "won", "spans_moved", "rtt_spread_ms", "verdict"]
-    if predictions:
-        columns += ["predicted_by", "predicted_ms", "saved_ms", "saved_ci95_ms", "prediction"]
-    rows = []
-    for c in results:
-        row = list(c.by)
-        for arm in c.arms:
-            row += [arm.n, arm.completed, ms(arm.median if arm.n else None)]
-        row += [None] * (len(columns) - len(row) - 7 - (5 if predictions else 0))
-        ci = (f"{c.ci_low:.2f}-{c.ci_high:.2f}" if math.isfinite(c.ci_low) else None)
-        moved = ", ".join(f"{name} {change / 1e6:+.1f} ms ({share:.0%})"
-                          if math.isfinite(share) and not c.no_difference
-                          else f"{name} {change / 1e6:+.1f} ms"
-                          for name, change, share in c.spans_moved[:top_spans])
-        if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
-            verdict = "an arm has no requests"
-        elif c.no_difference:
-            verdict = "no difference (within RTT spread)"
-        else:
-            verdict = f"{c.arms[0].level} {r3(c.ratio_of_medians)}x {c.arms[1].level}"
-        row += [r3(c.ratio_of_medians), r3(c.median_paired_ratio), ci,
-                f"{c.won[0]}-{c.won[1]}" if c.pairs else None, moved or None,
-                ms(c.rtt_spread_ns), verdict]
-        if predictions:
-            p = c.prediction
-            if p is None:
-                row += [None] * 5
-            else:
-                interval = (f"{ms(p.ci_low_ns)}-{ms(p.ci_high_ns)}"
-                            if math.isfinite(p.ci_low_ns) else None)
-                row += ["+".join(p.spans), ms(p.predicted_ns), ms(p.measured_ns), interval,
-                        "holds" if p.holds else "misses"]
-        rows.append(row)
-    return columns, rows
 
 
 @main.command(context_settings=CONTEXT)
@@ -779,7 +735,7 @@ def bound(up_bytes, down_bytes, rtt_ms, rate_mbps, up_rate_mbps, down_rate_mbps,
           loss, mss, iw_segments, fmt):
     """The serial lower bound from flags alone, and what mechanisms would add.
 
-    T_serial = S_u/B_u + R + T_c + S_d/B_d (DOMAIN.md §2); beside it, the
+    T_serial = S_u/B_u + R + T_c + S_d/B_d (docs/timing-model.md); beside it, the
     round trips a fresh connection adds (TCP, TLS 1.3), slow start's rounds
     for the response, and the retransmission rounds random loss costs
     (mean and p99), all from tracekit.model.
@@ -835,7 +791,7 @@ def lab_run(experiment, workdir, dry_run, resume, db):
 
     \b
     Example:
-      sudo tracekit lab run experiments/tts-direct-vs-tunnel.toml --db lab.duckdb
+      sudo tracekit lab run experiments/cross-region.toml --out runs --db lab.duckdb
       tracekit analyze --db lab.duckdb
       tracekit ablation --compare path --by connection --db lab.duckdb
     """
@@ -885,6 +841,42 @@ def lab_clean(force):
         click.echo(line)
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--run", "run", default=None,
+              help="A run or an experiment (its label); the whole store without it.")
+@click.option("--compare", default=None, metavar="FACTOR",
+              help="Show the ablation of this factor (as tracekit ablation).")
+@click.option("--by", multiple=True, metavar="FACTOR", help="Ablation rows per level of this.")
+@click.option("--levels", default=None, metavar="A,B", help="The two arms, in this order.")
+@click.option("--where", multiple=True, metavar="LABEL=VALUE", help="Only requests with these labels.")
+@click.option("--out", default="tracekit-report.html", show_default=True, metavar="FILE",
+              help="The HTML file to write.")
+@db_option
+@handle_errors
+def report(run, compare, by, levels, where, out, db):
+    """Write one self-contained HTML report (it opens offline in any browser): what
+    was measured, the ablation table with intervals, attribution per arm and per
+    request, time-sequence graphs of the flows that matter, playback and serving,
+    and where every figure came from.
+
+    \b
+    Example:
+      tracekit report --run cross-region --compare path --by connection --levels direct,tunnel --out report.html
+    """
+    from .report.html import build
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        page = build(con, run=run, compare=compare, by=by,
+                     levels=levels.split(",") if levels else None, where=_parse_labels(where))
+    finally:
+        con.close()
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(page)
+    click.echo(f"wrote {out} ({len(page) / 1e6:.1f} MB, self-contained)")
+
+
 @main.command("tls-keys", context_settings=CONTEXT)
 @click.argument("capture_id", type=int)
 @click.argument("keylog", type=click.Path(dir_okay=False))
@@ -913,17 +905,28 @@ def tls_keys(capture_id, keylog, db):
     click.echo(f"capture {capture_id}: {_plural(n, 'decrypted TLS message')}; handshakes rebuilt")
 
 
-_view("handshakes", "TCP, TLS and QUIC connection setups: duration, first data, round trips.")
-_view("rtt", "RTT per flow and direction (min/median/p90/max) and the capture's vantage point.")
-_view("retransmissions", "Retransmissions per flow direction by trigger, beside Wireshark's calls.")
-_view("rounds", "Loss-recovery rounds: segments, triggers and what each round cost.")
-_view("stalls", "Share of each flow direction's life in each limitation state.")
-_view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.")
-_view("requests", "Requests: from request_start/end events, else each request/response exchange of a TCP flow.")
-_store_view("playback", "Audio streams: underruns, silence, jitter or rate deficit, buffer needed.")
-_store_view("underruns", "Playback underruns, each charged to model, transport or local.")
-_store_view("attribute", "Per request: measured time, serial bound, gap and the spans that took it.")
-_store_view("serving", "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.")
+_view("handshakes", "TCP, TLS and QUIC connection setups: duration, first data, round trips.",
+      "tracekit handshakes --capture 1 --format markdown")
+_view("rtt", "RTT per flow and direction (min/median/p90/max) and the capture's vantage point.",
+      "tracekit rtt --capture 3")
+_view("retransmissions", "Retransmissions per flow direction by trigger, beside Wireshark's calls.",
+      "tracekit retransmissions --capture 3 --flow 0")
+_view("rounds", "Loss-recovery rounds: segments, triggers and what each round cost.",
+      "tracekit rounds --capture 3 --format csv")
+_view("stalls", "Share of each flow direction's life in each limitation state.",
+      "tracekit stalls --capture 3")
+_view("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.",
+      "tracekit acks --capture 2")
+_view("requests", "Requests: from request_start/end events, else each request/response exchange "
+      "of a TCP flow.", "tracekit requests --capture 1 --format json")
+_store_view("playback", "Audio streams: underruns, silence, jitter or rate deficit, buffer needed.",
+            "tracekit playback --run stalls")
+_store_view("underruns", "Playback underruns, each charged to model, transport or local.",
+            "tracekit underruns --run stalls --format markdown")
+_store_view("attribute", "Per request: measured time, serial bound, gap and the spans that took it.",
+            "tracekit attribute --run cross-region-001")
+_store_view("serving", "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.",
+            "tracekit serving --format csv")
 
 
 @main.command(context_settings=CONTEXT)

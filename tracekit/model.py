@@ -1,4 +1,4 @@
-"""The closed-form models of DOMAIN.md, as pure functions in SI units.
+"""The closed-form models of docs/timing-model.md, as pure functions in SI units.
 
 Bytes, bytes per second, seconds, probabilities in [0, 1]. Every function
 states its formula; arrays (numpy) are accepted where a sequence is natural.
@@ -15,7 +15,7 @@ INF = math.inf
 
 
 def serial_time(up_bytes, up_rate, rtt, processing, down_bytes=0, down_rate=INF):
-    """The serial lower bound (DOMAIN.md §2):
+    """The serial lower bound (docs/timing-model.md):
 
         T_serial = S_u / B_u + R + T_c + S_d / B_d
 
@@ -37,7 +37,7 @@ def _cummax_start(start, sizes):
 
 
 def chunk_pipeline(ready, compute, send, delay):
-    """Chunks through one processor and one outgoing link (DOMAIN.md §2):
+    """Chunks through one processor and one outgoing link (docs/timing-model.md):
 
         c_i = max(a_i, c_{i-1}) + m_i     compute done (data AND processor)
         u_i = max(c_i, u_{i-1}) + s_i     send done (compute AND link)
@@ -55,7 +55,7 @@ def chunk_pipeline(ready, compute, send, delay):
 
 
 def playback_schedule(arrivals, chunk_duration, initial_buffer):
-    """A player that waits for missing chunks (DOMAIN.md §3):
+    """A player that waits for missing chunks (docs/timing-model.md):
 
         p_0 = r_0 + J,   p_i = max(r_i, p_{i-1} + tau)
 
@@ -72,7 +72,7 @@ def playback_schedule(arrivals, chunk_duration, initial_buffer):
 
 
 def buffer_drain_time(buffer_bytes, playback_rate, receive_rate):
-    """Time for a buffer to empty under a sustained rate deficit (DOMAIN.md §3):
+    """Time for a buffer to empty under a sustained rate deficit (docs/timing-model.md):
 
         b / (playback_rate - receive_rate)
 
@@ -83,7 +83,7 @@ def buffer_drain_time(buffer_bytes, playback_rate, receive_rate):
 
 
 def window_limited_rate(window_bytes, rtt, path_rate=INF):
-    """Useful rate <= min(B_path, W / R) (DOMAIN.md §5)."""
+    """Useful rate <= min(B_path, W / R) (docs/timing-model.md)."""
     return min(path_rate, window_bytes / rtt)
 
 
@@ -109,7 +109,7 @@ def slow_start_rounds(total_bytes, initial_window_bytes):
 
 
 def mathis_rate(mss, rtt, loss, c=1.0):
-    """The Mathis bound B <= (MSS / R) x C / sqrt(p) (DOMAIN.md §5; C = 1 is
+    """The Mathis bound B <= (MSS / R) x C / sqrt(p) (docs/timing-model.md; C = 1 is
     the simplified form, sqrt(3/2) for periodic loss). inf without loss."""
     return INF if loss <= 0 else mss / rtt * c / math.sqrt(loss)
 
@@ -117,7 +117,7 @@ def mathis_rate(mss, rtt, loss, c=1.0):
 @dataclass(frozen=True)
 class RetransmissionRounds:
     """Rounds of selective retransmission until all `packets` arrived, each
-    lost independently with probability `loss` in every round (DOMAIN.md §5):
+    lost independently with probability `loss` in every round (docs/timing-model.md):
     P(done within n rounds) = (1 - p^n)^k."""
 
     packets: int
@@ -163,7 +163,7 @@ def retransmission_rounds(packets, loss):
 
 
 def retransmission_completion(packets, loss, rtt, budget, q=0.99):
-    """Completion time = the serial budget + (rounds - 1) x RTT (DOMAIN.md §5);
+    """Completion time = the serial budget + (rounds - 1) x RTT (docs/timing-model.md);
     returns (mean seconds, q-quantile seconds)."""
     rounds = RetransmissionRounds(packets, loss)
     return budget + (rounds.mean - 1) * rtt, budget + (rounds.quantile(q) - 1) * rtt
@@ -195,7 +195,7 @@ def fec_repair_symbols(data_symbols, loss, target=0.999):
 
 
 def wire_bytes(payload_bytes, max_payload, header_bytes, ack_bytes=0):
-    """Bytes on the wire for a payload (DOMAIN.md §5, Headers): packets =
+    """Bytes on the wire for a payload (docs/timing-model.md, Headers): packets =
     ceil(payload / max_payload), each adding header_bytes, and ack_bytes of
     acknowledgement on the reverse path per data packet (0 to leave ACKs out):
 
@@ -233,7 +233,7 @@ def expected_retry_cost(cost, success_probability):
 
 
 def static_batch_waste(tokens_needed):
-    """Slots a static batch leaves idle (DOMAIN.md §8): its membership is fixed
+    """Slots a static batch leaves idle (docs/timing-model.md): its membership is fixed
     until the longest member finishes, so of B x max tokens slots only the
     sum of tokens needed is used: 1 - sum / (B x max)."""
     tokens = list(tokens_needed)

@@ -1,7 +1,7 @@
 """A static-batching model server on a virtual clock: writes the serving events
 tracekit reads (batch_start, request_start, token, request_finished).
 
-Not a model: a cost model of one (DOMAIN.md §8). A batch of B requests is
+Not a model: a cost model of one (docs/timing-model.md). A batch of B requests is
 prefilled first (`prefill_ms` per member), then each decode step emits one
 token for every unfinished member; a step costs `step_ms` up to the device's
 balance point (`balance` members) and grows linearly above it. Results

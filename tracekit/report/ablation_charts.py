@@ -8,13 +8,14 @@ from ..ablation import bootstrap_median_ci
 from ..errors import TracekitError
 from .charts import _alt
 
-SPAN_COLORS = {
+SPAN_COLORS = {  # every span attribution.sql names
     "connect_tcp": "#e45756", "connect_tls": "#ff9d98", "connect_quic": "#f58518",
-    "client_idle": "#bab0ac", "upload_transfer": "#4c78a8", "upload_loss_recovery": "#d67195",
-    "upload_waiting": "#9ecae9", "propagation": "#54a24b", "processing": "#88d27a",
-    "queueing": "#b79a20", "download_transfer": "#2f5f8a", "window_waiting": "#eeca3b",
+    "connect_proxy": "#fdbf6f", "client_idle": "#bab0ac", "upload_transfer": "#4c78a8",
+    "upload_loss_recovery": "#d67195", "upload_waiting": "#9ecae9", "pacing": "#8c6d31",
+    "propagation": "#54a24b", "processing": "#88d27a", "tunnel_queueing": "#b79a20",
+    "tunnel_transit": "#17becf", "download_transfer": "#2f5f8a", "window_waiting": "#eeca3b",
     "loss_recovery": "#b279a2", "receiver_limited": "#9d755d", "server_idle": "#d8b5a5",
-    "residual": "#000000", "unattributed": "#cccccc",
+    "sender_wait": "#ff7f0e", "unexplained": "#000000", "unattributed": "#cccccc",
 }
 
 
@@ -86,7 +87,7 @@ def attribution_stacked(results, by):
     df = pd.DataFrame(rows)
     scale = alt.Scale(domain=list(SPAN_COLORS), range=list(SPAN_COLORS.values()))
     return alt.Chart(df).mark_bar().encode(
-        x=alt.X("arm:N", title=None), y=alt.Y("sum(ms):Q", title="median time per span (ms)"),
+        x=alt.X("arm:N", title="arm"), y=alt.Y("sum(ms):Q", title="median time per span (ms)"),
         color=alt.Color("span:N", scale=scale, title="span"),
         column=alt.Column("group:N", title=None), tooltip=["group", "arm", "span", "ms"],
     ).properties(width=160, height=340, title="Attribution per arm (medians of each span)")

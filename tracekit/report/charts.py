@@ -32,14 +32,22 @@ def _flow(con, capture_id, flow_id):
     if protocol != "tcp":
         raise TracekitError(f"flow {flow_id} of capture {capture_id} is {protocol.upper()}; "
                             f"the charts draw TCP flows")
-    return t0, f"{ca}:{cp} -> {sa}:{sp}"
+    return t0, (f"{ca}:{cp}", f"{sa}:{sp}")
+
+
+def _data_title(ends, direction):
+    """The direction the data goes: s2c is from the server to the client."""
+    client, server = ends
+    return f"{server} -> {client}" if direction == "s2c" else f"{client} -> {server}"
 
 
 def time_sequence(con, capture_id, flow_id, direction="s2c"):
     """Segments as bars from seq to end, ACK and receive-window lines, SACK blocks,
     and under it a ribbon of the limitation states."""
     alt = _alt()
-    t0, title = _flow(con, capture_id, flow_id)
+    import pandas as pd
+    t0, ends = _flow(con, capture_id, flow_id)
+    title = _data_title(ends, direction)
     data_from_client = direction == "c2s"
     segs = con.execute("""
         SELECT (ts_ns - ?) / 1e9 AS t, rel_seq AS seq, rel_end AS seq_end, segment
@@ -71,19 +79,29 @@ def time_sequence(con, capture_id, flow_id, direction="s2c"):
         x=x, y=alt.Y("seq:Q", title=f"relative sequence number ({direction})"), y2="seq_end:Q",
         color=alt.Color("segment:N", scale=colors, title="segment"),
         tooltip=["t", "seq", "seq_end", "segment"])
-    ack_line = alt.Chart(acks).mark_line(interpolate="step-after", color="#54a24b").encode(
-        x="t:Q", y="ack:Q")
-    window_line = alt.Chart(acks).mark_line(interpolate="step-after", color="#bab0ac",
-                                            strokeDash=[4, 2]).encode(x="t:Q", y="window_edge:Q")
+    # the receiver's lines, named in their own legend
+    ack_name, window_name, sack_name = ("ACK (cumulative, from the receiver)",
+                                        "receive window edge (ACK + window)",
+                                        "SACK block (received above a hole)")
+    lines = pd.concat([acks.assign(y=acks["ack"], line=ack_name)[["t", "y", "line"]],
+                       acks.assign(y=acks["window_edge"], line=window_name)[["t", "y", "line"]]])
+    line_scale = alt.Scale(domain=[ack_name, window_name, sack_name],
+                           range=["#54a24b", "#bab0ac", "#9d755d"])
+    line_color = alt.Color("line:N", scale=line_scale, title="receiver")
+    receiver = alt.Chart(lines).mark_line(interpolate="step-after").encode(
+        x="t:Q", y="y:Q", color=line_color,
+        strokeDash=alt.condition(f"datum.line == '{window_name}'", alt.value([4, 2]),
+                                 alt.value([1, 0])),
+        detail="line:N")
     resent = alt.Chart(segs[segs.segment != "new"]).mark_point(size=60, filled=True).encode(
         x="t:Q", y="seq:Q", color=alt.Color("segment:N", scale=colors),
         tooltip=["t", "seq", "seq_end", "segment"])
-    layers = [window_line, ack_line, bars, resent]
+    layers = [receiver, bars, resent]
     if len(sacks):
-        layers.append(alt.Chart(sacks).mark_rule(color="#9d755d", strokeWidth=4, opacity=0.6)
-                      .encode(x="t:Q", y="lo:Q", y2="hi:Q"))
-    top = alt.layer(*layers).properties(width=900, height=420,
-                                        title=f"Time-sequence graph: {title} ({direction})")
+        layers.append(alt.Chart(sacks.assign(line=sack_name)).mark_rule(strokeWidth=4, opacity=0.6)
+                      .encode(x="t:Q", y="lo:Q", y2="hi:Q", color=line_color))
+    top = alt.layer(*layers).resolve_scale(color="independent").properties(
+        width=900, height=420, title=f"Time-sequence graph: data {title}")
     ribbon = alt.Chart(states).mark_rect().encode(
         x=alt.X("t:Q", title=None), x2="t_end:Q",
         color=alt.Color("state:N", title="limitation state"),
@@ -94,7 +112,8 @@ def time_sequence(con, capture_id, flow_id, direction="s2c"):
 def inflight(con, capture_id, flow_id, direction="s2c"):
     """Bytes in flight (tracekit's SACK-aware and Wireshark's) with each flight's ceiling."""
     alt = _alt()
-    t0, title = _flow(con, capture_id, flow_id)
+    t0, ends = _flow(con, capture_id, flow_id)
+    title = _data_title(ends, direction)
     series = con.execute("""
         SELECT (ts_ns - ?) / 1e9 AS t, inflight_bytes, wireshark_bytes
         FROM inflight WHERE capture_id = ? AND flow_id = ? AND direction = ?
@@ -113,14 +132,15 @@ def inflight(con, capture_id, flow_id, direction="s2c"):
         x="t:Q", x2="t_end:Q", y="peak_inflight_bytes:Q", tooltip=["flight", "peak_inflight_bytes"])
     return alt.layer(line, ws, ceilings).properties(
         width=900, height=360,
-        title=f"Bytes in flight: {title} ({direction}); line tracekit, dots Wireshark, "
+        title=f"Bytes in flight, data {title}: line tracekit, dots Wireshark, "
               f"bars flight ceilings")
 
 
 def rtt(con, capture_id, flow_id, direction=None):
     """RTT samples over time, by kind."""
     alt = _alt()
-    t0, title = _flow(con, capture_id, flow_id)
+    t0, ends = _flow(con, capture_id, flow_id)
+    title = f"{ends[0]} <-> {ends[1]}"
     samples = con.execute("""
         SELECT (ts_ns - ?) / 1e9 AS t, rtt_ns / 1e6 AS rtt_ms, kind, direction
         FROM rtt_samples WHERE capture_id = ? AND flow_id = ?""",

@@ -76,3 +76,52 @@ def render(columns, rows, fmt="table"):
     out = [line(columns), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]
     return "\n".join(out) + "\n"
+
+
+def ablation_rows(results, by, top_spans=3, predictions=False):
+    """(columns, rows) of the ablation table; times in ms."""
+    import math
+
+    def ms(ns):
+        return None if ns is None or not math.isfinite(ns) else round(ns / 1e6, 1)
+
+    def r3(x):
+        return None if x is None or not math.isfinite(x) else round(x, 2)
+    names = [a.level for a in results[0].arms] if results else []
+    columns = list(by)
+    for name in names:
+        columns += [f"{name}_n", f"{name}_completed", f"{name}_median_ms"]
+    columns += ["ratio", "paired_ratio", "ci95", "won", "spans_moved", "rtt_spread_ms", "verdict"]
+    if predictions:
+        columns += ["predicted_by", "predicted_ms", "saved_ms", "saved_ci95_ms", "prediction"]
+    rows = []
+    for c in results:
+        row = list(c.by)
+        for arm in c.arms:
+            row += [arm.n, arm.completed, ms(arm.median if arm.n else None)]
+        row += [None] * (len(columns) - len(row) - 7 - (5 if predictions else 0))
+        ci = (f"{c.ci_low:.2f}-{c.ci_high:.2f}" if math.isfinite(c.ci_low) else None)
+        moved = ", ".join(f"{name} {change / 1e6:+.1f} ms ({share:.0%})"
+                          if math.isfinite(share) and not c.no_difference
+                          else f"{name} {change / 1e6:+.1f} ms"
+                          for name, change, share in c.spans_moved[:top_spans])
+        if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
+            verdict = "an arm has no requests"
+        elif c.no_difference:
+            verdict = "no difference (within RTT spread)"
+        else:
+            verdict = f"{c.arms[0].level} {r3(c.ratio_of_medians)}x {c.arms[1].level}"
+        row += [r3(c.ratio_of_medians), r3(c.median_paired_ratio), ci,
+                f"{c.won[0]}-{c.won[1]}" if c.pairs else None, moved or None,
+                ms(c.rtt_spread_ns), verdict]
+        if predictions:
+            p = c.prediction
+            if p is None:
+                row += [None] * 5
+            else:
+                interval = (f"{ms(p.ci_low_ns)}-{ms(p.ci_high_ns)}"
+                            if math.isfinite(p.ci_low_ns) else None)
+                row += ["+".join(p.spans), ms(p.predicted_ns), ms(p.measured_ns), interval,
+                        "holds" if p.holds else "misses"]
+        rows.append(row)
+    return columns, rows

@@ -2,7 +2,7 @@
 
 The CREATE TABLE statements, the Arrow schema used to load packets and the
 README's table reference are all derived from these declarations, so they
-cannot disagree. Names are the contract of DESIGN.md; units are in the names.
+cannot disagree. Names are the contract of docs/architecture.md; units are in the names.
 """
 
 from typing import NamedTuple
