@@ -198,23 +198,45 @@ class StoreStep(SqlStep):
 
 
 class PartitionedStoreStep(StoreStep):
-    """A store step whose SQL takes `$part` of `$parts` of the requests at a time
-    (attribution): memory bounded by a part, whatever the store holds."""
+    """A store step over the requests, run in parts of at most PART_REQUESTS
+    requests (attribution), so that its memory is bounded by a part whatever
+    the store holds. The request tables are bucketed once by a hash of
+    `request_key` and sorted by bucket (O(n log n)); each part then shadows
+    `requests`, `bounds` and `request_phases` with temporary tables of its own
+    rows (DuckDB reads the temporary schema first), found by the bucket's zone
+    map, so that a part costs its own size, not the store's. The SQL itself is
+    unchanged and runs with `$parts = 1` (its own filter is then a no-op)."""
 
     PART_REQUESTS = 100_000
+    PART_TABLES = ("requests", "bounds", "request_phases")
 
     def write_all(self, con):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
         parts = max(1, -(-n // self.PART_REQUESTS))
+        run = {"parts": 1, "part": 0}
         try:
-            for part in range(parts):
-                head = (f"CREATE OR REPLACE TABLE {self.table} AS" if part == 0
-                        else f"INSERT INTO {self.table}")
-                con.execute(f"{head} SELECT * FROM (\n{sql}\n)", {"parts": parts, "part": part})
+            if parts == 1:
+                con.execute(f"CREATE OR REPLACE TABLE {self.table} AS SELECT * FROM (\n{sql}\n)", run)
+            else:
+                for t in self.PART_TABLES:
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
+                                f"hash(request_key) % {parts} AS _bucket FROM main.{t} "
+                                f"ORDER BY _bucket")
+                for part in range(parts):
+                    for t in self.PART_TABLES:
+                        con.execute(f"CREATE OR REPLACE TEMP TABLE {t} AS SELECT * EXCLUDE (_bucket) "
+                                    f"FROM _bucketed_{t} WHERE _bucket = {part}")
+                    head = (f"CREATE OR REPLACE TABLE main.{self.table} AS" if part == 0
+                            else f"INSERT INTO main.{self.table}")
+                    con.execute(f"{head} SELECT * FROM (\n{sql}\n)", run)
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
+        finally:
+            for t in self.PART_TABLES:
+                con.execute(f"DROP TABLE IF EXISTS temp.{t}")
+                con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
+        return con.execute(f"SELECT count(*) FROM main.{self.table}").fetchall()[0][0]
 
 
 class CodeStoreStep:
@@ -297,12 +319,25 @@ def analyze(con, progress=None, params=None):
                 failed |= {cid for cid, _ in result.failures}
                 failed |= _failed_before(con, step)
                 results.append(result)
+            _give_back_memory()
         con.execute("CHECKPOINT")
     finally:
         writer.close()
         con.execute("RESET checkpoint_threshold")
         con.execute(f"SET memory_limit = '{keep_limit}'")
     return results
+
+
+def _give_back_memory():
+    """Return the heap a step freed to the system (glibc keeps it otherwise: the
+    peak of one step would stay the floor of the next)."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _failed_before(con, step):
