@@ -67,3 +67,23 @@ def test_example_runs(demo_store, tmp_path, path, example):
                        capture_output=True, text=True)
     assert r.returncode == 0, f"{example}: {r.stderr}"
     assert r.stdout.strip(), example
+
+
+@pytest.mark.parametrize("args, says", [
+    (["sessions", "--capture", "99"], "no capture 99 in the store"),
+    (["retransmissions", "--capture", "3", "--flow", "999"], "no flow 999 of capture 3"),
+    (["attribute", "--run", "no-such-run"], "no run 'no-such-run' in the store"),
+    (["sessions", "--bogus"], "No such option '--bogus'. (see tracekit sessions --help)"),
+    (["bogus"], "No such command 'bogus'"),
+    (["ablation"], "Missing option '--compare'"),
+])
+def test_errors_are_one_line(demo_store, args, says):
+    """Unknown ids and usage errors: exit 2 and one line on stderr, never an empty table."""
+    import subprocess
+    import sys
+    db = [] if args[0] == "bogus" or "--bogus" in args else ["--db", str(demo_store)]
+    r = subprocess.run([sys.executable, "-m", "tracekit.cli", *args, *db], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("tracekit: error: ") and says in line, line

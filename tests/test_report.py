@@ -53,7 +53,7 @@ def test_every_chart_renders_offline_without_errors(report, tmp_path):
     assert "<html" in dom
     errors = re.search(r'<pre id="errors"[^>]*>(.*?)</pre>', dom, re.S)
     assert errors is not None and errors.group(1).strip() == "", errors.group(1)
-    charts = re.findall(r'<div id="(chart\d+)" class="chart"([^>]*)>(.*?)</div>\s*<figcaption',
+    charts = re.findall(r'<div id="(chart\d+)" class="chart[^"]*"([^>]*)>(.*?)</div>\s*<figcaption',
                         dom, re.S)
     assert len(charts) >= 5
     for cid, attrs, inner in charts:

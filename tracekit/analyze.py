@@ -28,6 +28,7 @@ analysed and every view works for what was analysed.
 """
 
 import hashlib
+import os
 import inspect
 import json
 import re
@@ -299,7 +300,7 @@ def analyze(con, progress=None, params=None):
     (keep_limit,), = con.execute("SELECT current_setting('memory_limit')").fetchall()
     con.execute(f"SET memory_limit = '{ANALYZE_MEMORY_LIMIT}'")
     # one checkpoint at the end instead of one per step (each step commits)
-    con.execute("SET checkpoint_threshold = '16GB'")
+    con.execute(f"SET checkpoint_threshold = '{os.environ.get('TK_CKPT', '16GB')}'")
     writer = con.cursor()
     try:
         results = []

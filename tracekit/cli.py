@@ -90,7 +90,28 @@ def handle_errors(f):
     return wrapper
 
 
-@click.group(context_settings=CONTEXT)
+class _Group(click.Group):
+    """click's usage errors are four lines; tracekit's errors are one."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            return super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                                standalone_mode=False, **extra)
+        except click.UsageError as e:  # an unknown option or command, a bad or missing value
+            where = e.ctx.command_path if e.ctx is not None else "tracekit"
+            click.echo(f"tracekit: error: {e.format_message()} (see {where} --help)", err=True)
+            sys.exit(2)
+        except click.ClickException as e:
+            click.echo(f"tracekit: error: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("tracekit: interrupted", err=True)
+            sys.exit(130)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT)
 @click.version_option(__version__, prog_name="tracekit")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 def main(debug):
@@ -461,6 +482,7 @@ def sessions(db, fmt, capture_id):
     from .store.db import connect
 
     con = connect(db, read_only=True)
+    _known(con, capture_id=capture_id)
     columns, rows = run_analysis(con, "sessions", capture_id=capture_id)
     emit(columns, rows, fmt)
 
@@ -483,6 +505,7 @@ def _view(name, doc, example):
 
         con = connect(db, read_only=True)
         _require_analyzed(con, db)
+        _known(con, capture_id=capture_id, flow_id=flow_id)
         columns, rows = run_analysis(con, f"views/{name}", capture_id=capture_id, flow_id=flow_id)
         emit(columns, rows, fmt)
     return command
@@ -501,6 +524,7 @@ def _store_view(name, doc, example):
 
         con = connect(db, read_only=True)
         _require_analyzed(con, db)
+        _known(con, run=run)
         columns, rows = run_analysis(con, f"views/{name}", run=run)
         emit(columns, rows, fmt)
         if "flag" in columns:
@@ -510,6 +534,23 @@ def _store_view(name, doc, example):
                            f"flow of theirs was linked (no local_port hint, and not exactly one "
                            f"connection to their server began within their time)", err=True)
     return command
+
+
+def _known(con, capture_id=None, flow_id=None, run=None):
+    """An id the store does not hold is an error, not an empty table."""
+    if capture_id is not None and not con.execute(
+            "SELECT count(*) FROM captures WHERE capture_id = ?", [capture_id]).fetchall()[0][0]:
+        raise TracekitError(f"no capture {capture_id} in the store (tracekit captures lists them)")
+    if flow_id is not None and not con.execute(
+            "SELECT count(*) FROM flows WHERE flow_id = ? AND (? IS NULL OR capture_id = ?)",
+            [flow_id, capture_id, capture_id]).fetchall()[0][0]:
+        where = f" of capture {capture_id}" if capture_id is not None else ""
+        raise TracekitError(f"no flow {flow_id}{where} in the store (tracekit sessions lists them)")
+    if run is not None and not con.execute(
+            "SELECT count(*) FROM events WHERE run = $r", {"r": run}).fetchall()[0][0] and not \
+            con.execute("SELECT count(*) FROM runs WHERE run = $r", {"r": run}).fetchall()[0][0]:
+        raise TracekitError(f"no run {run!r} in the store (tracekit sql \"SELECT run FROM runs\" "
+                            f"and the events' run field name them)")
 
 
 def _require_analyzed(con, db):
@@ -962,4 +1003,4 @@ def sql(query, db, fmt):
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="tracekit")

@@ -66,7 +66,9 @@ class Page:
 body {{ font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
 h1 {{ font-size: 1.6em; }} h2 {{ border-bottom: 1px solid #ddd; padding-bottom: .2em; }}
 table.data {{ border-collapse: collapse; font: 12px/1.3 ui-monospace, monospace; margin: .5em 0; }}
-table.data th, table.data td {{ border: 1px solid #ddd; padding: 2px 6px; text-align: right; }}
+table.data th, table.data td {{ border: 1px solid #ddd; padding: 2px 6px; text-align: right;
+                               vertical-align: top; }}
+td:last-child {{ text-align: left; }}
 table.data th {{ background: #f4f4f4; }}
 figure {{ margin: 1em 0; }} figcaption, .note {{ color: #555; font-size: 12px; }}
 </style></head><body>
@@ -101,21 +103,23 @@ def _measured(con, page, where_run):
     cols, rows = _query(con, """
         SELECT capture_id AS capture, file_name, format, packets,
                round((last_ts_ns - first_ts_ns) / 1e9, 3) AS seconds,
-               read_stop, map_entries(labels) AS labels
+               read_stop, array_to_string(list_transform(map_entries(labels),
+                                                         lambda e: e.key || '=' || e.value), ' ') AS labels
         FROM captures c
         WHERE $run IS NULL OR labels['run'] = $run OR labels['experiment'] = $run
         ORDER BY capture_id""", run=where_run)
     logs_cols, logs = _query(con, """
         SELECT log_id AS log, file_name, format, events, malformed, clock_source,
-               map_entries(labels) AS labels
+               array_to_string(list_transform(map_entries(labels),
+                                              lambda e: e.key || '=' || e.value), ' ') AS labels
         FROM event_logs
         WHERE $run IS NULL OR labels['run'] = $run OR labels['experiment'] = $run
         ORDER BY log_id""", run=where_run)
     if not rows and not logs:
         raise TracekitError("nothing in the store matches (see tracekit captures and runs)")
     page.section("What was measured",
-                 "<h3>Captures</h3>" + _table(cols, rows, limit=200)
-                 + "<h3>Event logs</h3>" + (_table(logs_cols, logs, limit=200) if logs else
+                 "<h3>Captures</h3>" + _table(cols, rows, limit=40)
+                 + "<h3>Event logs</h3>" + (_table(logs_cols, logs, limit=40) if logs else
                                              "<p class='note'>none</p>"))
     return [r[0] for r in rows]
 
@@ -177,13 +181,13 @@ def _flows(con, page, captures, limit=3):
         return
     cols, rows = _query(con, """
         SELECT f.capture_id, f.flow_id, f.client_addr || ':' || f.client_port AS client,
-               f.server_addr || ':' || f.server_port AS server, f.bytes_s2c,
+               f.server_addr || ':' || f.server_port AS server, f.payload_bytes_s2c AS bytes_s2c,
                coalesce(r.retransmissions, 0) AS retransmissions
         FROM flows f LEFT JOIN (SELECT capture_id, flow_id, count(*) AS retransmissions
                                 FROM retransmissions GROUP BY ALL) r USING (capture_id, flow_id)
         WHERE f.protocol = 'tcp' AND f.capture_id IN (SELECT unnest($ids::INTEGER[]))
           AND f.packets_s2c > 2
-        ORDER BY retransmissions DESC, f.bytes_s2c DESC, f.capture_id, f.flow_id
+        ORDER BY retransmissions DESC, f.payload_bytes_s2c DESC, f.capture_id, f.flow_id
         LIMIT 3""", ids=captures)
     if not rows:
         return
@@ -211,10 +215,13 @@ def _playback(con, page, run):
     ucols, urows = run_analysis(con, "views/underruns", run=run)
     if urows:
         text += "<h3>Underruns</h3>" + _table(ucols, urows)
-    text += page.chart(playback_buffer(con, None),
-                       "Playback buffer per stream (audio not yet played), underruns shaded "
-                       "by the stage charged (from the client's and the server's events and "
-                       "the capture).")
+    streams = [r[cols.index("stream")] for r in rows if not str(r[cols.index("stream")]).startswith("(")]
+    for stream in streams[:4]:
+        text += page.chart(playback_buffer(con, stream),
+                           f"Playback buffer of stream <code>{_esc(stream)}</code> (audio received "
+                           f"and not yet played), underruns shaded by the stage charged: the "
+                           f"model, the transport or the client, from the client's and the "
+                           f"server's events and the capture.")
     page.section("Playback", text)
 
 
@@ -245,6 +252,6 @@ def build(con, run=None, compare=None, by=(), levels=None, where=None):
         _ablation(con, page, compare, tuple(by), levels, where)
     _attribution(con, page, runs[0] if len(runs) == 1 else None)
     _flows(con, page, captures)
-    _playback(con, page, run if run in runs else None)
-    _serving(con, page, run if run in runs else None)
+    _playback(con, page, run)  # (an experiment's name matches no stream's run: none shown)
+    _serving(con, page, run)
     return page.render()
