@@ -1,5 +1,7 @@
 -- playback: every audio chunk's timeline -- generated, sent, arrived, played --
 -- with the waiting-player recurrence beside what the callbacks measured.
+-- Frame counts and sample rates outside 32 bits are unusable (NULL): no
+-- field of a log can overflow the nanosecond arithmetic.
 --
 -- Built over the whole store. Sources: events, flows, tcp_analysis, rtt_summary.
 -- Definitions (docs/timing-model.md), per stream (the `stream` field; chunks by `seq`):
@@ -28,8 +30,8 @@
 WITH arrived AS (
     SELECT stream, any_value(run) AS run, any_value(request) AS request,
         TRY_CAST(fields->>'seq' AS BIGINT) AS seq, min(ts_ns) AS arrived_ns,
-        any_value(TRY_CAST(fields->>'frames' AS BIGINT)) AS frames,
-        any_value(TRY_CAST(fields->>'sample_rate' AS BIGINT)) AS sample_rate
+        any_value(TRY_CAST(TRY_CAST(fields->>'frames' AS INTEGER) AS BIGINT)) AS frames,
+        any_value(TRY_CAST(TRY_CAST(fields->>'sample_rate' AS INTEGER) AS BIGINT)) AS sample_rate
     FROM events WHERE kind = 'chunk_arrived' AND stream IS NOT NULL
     GROUP BY stream, seq
 ),
@@ -90,8 +92,8 @@ host AS (
 
 callbacks AS (
     SELECT stream, ts_ns,
-        TRY_CAST(fields->>'delivered_frames' AS BIGINT) AS delivered,
-        sum(TRY_CAST(fields->>'delivered_frames' AS BIGINT)) OVER (PARTITION BY stream ORDER BY ts_ns, line) AS cum_after
+        TRY_CAST(TRY_CAST(fields->>'delivered_frames' AS INTEGER) AS BIGINT) AS delivered,
+        sum(TRY_CAST(TRY_CAST(fields->>'delivered_frames' AS INTEGER) AS BIGINT)) OVER (PARTITION BY stream ORDER BY ts_ns, line) AS cum_after
     FROM events WHERE kind = 'playback_callback' AND stream IS NOT NULL
 ),
 played AS (
@@ -102,7 +104,7 @@ played AS (
 start AS (
     SELECT stream, min(ts_ns) FILTER (kind = 'playback_start') AS start_ns,
         any_value(TRY_CAST(fields->>'initial_buffer_ms' AS DOUBLE)) FILTER (kind = 'playback_start') AS j_ms,
-        min(ts_ns) FILTER (kind = 'playback_callback' AND TRY_CAST(fields->>'delivered_frames' AS BIGINT) > 0) AS first_sound_ns
+        min(ts_ns) FILTER (kind = 'playback_callback' AND TRY_CAST(TRY_CAST(fields->>'delivered_frames' AS INTEGER) AS BIGINT) > 0) AS first_sound_ns
     FROM events WHERE kind IN ('playback_start', 'playback_callback') AND stream IS NOT NULL
     GROUP BY stream
 ),

@@ -1,4 +1,6 @@
 -- playback_buffer: unplayed audio in the client's buffer over time.
+-- Frame counts and sample rates outside 32 bits are unusable (NULL): no
+-- field of a log can overflow the nanosecond arithmetic.
 --
 -- Built over the whole store. Sources: events.
 -- Definitions (docs/timing-model.md): the level rises by a chunk's duration when the
@@ -9,14 +11,14 @@
 -- Columns: run, stream, ts_ns, event, change_ns, level_ns, shortfall_ns
 WITH changes AS (
     SELECT run, stream, ts_ns, line, log_id, 'arrived' AS event,
-        TRY_CAST(fields->>'frames' AS BIGINT) * 1000000000 // TRY_CAST(fields->>'sample_rate' AS BIGINT) AS change_ns,
+        TRY_CAST(TRY_CAST(fields->>'frames' AS INTEGER) AS BIGINT) * 1000000000 // TRY_CAST(TRY_CAST(fields->>'sample_rate' AS INTEGER) AS BIGINT) AS change_ns,
         0::BIGINT AS shortfall_ns
     FROM events WHERE kind = 'chunk_arrived' AND stream IS NOT NULL
     UNION ALL
     SELECT run, stream, ts_ns, line, log_id, 'played',
-        -(TRY_CAST(fields->>'delivered_frames' AS BIGINT) * 1000000000 // TRY_CAST(fields->>'sample_rate' AS BIGINT)),
-        (TRY_CAST(fields->>'requested_frames' AS BIGINT) - TRY_CAST(fields->>'delivered_frames' AS BIGINT))
-            * 1000000000 // TRY_CAST(fields->>'sample_rate' AS BIGINT)
+        -(TRY_CAST(TRY_CAST(fields->>'delivered_frames' AS INTEGER) AS BIGINT) * 1000000000 // TRY_CAST(TRY_CAST(fields->>'sample_rate' AS INTEGER) AS BIGINT)),
+        (TRY_CAST(TRY_CAST(fields->>'requested_frames' AS INTEGER) AS BIGINT) - TRY_CAST(TRY_CAST(fields->>'delivered_frames' AS INTEGER) AS BIGINT))
+            * 1000000000 // TRY_CAST(TRY_CAST(fields->>'sample_rate' AS INTEGER) AS BIGINT)
     FROM events WHERE kind = 'playback_callback' AND stream IS NOT NULL
 ),
 

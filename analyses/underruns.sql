@@ -1,5 +1,7 @@
 -- underruns: each stretch of playback callbacks that got fewer frames than they
 -- asked for, with the stage that held back the next chunk at its onset.
+-- Frame counts and sample rates outside 32 bits are unusable (NULL): no
+-- field of a log can overflow the nanosecond arithmetic.
 --
 -- Built over the whole store. Sources: events, playback.
 -- Definitions (docs/timing-model.md):
@@ -35,9 +37,9 @@ WITH totals AS (
 
 callbacks AS (
     SELECT e.stream, any_value(e.run) OVER (PARTITION BY e.stream) AS run, e.ts_ns, e.line,
-        TRY_CAST(e.fields->>'requested_frames' AS BIGINT) AS requested,
-        TRY_CAST(e.fields->>'delivered_frames' AS BIGINT) AS delivered,
-        TRY_CAST(e.fields->>'sample_rate' AS BIGINT) AS sample_rate
+        TRY_CAST(TRY_CAST(e.fields->>'requested_frames' AS INTEGER) AS BIGINT) AS requested,
+        TRY_CAST(TRY_CAST(e.fields->>'delivered_frames' AS INTEGER) AS BIGINT) AS delivered,
+        TRY_CAST(TRY_CAST(e.fields->>'sample_rate' AS INTEGER) AS BIGINT) AS sample_rate
     FROM events e WHERE e.kind = 'playback_callback' AND e.stream IS NOT NULL
 ),
 

@@ -41,3 +41,28 @@ def test_read_only(tmp_path):
     tracekit.open(db).close()
     with tracekit.open(db, read_only=True) as store:
         assert store.sql("SELECT count(*) FROM packets").fetchall() == [(0,)]
+
+
+def test_the_readme_example_runs_as_written(tmp_path, monkeypatch):
+    """The README's Python block, run from the repository root (its sample path)."""
+    import re
+    readme = (SAMPLES.parent / "README.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    monkeypatch.chdir(SAMPLES.parent)
+    code = code.replace('"tour.duckdb"', repr(str(tmp_path / "tour.duckdb")))
+    out = {}
+    exec(compile(code, "README.md", "exec"), out)  # noqa: S102 - the documented example
+    with tracekit.open(tmp_path / "tour.duckdb", read_only=True) as store:
+        df = store.view("retransmissions")
+        assert list(df["retransmissions"]) == [3]
+        assert store.ablation is not None
+
+
+def test_ablation_and_views_as_dataframes(demo_store):
+    with tracekit.open(demo_store, read_only=True) as store:
+        df = store.ablation("path", by=["connection"], levels=["direct", "tunnel"],
+                            where={"experiment": "cross-region"}, predict=True)
+        assert list(df["connection"]) == ["fresh", "persistent"]
+        assert list(df["direct_n"]) == [20, 20] and "prediction" in df.columns
+        att = store.view("attribute", run="cross-region-001")
+        assert len(att) == 2 and set(att["connection"]) == {"fresh"}

@@ -73,3 +73,23 @@ def test_clock_offset_overflow_is_one_clear_line(tmp_path):
                                       "--clock-offset", offset])
         assert r.exit_code == 2 and says in r.output, r.output
         assert "transaction" not in r.output.lower()
+
+
+def test_absurd_frame_counts_do_not_overflow_the_playback_analyses(tmp_path):
+    """Found by the mutation campaign: frames = 48,720,347,886,446 made playback.sql
+    overflow INT64 and the whole analyze fail. Such a chunk is unusable, not fatal."""
+    import json
+    ns = 1_700_000_000_000_000_000
+    recs = [{"ts_ns": ns, "kind": "chunk_arrived", "run": "r", "stream": "s", "seq": 0,
+             "frames": 48_720_347_886_446, "sample_rate": 24000},
+            {"ts_ns": ns + 1, "kind": "chunk_arrived", "run": "r", "stream": "s", "seq": 1,
+             "frames": 480, "sample_rate": 24000},
+            {"ts_ns": ns + 2, "kind": "playback_callback", "run": "r", "stream": "s",
+             "requested_frames": 2**40, "delivered_frames": 480, "sample_rate": 24000}]
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    db = str(tmp_path / "s.duckdb")
+    assert CliRunner().invoke(main, ["ingest", str(path), "--db", db]).exit_code == 0
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "playback: rebuilt over the whole store" in r.output

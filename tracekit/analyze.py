@@ -28,7 +28,6 @@ analysed and every view works for what was analysed.
 """
 
 import hashlib
-import os
 import inspect
 import json
 import re
@@ -300,7 +299,7 @@ def analyze(con, progress=None, params=None):
     (keep_limit,), = con.execute("SELECT current_setting('memory_limit')").fetchall()
     con.execute(f"SET memory_limit = '{ANALYZE_MEMORY_LIMIT}'")
     # one checkpoint at the end instead of one per step (each step commits)
-    con.execute(f"SET checkpoint_threshold = '{os.environ.get('TK_CKPT', '16GB')}'")
+    con.execute("SET checkpoint_threshold = '16GB'")
     writer = con.cursor()
     try:
         results = []
@@ -320,25 +319,12 @@ def analyze(con, progress=None, params=None):
                 failed |= {cid for cid, _ in result.failures}
                 failed |= _failed_before(con, step)
                 results.append(result)
-            _give_back_memory()
         con.execute("CHECKPOINT")
     finally:
         writer.close()
         con.execute("RESET checkpoint_threshold")
         con.execute(f"SET memory_limit = '{keep_limit}'")
     return results
-
-
-def _give_back_memory():
-    """Return the heap a step freed to the system (glibc keeps it otherwise: the
-    peak of one step would stay the floor of the next)."""
-    import ctypes
-    import gc
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def _failed_before(con, step):

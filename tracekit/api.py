@@ -8,8 +8,8 @@ and `table` hand back DuckDB relations (`.df()`, `.arrow()`, `.fetchall()`).
         store.ingest(["client.pcap", "client-events.jsonl"], labels={"path": "direct"})
         store.analyze()
         store.sql("SELECT span, sum(ns) / 1e6 AS ms FROM attribution GROUP BY span").df()
-        for row in store.ablation("path", by=["connection"]):
-            print(row.by, row.ratio_of_medians, row.ci_low, row.ci_high)
+        store.view("attribute")                      # what `tracekit attribute` prints
+        store.ablation("path", by=["connection"])    # what `tracekit ablation` prints
 """
 
 import os
@@ -58,10 +58,32 @@ class Store:
         """A DuckDB relation of one table or view (docs/tables.md lists them)."""
         return self.con.table(name)
 
-    def ablation(self, compare, by=(), levels=None, where=None):
-        """The rows `tracekit ablation` prints: one Comparison per level of `by`."""
-        from .ablation import ablation
-        return ablation(self.con, compare, by=tuple(by), levels=levels, where=where)
+    def ablation(self, compare, by=(), levels=None, where=None, predict=False):
+        """The table `tracekit ablation` prints, as a pandas DataFrame (times in ms);
+        `predict` adds the counterfactual columns (`--predict`)."""
+        import pandas as pd
+
+        from .ablation import ablation, predict as predicted
+        from .report.table import ablation_rows
+        results = ablation(self.con, compare, by=tuple(by), levels=levels, where=where)
+        if predict:
+            for c in results:
+                c.prediction = predicted(c, compare)
+        columns, rows = ablation_rows(results, tuple(by), predictions=predict)
+        return pd.DataFrame(rows, columns=columns)
+
+    def view(self, name, **params):
+        """A CLI view as a pandas DataFrame: attribute, handshakes, retransmissions,
+        rounds, stalls, acks, rtt, requests, playback, underruns, serving. Filters as
+        the CLI's: capture_id, flow_id (transport views) or run (application views)."""
+        import pandas as pd
+
+        from .runner import run_analysis
+        transport = {"handshakes", "rtt", "retransmissions", "rounds", "stalls", "acks",
+                     "requests"}
+        defaults = ({"capture_id": None, "flow_id": None} if name in transport else {"run": None})
+        columns, rows = run_analysis(self.con, f"views/{name}", **{**defaults, **params})
+        return pd.DataFrame(rows, columns=columns)
 
     def close(self):
         self.con.close()
