@@ -147,5 +147,5 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
     assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
-    PartitionedStoreStep("attribution").write_all(store)
+    PartitionedStoreStep("attribution").write_all(store, "attribution")
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole

@@ -188,13 +188,13 @@ class StoreStep(SqlStep):
 
     scope = "store"
 
-    def write_all(self, con):
+    def write_all(self, con, target):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         try:
-            con.execute(f"CREATE OR REPLACE TABLE {self.table} AS SELECT * FROM (\n{sql}\n)")
+            con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        return con.execute(f"SELECT count(*) FROM {self.table}").fetchall()[0][0]
+        return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
 
 
 class PartitionedStoreStep(StoreStep):
@@ -210,14 +210,14 @@ class PartitionedStoreStep(StoreStep):
     PART_REQUESTS = 100_000
     PART_TABLES = ("requests", "bounds", "request_phases")
 
-    def write_all(self, con):
+    def write_all(self, con, target):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
         parts = max(1, -(-n // self.PART_REQUESTS))
         run = {"parts": 1, "part": 0}
         try:
             if parts == 1:
-                con.execute(f"CREATE OR REPLACE TABLE {self.table} AS SELECT * FROM (\n{sql}\n)", run)
+                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)", run)
             else:
                 for t in self.PART_TABLES:
                     con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
@@ -227,8 +227,8 @@ class PartitionedStoreStep(StoreStep):
                     for t in self.PART_TABLES:
                         con.execute(f"CREATE OR REPLACE TEMP TABLE {t} AS SELECT * EXCLUDE (_bucket) "
                                     f"FROM _bucketed_{t} WHERE _bucket = {part}")
-                    head = (f"CREATE OR REPLACE TABLE main.{self.table} AS" if part == 0
-                            else f"INSERT INTO main.{self.table}")
+                    head = (f"CREATE OR REPLACE TABLE main.{target} AS" if part == 0
+                            else f"INSERT INTO main.{target}")
                     con.execute(f"{head} SELECT * FROM (\n{sql}\n)", run)
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
@@ -236,7 +236,7 @@ class PartitionedStoreStep(StoreStep):
             for t in self.PART_TABLES:
                 con.execute(f"DROP TABLE IF EXISTS temp.{t}")
                 con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
-        return con.execute(f"SELECT count(*) FROM main.{self.table}").fetchall()[0][0]
+        return con.execute(f"SELECT count(*) FROM main.{target}").fetchall()[0][0]
 
 
 class CodeStoreStep:
@@ -252,8 +252,8 @@ class CodeStoreStep:
     def version(self):
         return hashlib.sha256(inspect.getsource(self.module).encode()).hexdigest()[:16]
 
-    def write_all(self, con):
-        return self.module.build_all(con)
+    def write_all(self, con, target):
+        return self.module.build_all(con, target)
 
 
 def _inputs_fingerprint(con):
@@ -485,16 +485,26 @@ def _build_store_step(con, step, version, progress):
     if progress:
         progress(step.table, 0)
     t0 = time.perf_counter()
-    con.execute("BEGIN")
+    # built under another name, its rows committed as they come (a transaction
+    # would hold all of them in memory until it commits: the store's size),
+    # then swapped in with the version stamp in one short transaction
+    building = f"{step.table}__building"
+    con.execute(f"DROP TABLE IF EXISTS {building}")
     try:
-        n = step.write_all(con)
-        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
-        con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
-                    [step.table, stamped, n, time.perf_counter() - t0])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        n = step.write_all(con, building)
+        con.execute("BEGIN")
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {step.table}")
+            con.execute(f"ALTER TABLE {building} RENAME TO {step.table}")
+            con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+            con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
+                        [step.table, stamped, n, time.perf_counter() - t0])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {building}")
     result.built, result.rows, result.seconds = 1, n, time.perf_counter() - t0
     return result
 

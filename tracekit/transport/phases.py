@@ -251,15 +251,16 @@ def partitions(con):
     return parts
 
 
-def build_all(con):
-    """Create `request_phases` from the whole store, a partition at a time;
-    return its rows."""
-    con.execute("DROP TABLE IF EXISTS request_phases")
-    con.execute(create_table_sql("request_phases"))
+def build_all(con, target="request_phases"):
+    """Create `request_phases` (under the name `target`) from the whole store, a
+    partition at a time, each committed on its own; return its rows."""
+    con.execute(f"DROP TABLE IF EXISTS {target}")
+    con.execute(create_table_sql("request_phases").replace(
+        "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
     rows = 0
     for cid, lo, hi in partitions(con):
         table = _partition(con, {"capture_id": cid, "lo": lo, "hi": hi})
-        append(con, "request_phases", table)
+        append(con, target, table)
         rows += table.num_rows
     return rows
 
