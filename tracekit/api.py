@@ -14,8 +14,6 @@ and `table` hand back DuckDB relations (`.df()`, `.arrow()`, `.fetchall()`).
 
 import os
 
-from .errors import TracekitError
-
 
 class Store:
     """One tracekit store (a DuckDB file); a context manager that closes it."""
@@ -27,16 +25,11 @@ class Store:
     def ingest(self, files, labels=None, replace=False, clock_offset_ns=None, log_format=None):
         """Ingest captures and event logs (told apart by their first bytes) in one
         transaction: all of them, or none. Returns (capture summaries, log summaries)."""
-        from .capture.formats import is_capture_file
+        from .capture.formats import split_inputs
         from .events import read_log
         from .store.events import load_logs
         from .store.ingest import command, load_captures
-        captures, logs = [], []
-        for path in map(str, files):
-            try:
-                (captures if is_capture_file(path) else logs).append(path)
-            except OSError as e:
-                raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+        captures, logs = split_inputs(files)
         parsed = [read_log(p, log_format) for p in logs]  # before anything is written
         with command(self.con) as c:
             caps = (load_captures(self.con, captures, labels=labels, replace=replace, command=c)

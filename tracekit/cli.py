@@ -169,24 +169,6 @@ def _skipped_text(counts):
 INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench")
 
 
-def _split_inputs(files, input_format):
-    """(capture paths, log paths) by magic number, or all one kind by --format."""
-    from .capture.formats import is_capture_file
-
-    if input_format in ("pcap", "pcapng"):
-        return list(files), []
-    if input_format != "auto":
-        return [], list(files)
-    captures, logs = [], []
-    for path in files:
-        try:
-            capture = is_capture_file(path)
-        except OSError as e:
-            raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
-        (captures if capture else logs).append(path)
-    return captures, logs
-
-
 _UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -246,7 +228,8 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
     offset_ns = None if clock_offset is None else _parse_duration_ns(clock_offset)
     if not files and not manifests:
         raise TracekitError("nothing to ingest: give capture or log FILES, or --manifest FILE")
-    capture_paths, log_paths = _split_inputs(files, input_format)
+    from .capture.formats import split_inputs
+    capture_paths, log_paths = split_inputs(files, input_format)
     started = time.perf_counter()
     parsed = [read_log(p, None if input_format == "auto" else input_format) for p in log_paths]
     runs = []

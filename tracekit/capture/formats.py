@@ -32,6 +32,26 @@ def is_capture_file(path):
     return bool(sniff_pcap(head) or sniff_pcapng(head))
 
 
+def split_inputs(files, input_format="auto"):
+    """(capture paths, log paths): by magic number, or all one kind when a format
+    is named (pcap/pcapng: captures; any log format: logs)."""
+    from ..errors import TracekitError
+
+    files = [str(f) for f in files]
+    if input_format in ("pcap", "pcapng"):
+        return files, []
+    if input_format not in ("auto", None):
+        return [], files
+    captures, logs = [], []
+    for path in files:
+        try:
+            capture = is_capture_file(path)
+        except OSError as e:
+            raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+        (captures if capture else logs).append(path)
+    return captures, logs
+
+
 def open_capture(path, fileobj, chunk_bytes=DEFAULT_CHUNK_BYTES,
                  batch_packets=DEFAULT_BATCH_PACKETS):
     """Return a reader for an open binary file, chosen by its magic number."""
