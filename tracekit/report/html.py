@@ -188,11 +188,11 @@ def _flows(con, page, captures, limit=3):
         WHERE f.protocol = 'tcp' AND f.capture_id IN (SELECT unnest($ids::INTEGER[]))
           AND f.packets_s2c > 2
         ORDER BY retransmissions DESC, f.payload_bytes_s2c DESC, f.capture_id, f.flow_id
-        LIMIT 3""", ids=captures)
+        LIMIT $limit""", ids=captures, limit=limit)
     if not rows:
         return
     text = _table(cols, rows)
-    for capture_id, flow_id, client, server, _, retrans in rows[:limit]:
+    for capture_id, flow_id, client, server, _, retrans in rows:
         (fname, vantage), = con.execute(
             "SELECT c.file_name, coalesce(s.vantage, 'unknown') FROM captures c LEFT JOIN "
             "(SELECT capture_id, any_value(vantage) AS vantage FROM rtt_summary GROUP BY ALL) s "
