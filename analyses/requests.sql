@@ -5,7 +5,11 @@
 -- tcp_analysis (TLS connections, linked flows), handshakes.
 -- Definitions:
 --   From events (source = 'events'): a request id with a request_start and
---   a request_end event in one log; start/end are those events' times on
+--   a request_end event in one log, or a Queqiao flow record
+--   (queqiao_flow_complete/_error, request session_id/flow_id) that logs
+--   its end and duration_ns: it began duration_ns before its time, and its
+--   bytes are bytes_up/bytes_down (client) or bytes_from_client/
+--   bytes_to_client (server); start/end are those events' times on
 --   the captures' clock (event_logs.clock_offset_ns). first_byte_ns is its
 --   first_byte event. Bytes each way are the request_end (else
 --   request_start) fields bytes_up/bytes_down (`bytes` for the response when a
@@ -51,7 +55,22 @@
 --   after it), labels (the log's --label factors, else the
 --   capture's), vantage (rtt_summary of the linked flow: client, server,
 --   between, unknown)
-WITH ev AS (
+WITH logged AS (
+    SELECT log_id, request, run, kind, ts_ns, local_port, remote_port, remote_addr, fields
+    FROM events WHERE request IS NOT NULL
+    UNION ALL
+    SELECT log_id, request, run, k.kind,
+        CASE k.kind WHEN 'request_start' THEN ts_ns - TRY_CAST(fields->>'duration_ns' AS BIGINT)
+                    ELSE ts_ns END,
+        local_port, remote_port, remote_addr,
+        json_object('bytes_up', coalesce(fields->'bytes_up', fields->'bytes_from_client'),
+                    'bytes_down', coalesce(fields->'bytes_down', fields->'bytes_to_client'))
+    FROM events, (VALUES ('request_start'), ('request_end')) k(kind)
+    WHERE events.kind IN ('queqiao_flow_complete', 'queqiao_flow_error') AND request IS NOT NULL
+      AND TRY_CAST(fields->>'duration_ns' AS BIGINT) >= 0
+),
+
+ev AS (
     SELECT log_id, request, any_value(run) AS run,
         min(ts_ns) FILTER (kind = 'request_start') AS start_ns,
         max(ts_ns) FILTER (kind = 'request_end') AS end_ns,
@@ -74,8 +93,7 @@ WITH ev AS (
             FILTER (fields->>'connection' IS NOT NULL OR fields->>'mode' IS NOT NULL) AS connection,
         any_value(remote_addr) FILTER (remote_addr IS NOT NULL) AS remote_addr,
         any_value(labels['run']) AS run_label
-    FROM events JOIN event_logs USING (log_id)
-    WHERE request IS NOT NULL
+    FROM logged JOIN event_logs USING (log_id)
     GROUP BY log_id, request
     HAVING start_ns IS NOT NULL AND end_ns IS NOT NULL
 ),

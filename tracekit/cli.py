@@ -166,7 +166,8 @@ def _skipped_text(counts):
     return "skipped " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()))
 
 
-INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench")
+INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench",
+                 "queqiao-tsv", "prometheus")
 
 
 _UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -189,6 +190,16 @@ def _parse_duration_ns(text):
     return round(ns)
 
 
+def _parse_time_ns(text):
+    """--time: an RFC 3339 time -> int ns since the epoch."""
+    from .events.logfmt import rfc3339_ns
+    ns = rfc3339_ns(text)
+    if ns is None or not -(1 << 63) < ns < (1 << 63):
+        raise TracekitError(f"--time {text!r} is not an RFC 3339 time within 1677-2262 "
+                            f"(e.g. 2026-08-18T10:00:00Z or 2026-08-18T18:00:00.5+08:00)")
+    return ns
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
@@ -203,8 +214,12 @@ def _parse_duration_ns(text):
 @click.option("--clock-offset", "clock_offset", metavar="DURATION", default=None,
               help="Event logs only: add this to their timestamps to put them on the "
                    "captures' clock (e.g. 12.5ms); default 0, same host.")
+@click.option("--time", "stated_time", metavar="RFC3339", default=None,
+              help="When a file with no time of its own was taken (a queqiaobench report, "
+                   "a harness TSV, a Prometheus scrape without timestamps), e.g. "
+                   "2026-08-18T10:00:00Z; such files are refused without it.")
 @handle_errors
-def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
+def ingest(files, db, labels, replace, input_format, clock_offset, manifests, stated_time):
     """Ingest pcap/pcapng captures and event logs into the store.
 
     Every packet becomes a row of `packets`; flows are rebuilt per capture.
@@ -231,7 +246,9 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests):
     from .capture.formats import split_inputs
     capture_paths, log_paths = split_inputs(files, input_format)
     started = time.perf_counter()
-    parsed = [read_log(p, None if input_format == "auto" else input_format) for p in log_paths]
+    time_ns = None if stated_time is None else _parse_time_ns(stated_time)
+    parsed = [read_log(p, None if input_format == "auto" else input_format, time_ns)
+              for p in log_paths]
     runs = []
     if manifests:
         from .store.runs import read_manifest
@@ -337,8 +354,8 @@ def _report_log(s):
     name = os.path.basename(s.path)
     if s.outcome != "duplicate" and s.trace_clock_events:
         click.echo(f"tracekit: warning: {s.path}: {_plural(s.trace_clock_events, 'event')} "
-                   f"count from the start of their qlog trace (it gives no wall-clock "
-                   f"reference_time): place the log with --clock-offset, or with tracekit "
+                   f"count from the start of their trace (it gives no wall-clock "
+                   f"time: a qlog without reference_time, a Queqiao lane trace's t=): place the log with --clock-offset, or with tracekit "
                    f"clock {s.log_id} --capture ID --apply", err=True)
     if s.outcome != "duplicate" and s.portless_requests:
         click.echo(f"tracekit: warning: {s.path}: {_plural(s.portless_requests, 'request')} "
@@ -354,7 +371,10 @@ def _report_log(s):
     if s.private_dropped:
         extra += f", {_plural(s.private_dropped, 'private identifier')} dropped"
     if s.negative_deltas:
-        extra += f", {_plural(s.negative_deltas, 'decreasing counter')} skipped"
+        extra += (f", {_plural(s.negative_deltas, 'counter decrease')} left unknown (a sum "
+                  f"over live connections fell)")
+    if s.counter_resets:
+        extra += f", {_plural(s.counter_resets, 'counter reset')} (a process restarted)"
     click.echo(f"{name}: ingested as event log {s.log_id} ({s.format}){replacing}: "
                f"{_plural(s.events, 'event')} of {_plural(s.records, 'record')}{extra}")
     if s.malformed:
@@ -517,6 +537,33 @@ def _store_view(name, doc, example):
                            f"flow of theirs was linked (no local_port hint, and not exactly one "
                            f"connection to their server began within their time)", err=True)
     return command
+
+
+@main.command(context_settings=CONTEXT)
+@db_option
+@format_option
+@click.option("--log", "log_id", type=int, default=None, help="Only this event log.")
+@handle_errors
+def queqiao(db, fmt, log_id):
+    """Queqiao's dashboard figures per snapshot interval: goodput, loss, RTT, window.
+
+    From the counters of its performance snapshots, /metrics scrapes and lane
+    traces (their deltas; an interval whose counter fell has no rate).
+    Needs no `tracekit analyze`.
+
+    \b
+    Example:
+      tracekit queqiao --log 1 --format csv
+    """
+    from .runner import run_analysis
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    if log_id is not None and not con.execute(
+            "SELECT count(*) FROM event_logs WHERE log_id = ?", [log_id]).fetchall()[0][0]:
+        raise TracekitError(f"no event log {log_id} in the store (see tracekit sql 'FROM event_logs')")
+    columns, rows = run_analysis(con, "views/queqiao", log=log_id)
+    emit(columns, rows, fmt)
 
 
 def _known(con, capture_id=None, flow_id=None, run=None):

@@ -5,8 +5,14 @@ Formats (detected from the content, or named with --format):
     jsonl     tracekit's own schema, one JSON object per line (README)
     csv       a header row, then one event per row, the same names
     qlog      IETF qlog, JSON or JSON-SEQ (aioquic and other QUIC stacks)
-    queqiao   Queqiao's runtime log and lane trace (Go slog JSON Lines)
+    queqiao   Queqiao's runtime log and lane trace (Go slog JSON Lines or
+              text), capture_metrics.py's scrapes
     queqiaobench  a `queqiaobench --json` report
+    queqiao-tsv   the TSV of Queqiao's harness scripts (bench_*.sh)
+    prometheus    a Prometheus text scrape (Queqiao's /metrics)
+
+The last three carry no time of their own: they take the caller's
+(`time_ns`, `tracekit ingest --time`) or are refused.
 
 Every format is first turned into records of tracekit's schema; one SQL
 normaliser (normalise.sql) then extracts the columns and names what is
@@ -24,10 +30,11 @@ import pyarrow as pa
 
 from ..capture.formats import EXPECTED, describe_magic
 from ..errors import NotACaptureError, TracekitError
-from . import csvlog, qlog, queqiao
+from . import csvlog, qlog, queqiao, tables
 from .lines import iter_lines
 
-FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench")
+FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench", "queqiao-tsv", "prometheus")
+TIMELESS = ("queqiaobench", "queqiao-tsv", "prometheus")
 
 
 class NotALogError(NotACaptureError):
@@ -42,8 +49,10 @@ class ParsedLog:
     records: int = 0
     malformed: list = field(default_factory=list)  # [(line, problem)] in file order
     private_dropped: int = 0
-    negative_deltas: int = 0
-    trace_clock_events: int = 0  # qlog events timed from their trace's start (no wall clock)
+    negative_deltas: int = 0  # counter decreases whose interval is unknown (delta null)
+    counter_resets: int = 0  # process counters that restarted (delta = the new value)
+    trace_clock_events: int = 0  # events timed from their trace's start (no wall clock)
+    time_stated: bool = False  # stamped with the caller's time_ns (the file has none)
 
 
 def _normaliser():
@@ -102,6 +111,12 @@ def detect(path, head):
         if queqiao.is_runtime_record(obj):
             return "queqiao"
         return "jsonl"
+    if queqiao.looks_like_text(first.strip()):
+        return "queqiao"
+    if tables.looks_like_harness(first):
+        return "queqiao-tsv"
+    if tables.looks_like_prometheus(text):
+        return "prometheus"
     if csvlog.looks_like_csv(first):
         return "csv"
     raise NotALogError(f"{path} is not a pcap or pcapng capture: {describe_magic(head)}; "
@@ -109,8 +124,9 @@ def detect(path, head):
                        f"with ts and kind columns, qlog, Queqiao; --format names one)")
 
 
-def read_log(path, fmt=None):
-    """Parse one event log; return a ParsedLog (malformed records listed, not fatal)."""
+def read_log(path, fmt=None, time_ns=None):
+    """Parse one event log; return a ParsedLog (malformed records listed, not fatal).
+    `time_ns` stamps the rows of a format that carries no time (TIMELESS)."""
     try:
         with open(path, "rb") as f:
             head = f.read(65536)
@@ -121,7 +137,8 @@ def read_log(path, fmt=None):
         raise TracekitError(f"unknown log format {fmt!r}; known: {', '.join(FORMATS)}")
     con = duckdb.connect()
     try:
-        parsed = _read_jsonl(con, path) if fmt == "jsonl" else _read_records(con, path, fmt)
+        parsed = (_read_jsonl(con, path) if fmt == "jsonl" else
+                  _read_records(con, path, fmt, time_ns))
     finally:
         con.close()
     if parsed.table.num_rows == 0:
@@ -184,7 +201,7 @@ def _read_jsonl(con, path):
     return parsed
 
 
-def _read_records(con, path, fmt):
+def _read_records(con, path, fmt, time_ns=None):
     with open(path, "rb") as f:
         data = f.read()
     name, skip = encoding(data[:4])
@@ -192,7 +209,7 @@ def _read_records(con, path, fmt):
     try:
         text = data[skip:].decode(name)
     except UnicodeDecodeError as e:
-        if fmt not in ("csv", "queqiao") or name != "utf-8":  # read whole or not at all
+        if fmt not in ("csv", "queqiao", "queqiao-tsv", "prometheus") or name != "utf-8":  # read whole or not at all
             raise TracekitError(f"{path}: at byte offset {e.start + skip}: not "
                                 f"{name.upper()} text, so not a {fmt} log") from None
         text, bad = _decode_lines(data[skip:], name)
@@ -203,7 +220,12 @@ def _read_records(con, path, fmt):
     elif fmt == "qlog":
         rows = qlog.records(path, text)
     elif fmt == "queqiaobench":
-        rows = queqiao.bench_records(path, queqiao.load_bench(path, text))
+        rows = tables.bench_records(path, tables.load_bench(path, text), time_ns)
+    elif fmt == "queqiao-tsv":
+        rows = tables.harness_records(path, text, time_ns)
+    elif fmt == "prometheus":
+        stats = queqiao.Stats()
+        rows = tables.prometheus_records(path, text, queqiao.Counters(stats), time_ns)
     else:
         stats = queqiao.Stats()
         lines = ((n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip())
@@ -218,9 +240,14 @@ def _read_records(con, path, fmt):
             texts.append(record)
             if fmt == "qlog" and record.endswith('"clock": "trace"}'):
                 parsed.trace_clock_events += 1
-    if fmt == "queqiao":
+    if fmt in ("queqiao", "prometheus"):
         parsed.private_dropped, parsed.negative_deltas = stats.private_dropped, stats.negative_deltas
+        parsed.counter_resets = stats.counter_resets
+        parsed.trace_clock_events = stats.trace_clock
     table = _split_problems(_normalise(con, numbers, pa.array(texts, type=pa.large_string())), parsed)
+    if fmt in TIMELESS and time_ns is not None and table.num_rows:
+        import pyarrow.compute as pc
+        parsed.time_stated = pc.any(pc.equal(table.column("ts_ns"), time_ns)).as_py()
     parsed.malformed.sort()
     parsed.table = table
     return parsed

@@ -122,6 +122,11 @@ def _upgrade(con):
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'analysis_runs'").fetchall()}
         if "error" not in have:
             con.execute("ALTER TABLE analysis_runs ADD COLUMN error VARCHAR")
+    if ("main", "event_logs") in tables:
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'event_logs'").fetchall()}
+        if "counter_resets" not in have:
+            con.execute("ALTER TABLE event_logs ADD COLUMN counter_resets BIGINT DEFAULT 0")
     # staged tables were plain tables: move the captured ones into `store`, drop the
     # derived ones (`tracekit analyze` builds them again)
     for name in STAGED:

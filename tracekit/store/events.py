@@ -27,6 +27,7 @@ class LogSummary:
     malformed: list = None
     private_dropped: int = 0
     negative_deltas: int = 0
+    counter_resets: int = 0
     duplicate_of: int | None = None
     portless_requests: int = 0  # requests whose events carry no local_port
     trace_clock_events: int = 0  # events timed from their qlog trace's start
@@ -67,11 +68,14 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
         raise TracekitError(f"{parsed.path}: cannot read: {e.strerror}") from None
     summary = LogSummary(path=path, format=parsed.format, records=parsed.records,
                          malformed=parsed.malformed, private_dropped=parsed.private_dropped,
-                         negative_deltas=parsed.negative_deltas)
-    old = con.execute("SELECT log_id FROM event_logs WHERE sha256 = ?", [digest]).fetchall()
+                         negative_deltas=parsed.negative_deltas,
+                         counter_resets=parsed.counter_resets)
+    old = con.execute("SELECT log_id, format FROM event_logs WHERE sha256 = ?",
+                      [digest]).fetchall()
     if old:
         summary.duplicate_of = old[0][0]
-        if not replace:
+        # read as another format before (--format names this one): it replaces that
+        if not replace and old[0][1] == parsed.format:
             summary.outcome = "duplicate"
             return summary
         summary.outcome = "replaced"
@@ -99,14 +103,15 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
     lines = [line for line, _ in parsed.malformed[:MALFORMED_KEPT]]
     con.execute("""
         INSERT INTO event_logs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                                       MAP(?::VARCHAR[], ?::VARCHAR[]), now(), now(), ?)""",
+                                       MAP(?::VARCHAR[], ?::VARCHAR[]), now(), now(), ?, ?)""",
                 [log_id, path, os.path.basename(path), digest, size, parsed.format,
                  parsed.records, n, len(parsed.malformed), lines,
                  parsed.malformed[0][1] if parsed.malformed else None,
                  parsed.private_dropped, parsed.negative_deltas, offset,
                  ("given" if clock_offset_ns is not None else
-                  "trace_start" if parsed.trace_clock_events else "same_host"), None, first, last,
-                 list(labels), list(labels.values()), __version__])
+                  "trace_start" if parsed.trace_clock_events else
+                  "stated" if parsed.time_stated else "same_host"), None, first, last,
+                 list(labels), list(labels.values()), __version__, parsed.counter_resets])
     summary.log_id = log_id
     summary.events = n
     summary.trace_clock_events = parsed.trace_clock_events if clock_offset_ns is None else 0

@@ -327,16 +327,16 @@ EVENT_LOGS = (
     Column("file_name", "VARCHAR NOT NULL", "Base name of the file"),
     Column("sha256", "VARCHAR NOT NULL UNIQUE", "SHA-256 of the file; re-ingesting the same content is refused"),
     Column("size_bytes", "BIGINT NOT NULL", "File size"),
-    Column("format", "VARCHAR NOT NULL", "`jsonl`, `csv`, `qlog`, `queqiao` or `queqiaobench`"),
+    Column("format", "VARCHAR NOT NULL", "`jsonl`, `csv`, `qlog`, `queqiao`, `queqiaobench`, `queqiao-tsv` or `prometheus`"),
     Column("records", "BIGINT NOT NULL", "Records read (lines, CSV rows, qlog events), blank lines not counted"),
     Column("events", "BIGINT NOT NULL", "Rows in `events` (records minus malformed)"),
     Column("malformed", "BIGINT NOT NULL", "Records skipped as malformed"),
     Column("malformed_lines", "BIGINT[]", "Line (record) numbers of the first 1,000 malformed records"),
     Column("first_problem", "VARCHAR", "What was wrong with the first malformed record"),
     Column("private_fields_dropped", "BIGINT NOT NULL", "Identifier fields (account, device, user...) dropped at ingest"),
-    Column("negative_deltas_skipped", "BIGINT NOT NULL", "Queqiao counter decreases skipped (delta stored as 0)"),
+    Column("negative_deltas_skipped", "BIGINT NOT NULL", "Queqiao counters that fell where the interval's change is unknown (a QUIC sum or lane counter: delta stored as null)"),
     Column("clock_offset_ns", "BIGINT NOT NULL", "Added to every timestamp of the log to put it on the captures' clock"),
-    Column("clock_source", "VARCHAR NOT NULL", "`same_host` (0), `given` (--clock-offset), `estimated` (tracekit clock) or `trace_start` (a qlog without a wall-clock reference: times count from its start until placed)"),
+    Column("clock_source", "VARCHAR NOT NULL", "`same_host` (0), `given` (--clock-offset), `estimated` (tracekit clock), `trace_start` (a qlog or lane trace without a wall-clock reference: times count from its start until placed) or `stated` (a file with no time of its own, stamped with --time)"),
     Column("clock_uncertainty_ns", "BIGINT", "Half-width of the interval the offset is known to lie in (estimated)"),
     Column("first_ts_ns", "BIGINT", "Smallest event timestamp (after the offset)"),
     Column("last_ts_ns", "BIGINT", "Largest event timestamp (after the offset)"),
@@ -344,6 +344,7 @@ EVENT_LOGS = (
     Column("ingested_at", "TIMESTAMPTZ NOT NULL", "When the file was ingested"),
     Column("updated_at", "TIMESTAMPTZ NOT NULL", "Last change (ingest or a new clock offset); analyses built before it are redone"),
     Column("tracekit_version", "VARCHAR NOT NULL", "Version of tracekit that ingested it"),
+    Column("counter_resets", "BIGINT NOT NULL DEFAULT 0", "Queqiao process counters that fell (a restart): delta stored as the new value"),
 )
 
 EVENTS = (
