@@ -180,7 +180,38 @@ def queqiao_cases():
                                      + "}").encode()
 
 
+def text_cases():
+    """Queqiao's text forms, Prometheus scrapes and harness TSV gone wrong."""
+    t = "time=2026-05-01T10:00:00Z level=INFO"
+    yield "slog_text_unclosed_quote.log", (f'{t} msg="performance snapshot queqiao_x_total=5\n'
+                                           f'{t} msg=x\nrandom words here\n').encode()
+    yield "slog_text_duration_garbage.log", (f'{t} msg="local flow complete" duration=2parsecs\n'
+                                             f'{t} msg="local flow complete" duration=99999999999h\n'
+                                             ).encode()
+    yield "lane_text_no_t.log", b"lane t= flow=1 lane=2\nlane t=abc flow=1\nlane t=1.5 sent=9\n"
+    yield "prom_nan_values.prom", (b"# timestamp: 2026-05-01T10:00:00Z\nqueqiao_a_total NaN\n"
+                                   b"queqiao_b +Inf\nqueqiao_c 1e999999\nqueqiao_d 12 abc\n")
+    yield "prom_time_garbage.prom", b"# timestamp: yesterday\nqueqiao_a 1\n"
+    yield "harness_ragged.tsv", b"trial\tlabel\tcomplete\n1\tq\t1\n2\tq\n3\tq\t1\textra\n"
+
+
+def har_cases():
+    def har(*entries):
+        return json.dumps({"log": {"version": "1.2", "entries": list(entries)}}).encode()
+    ok = {"startedDateTime": "2026-05-01T10:00:00.000Z", "time": 5, "request": {"url": "https://a/"},
+          "response": {"status": 200}, "timings": {"send": 1, "wait": 3, "receive": 1}}
+    yield "har_entries_not_list.har", json.dumps({"log": {"entries": 5}}).encode()
+    yield "har_bad_entries.har", har(ok, 3, {**ok, "startedDateTime": "yesterday"},
+                                     {**ok, "time": "slow"}, {**ok, "time": -1},
+                                     {**ok, "request": [1], "timings": "x"}, ok)
+    yield "har_deep.har", ('{"log": {"entries": [' + _deep(100_000) + "]}}").encode()
+    yield "har_url_garbage.har", har({**ok, "request": {"url": "http://[::1:80/"},
+                                      "serverIPAddress": 7})
+
+
 def cases():
+    yield from text_cases()
+    yield from har_cases()
     yield from jsonl_cases()
     yield from csv_cases()
     yield from qlog_cases()

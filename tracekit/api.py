@@ -22,15 +22,18 @@ class Store:
         from .store.db import connect
         self.con = connect(path, read_only=read_only)
 
-    def ingest(self, files, labels=None, replace=False, clock_offset_ns=None, log_format=None):
+    def ingest(self, files, labels=None, replace=False, clock_offset_ns=None, log_format=None,
+               time_ns=None):
         """Ingest captures and event logs (told apart by their first bytes) in one
-        transaction: all of them, or none. Returns (capture summaries, log summaries)."""
+        transaction: all of them, or none. `time_ns` dates the files that carry no
+        time of their own (bench reports, harness TSV, bare /metrics scrapes).
+        Returns (capture summaries, log summaries)."""
         from .capture.formats import split_inputs
         from .events import read_log
         from .store.events import load_logs
         from .store.ingest import command, load_captures
         captures, logs = split_inputs(files)
-        parsed = [read_log(p, log_format) for p in logs]  # before anything is written
+        parsed = [read_log(p, log_format, time_ns) for p in logs]  # before anything is written
         with command(self.con) as c:
             caps = (load_captures(self.con, captures, labels=labels, replace=replace, command=c)
                     if captures else [])

@@ -167,7 +167,7 @@ def _skipped_text(counts):
 
 
 INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench",
-                 "queqiao-tsv", "prometheus")
+                 "queqiao-tsv", "prometheus", "har")
 
 
 _UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}

@@ -30,6 +30,13 @@ def estimate_offset(con, log_id, capture_id):
     lows = [r[3] for r in rows if r[2] == "lower"]
     highs = [r[3] for r in rows if r[2] == "upper"]
     if not rows:
+        (fmt,), = con.execute("SELECT format FROM event_logs WHERE log_id = ?", [log_id]).fetchall()
+        if fmt.startswith("queqiao") or fmt == "prometheus":
+            raise TracekitError(
+                f"no clock pairs between event log {log_id} and capture {capture_id}: Queqiao's "
+                f"records name no address or port of the connections they describe (its flow "
+                f"records carry session and flow ids only), so no packet can be paired with "
+                f"them; give the offset with tracekit ingest --clock-offset")
         raise TracekitError(
             f"no clock pairs between event log {log_id} and capture {capture_id}: the log "
             f"needs connect_start/connect_end/first_byte events with a local_port that is "

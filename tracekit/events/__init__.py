@@ -10,6 +10,7 @@ Formats (detected from the content, or named with --format):
     queqiaobench  a `queqiaobench --json` report
     queqiao-tsv   the TSV of Queqiao's harness scripts (bench_*.sh)
     prometheus    a Prometheus text scrape (Queqiao's /metrics)
+    har       a browser's HTTP Archive (each entry a request)
 
 The last three carry no time of their own: they take the caller's
 (`time_ns`, `tracekit ingest --time`) or are refused.
@@ -30,10 +31,10 @@ import pyarrow as pa
 
 from ..capture.formats import EXPECTED, describe_magic
 from ..errors import NotACaptureError, TracekitError
-from . import csvlog, qlog, queqiao, tables
+from . import csvlog, har, qlog, queqiao, tables
 from .lines import iter_lines
 
-FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench", "queqiao-tsv", "prometheus")
+FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench", "queqiao-tsv", "prometheus", "har")
 TIMELESS = ("queqiaobench", "queqiao-tsv", "prometheus")
 
 
@@ -105,7 +106,11 @@ def detect(path, head):
         if obj is None:  # one multi-line JSON document
             if '"schema_version"' in text and '"trials"' in text:
                 return "queqiaobench"
+            if '"log"' in text and '"entries"' in text:
+                return "har"
             return "jsonl"
+        if har.looks_like_har(obj):
+            return "har"
         if queqiao.is_bench_report(obj):
             return "queqiaobench"
         if queqiao.is_runtime_record(obj):
@@ -221,6 +226,8 @@ def _read_records(con, path, fmt, time_ns=None):
         rows = qlog.records(path, text)
     elif fmt == "queqiaobench":
         rows = tables.bench_records(path, tables.load_bench(path, text), time_ns)
+    elif fmt == "har":
+        rows = har.records(path, har.load(path, text))
     elif fmt == "queqiao-tsv":
         rows = tables.harness_records(path, text, time_ns)
     elif fmt == "prometheus":
@@ -231,8 +238,10 @@ def _read_records(con, path, fmt, time_ns=None):
         lines = ((n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip())
         rows = queqiao.runtime_records(lines, stats)
     numbers, texts = [], []
+    last = None
     for number, record, problem in rows:
-        parsed.records += 1
+        parsed.records += fmt != "har" or number != last  # a HAR entry gives several events
+        last = number
         if problem:
             parsed.malformed.append((number, problem))
         else:

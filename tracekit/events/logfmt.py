@@ -36,6 +36,8 @@ def go_duration_ns(text):
         scale = UNITS[unit]
         total += int(whole or 0) * scale + (int(fraction) * scale // 10 ** len(fraction)
                                             if fraction else 0)
+    if total >= 1 << 63:
+        return None  # beyond time.Duration (int64 ns): no Go program wrote it
     return -total if m.group(1) == "-" else total
 
 
