@@ -1,6 +1,11 @@
 """qlog files written by other QUIC stacks (../shared/logs, provenance in its
 README): every event read, its time exact to the nanosecond from the file's text."""
 
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
 import pytest
 
 from conftest import SHARED, needs_shared
@@ -21,7 +26,7 @@ def _rows(name):
     ("pcap2qlog-draft02-ngtcp2-29-dsb.qlog", 25, (1_592_171_671_664_832_400, "quic_connection_started"),
      {"quic_packet_received": 12, "quic_packet_sent": 7}, 0),
     # draft-00 event arrays, time_units us, a reference "11001" that is no wall clock
-    ("picoquic-qlog_trace_ref.qlog", 104, (0, "quic_datagram_received"),
+    ("picoquic-qlog_trace_ref.qlog", 104, (0, "quic_datagrams_received"),
      {"quic_metrics_updated": 24, "quic_packet_sent": 20}, 104),
     # quic-go NDJSON: a header line, then an event a line; reference 1725288150744.6677 ms
     ("qperf-go-README-ecf6a13.qlog", 16, (1_725_288_150_746_030_358, "quic_connection_started"),
@@ -43,3 +48,52 @@ def test_picoquic_times_are_microseconds():
     """time_units "us": the last event at 161682 us is 161.682 ms after the first."""
     _, rows = _rows("picoquic-qlog_trace_ref.qlog")
     assert max(ts for ts, _ in rows) == 161_682_000
+
+
+QVIS = Path(__file__).parent / "data" / "qlog"
+
+
+def _expected(path):
+    """(ts_ns, trace number) of every event, computed here from the file: a
+    draft-01 trace's reference_time (ms, or s where it holds a decimal
+    point: pcap2qlog) plus each event's relative_time in ms."""
+    doc = json.loads(path.read_text())
+    out = []
+    for n, trace in enumerate(doc["traces"]):
+        ref = Decimal(trace["common_fields"]["reference_time"])
+        ref_ms = ref * 1000 if "." in trace["common_fields"]["reference_time"] else ref
+        at = trace["event_fields"].index("relative_time")
+        for event in trace["events"]:
+            if event:
+                out.append((int((ref_ms + Decimal(event[at])) * 1_000_000), n))
+    return out
+
+
+@pytest.mark.parametrize("name, events, malformed, traces", [
+    ("doublevantage_100ms.qlog", 6737, 0, 2), ("parallel_10_50KB_f5.qlog", 1549, 0, 1),
+    ("new_cid.qlog", 34, 1, 1), ("spin_bit.qlog", 34, 0, 1),
+])
+def test_qvis_qlogs(name, events, malformed, traces):
+    parsed = read_log(str(QVIS / name))
+    rows = parsed.table.to_pylist()
+    assert len(rows) == events and len(parsed.malformed) == malformed
+    got = sorted((r["ts_ns"], json.loads(r["fields"])["qlog_trace"]) for r in rows)
+    assert got == sorted(_expected(QVIS / name))
+    assert len({t for _, t in got}) == traces
+    assert parsed.trace_clock_events == 0
+
+
+def test_two_vantage_points_in_one_file():
+    rows = read_log(str(QVIS / "doublevantage_100ms.qlog")).table.to_pylist()
+    first = {}
+    for r in rows:
+        f = json.loads(r["fields"])
+        first.setdefault(f["vantage_point"]["type"], r["ts_ns"])
+    # the server's trace was started 100 ms after the client's
+    assert first == {"client": 1_566_844_755_588_000_000, "server": 1_566_844_755_688_000_000}
+    kinds = Counter(r["kind"] for r in rows)
+    # draft-01 names read as today's: metric_update -> metrics_updated
+    assert kinds["quic_metrics_updated"] == 1817 and "quic_metric_update" not in kinds
+    cwnd = [json.loads(r["fields"])["data"].get("cwnd") for r in rows
+            if r["kind"] == "quic_metrics_updated"]
+    assert cwnd[0] == 12800

@@ -172,7 +172,8 @@ class _Trace:
         data = dict(event.get("data")) if isinstance(event.get("data"), dict) else {}
         if "congestion_window" in data and "cwnd" not in data:  # the newer metrics name
             data["cwnd"] = data["congestion_window"]
-        out = {"ts_ns": ts_ns, "kind": f"{prefix}_{short.lower()}", "qlog_name": name,
+        short = OLD_NAMES.get(short.lower(), short.lower())
+        out = {"ts_ns": ts_ns, "kind": f"{prefix}_{short}", "qlog_name": name,
                **self.context, "data": data}
         if self.clock == "trace":
             out["clock"] = "trace"
@@ -180,6 +181,12 @@ class _Trace:
             return dumps(out), None
         except BadRecord as e:
             return None, str(e)
+
+
+# names of the drafts before 02 (aioquic 2019, pcap2qlog) -> the names since
+OLD_NAMES = {"metric_update": "metrics_updated", "datagram_received": "datagrams_received",
+             "datagram_sent": "datagrams_sent", "spin_bit_update": "spin_bit_updated",
+             "connection_id_update": "connection_id_updated"}
 
 
 def records(path, text):
