@@ -176,8 +176,13 @@ quic AS (
     FROM quic_flows qf
 ),
 
-quic_rtt AS (  -- for QUIC the first Initial exchange stands in for the path RTT
-    SELECT capture_id, flow_id, min(si_ns) - min(ci_ns) AS path_rtt_ns FROM quic_flows GROUP BY ALL
+quic_rtt AS (  -- for QUIC the Initial exchange stands in for the path RTT: the server's
+               -- first Initial and the client's last Initial before it (after a Retry
+               -- or a Version Negotiation, the Initial it answers)
+    SELECT qf.capture_id, qf.flow_id,
+        qf.si_ns - (SELECT max(ts_ns) FROM q WHERE q.capture_id = qf.capture_id AND q.flow_id = qf.flow_id
+                    AND q.from_client AND q.quic_type = 'initial' AND q.ts_ns < qf.si_ns) AS path_rtt_ns
+    FROM quic_flows qf
 ),
 
 all_layers AS (

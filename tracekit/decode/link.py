@@ -27,8 +27,10 @@ AF_INET6 = (10, 24, 28, 30)
 LINK_TYPE_NAMES = {
     0: "NULL (BSD loopback)", 1: "Ethernet", 9: "PPP", 12: "raw IP", 14: "raw IP",
     101: "raw IP", 108: "OpenBSD loopback", 113: "Linux cooked (SLL)",
-    228: "raw IPv4", 229: "raw IPv6", 276: "Linux cooked v2 (SLL2)",
+    228: "raw IPv4", 229: "raw IPv6", 239: "Linux NFLOG", 276: "Linux cooked v2 (SLL2)",
 }
+NFLOG_PAYLOAD = 9  # NFULA_PAYLOAD: the packet, from its network header on
+MAX_NFLOG_TLVS = 32
 SUPPORTED_LINK_TYPES = frozenset(LINK_TYPE_NAMES)
 
 
@@ -107,6 +109,47 @@ def decode_ethernet(hb, rows, start, end):
     return l3, net, status, ethertype.astype(np.int32), vlan_outer, vlan_inner
 
 
+def _swap16(x):
+    return ((x & 0xFF) << 8) | (x >> 8)
+
+
+def decode_nflog(hb, rows, start, end):
+    """Linux NFLOG (link type 239): a 4-byte header (address family, version,
+    resource id), then TLVs (length including its 4-byte header, type; both
+    in the capturing host's byte order, padded to 4 bytes); the packet is
+    the payload TLV (type 9). The byte order is told by the first TLV's
+    type, which is small (< 256) read the right way round."""
+    n = len(start)
+    family, fam_ok = read_uint(hb, rows, start, end, 1)
+    pos = start + 4
+    first_type, _ = read_uint(hb, rows, pos + 2, end, 2)
+    little = _swap16(first_type) < 0x100
+    l3 = np.full(n, -1, np.int64)
+    found = np.zeros(n, bool)
+    alive = fam_ok.copy()
+    for _ in range(MAX_NFLOG_TLVS):
+        raw_len, ok1 = read_uint(hb, rows, pos, end, 2)
+        raw_type, ok2 = read_uint(hb, rows, pos + 2, end, 2)
+        length = np.where(little, _swap16(raw_len), raw_len).astype(np.int64)
+        tlv_type = np.where(little, _swap16(raw_type), raw_type)
+        alive &= ok1 & ok2 & (length >= 4)
+        payload = alive & (tlv_type == NFLOG_PAYLOAD)
+        l3 = np.where(payload, pos + 4, l3)
+        found |= payload
+        alive &= ~payload
+        if not alive.any():
+            break
+        pos = np.where(alive, pos + (length + 3) // 4 * 4, pos)
+    net, status = _from_ip_version(hb, rows, np.where(found, l3, start), end)
+    # the header's family, where it names one, must agree with the packet
+    named = np.where(family == 2, 4, np.where(family == 10, 6, 0))
+    disagree = found & (named != 0) & (net != 0) & (named != net)
+    status = np.where(disagree, CODE["bad_ip_header"], status).astype(np.uint8)
+    status = np.where(found, status, CODE["truncated_link"]).astype(np.uint8)
+    net = np.where(found & ~disagree, net, 0).astype(np.int8)
+    return np.where(found, l3, start).astype(start.dtype), net, status
+
+
 def decode_link(hb, rows, start, end, link_type):
     """Vectorised link-layer decode for packets of one link type.
 
@@ -150,6 +193,9 @@ def decode_link(hb, rows, start, end, link_type):
         status[~ok] = CODE["truncated_link"]
         net[~ok] = 0
         return start + 4, net, status, no_type, no_vlan, no_vlan
+    if link_type == 239:
+        l3, net, status = decode_nflog(hb, rows, start, end)
+        return l3, net, status, no_type, no_vlan, no_vlan
     if link_type == 9:
         proto, after, ok = _ppp_protocol(hb, rows, start, end)
         net, status = _ppp_to_net(proto, ok)

@@ -20,7 +20,9 @@ MAX_SACK_BLOCKS = 4
 
 QUIC_V1 = 0x00000001
 QUIC_V2 = 0x6B3343CF  # RFC 9369
-QUIC_DRAFTS = tuple(range(0xFF00001D, 0xFF000023))  # drafts 29-34
+# versions decoded as QUIC besides those: any IETF draft (0xff0000xx), and the
+# versions reserved to exercise version negotiation (0x?a?a?a?a, RFC 9000 §15),
+# which a client may offer first -- the Initial a Version Negotiation answers
 QUIC_TYPE_NAMES = ("initial", "0rtt", "handshake", "retry", "version_negotiation")
 
 
@@ -177,7 +179,8 @@ def _quic(hb, q, qend, g, out):
     scid, sok = read_uint(hb, g, q + 6 + dcid, qend, 1)
     long_header = ok & vok & dok & sok & ((first & 0x80) != 0)
     vn = long_header & (version == 0)
-    known = np.isin(version, (QUIC_V1, QUIC_V2) + QUIC_DRAFTS)
+    known = (np.isin(version, (QUIC_V1, QUIC_V2)) | ((version >> 8) == 0xFF0000)
+             | ((version & 0x0F0F0F0F) == 0x0A0A0A0A))
     fixed_bit = (first & 0x40) != 0
     quic = long_header & (vn | (known & fixed_bit & (dcid <= 20) & (scid <= 20)))
     if not quic.any():

@@ -1,0 +1,47 @@
+"""Captures from tcpdump's test suite (tests/data/pcap, provenance in its
+README), held against tcpdump's own decoding of them (its .out files)."""
+
+from pathlib import Path
+
+import duckdb
+from click.testing import CliRunner
+
+from tracekit.cli import main
+
+DATA = Path(__file__).parent / "data" / "pcap"
+
+
+def store(tmp_path, name, analyze=False):
+    db = str(tmp_path / "x.duckdb")
+    r = CliRunner().invoke(main, ["ingest", str(DATA / name), "--db", db])
+    assert r.exit_code == 0, r.output
+    if analyze:
+        assert CliRunner().invoke(main, ["analyze", "--db", db]).exit_code == 0
+    return duckdb.connect(db)
+
+
+def test_nflog_link_type_239(tmp_path):
+    # nflog-e.out: 74.82.42.42.53 > 10.0.0.20.{42585,45190,44031,48736}, DNS of 45/57/49/61 bytes
+    con = store(tmp_path, "nflog.pcap")
+    got = con.execute("""
+        SELECT src_addr, dst_addr, src_port, dst_port, payload_bytes
+        FROM packets ORDER BY frame""").fetchall()
+    assert got == [("74.82.42.42", "10.0.0.20", 53, port, n)
+                   for port, n in ((42585, 45), (45190, 57), (44031, 49), (48736, 61))]
+    assert con.execute("SELECT count(*) FROM packets WHERE decode_status IS NOT NULL").fetchall() == [(0,)]
+    assert con.execute("SELECT link_types FROM captures").fetchall()[0][0] == [239]
+
+
+def test_quic_version_negotiation_with_a_reserved_version(tmp_path):
+    # quic_vn.out: 1 initial v1a2a3a4a; 2 version negotiation; 3, 4 initial (v1)...
+    con = store(tmp_path, "quic_vn.pcap", analyze=True)
+    got = con.execute("SELECT quic_type, quic_version FROM packets WHERE frame <= 4 "
+                      "ORDER BY frame").fetchall()
+    assert got == [("initial", 0x1A2A3A4A), ("version_negotiation", 0), ("initial", 1),
+                   ("initial", 1)]
+    (row,) = con.execute("""
+        SELECT h.start_ns - (SELECT min(ts_ns) FROM packets), h.version, h.version_negotiation,
+               h.round_trips
+        FROM handshakes h""").fetchall()
+    # the handshake began with the first Initial and took the VN round trip too
+    assert row == (0, "QUIC v1", True, 2)
