@@ -45,3 +45,19 @@ def test_quic_version_negotiation_with_a_reserved_version(tmp_path):
         FROM handshakes h""").fetchall()
     # the handshake began with the first Initial and took the VN round trip too
     assert row == (0, "QUIC v1", True, 2)
+
+
+# tshark 4.0.17 on zeek-smb2-keepalives.pcap: tcp.analysis.keep_alive and
+# tcp.analysis.retransmission frames
+TSHARK_KEEP_ALIVES = [148, 150, 151, 160, 162, 163, 166, 168, 170, 171, 174, 176, 178, 180,
+                      182, 184, 185, 188, 196, 198, 199, 202, 204]
+TSHARK_RETRANSMISSIONS = [90, 91, 118, 126]
+
+
+def test_one_byte_keep_alives_are_not_retransmissions(tmp_path):
+    con = store(tmp_path, "zeek-smb2-keepalives.pcap", analyze=True)
+    got = [f for (f,) in con.execute("SELECT frame FROM tcp_analysis WHERE segment = 'keep_alive' "
+                                     "ORDER BY frame").fetchall()]
+    assert got == TSHARK_KEEP_ALIVES
+    got = [f for (f,) in con.execute("SELECT frame FROM retransmissions ORDER BY frame").fetchall()]
+    assert got == TSHARK_RETRANSMISSIONS

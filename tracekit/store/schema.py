@@ -193,7 +193,7 @@ TCP_ANALYSIS = (
     Column("ws_ack_rtt_ns", "BIGINT", _WS + "ack_rtt in ns (tshark leaves a 0 ns RTT out; it is kept here)"),
     Column("ws_rto_ns", "BIGINT", _WS + "rto: time since the oldest unacknowledged segment (retransmissions)"),
     Column("ws_rto_frame", "BIGINT", _WS + "rto_frame"),
-    Column("segment", "VARCHAR", "tracekit's class of a segment with payload/SYN/FIN: `new`, `repeat` (bytes seen before here: a retransmission), `hole_fill` (only bytes never seen here: the retransmission of a segment lost before this vantage), `reordered` (a late original), `duplicate` (a network copy); NULL for pure ACKs"),
+    Column("segment", "VARCHAR", "tracekit's class of a segment with payload/SYN/FIN: `new`, `repeat` (bytes seen before here: a retransmission), `hole_fill` (only bytes never seen here: the retransmission of a segment lost before this vantage), `reordered` (a late original), `duplicate` (a network copy), `keep_alive` (one byte at the highest byte sent minus one, with everything acknowledged: a keep-alive probe, not a retransmission); NULL for pure ACKs"),
     Column("gap_bytes", "BIGINT", "`new` segment starting beyond the highest byte seen: bytes skipped (a hole)"),
     Column("retransmission_trigger", "VARCHAR", "`repeat`/`hole_fill`: `fast`, `rto`, `tlp`, `rack` or `other` (see Definitions)"),
     Column("silence_before_ns", "BIGINT", "`repeat`/`hole_fill`: time since the sender last sent or had data newly acknowledged"),

@@ -19,6 +19,10 @@ Segment class (`seg_class`), for packets that carry payload, SYN or FIN:
 - REORDERED: fills a hole, but is the original arriving late: its TSval is
   not newer than that of the segment that opened the hole, or (without
   timestamps) it came within `reorder_window_ns` of it.
+- KEEP_ALIVE: one byte at snd_max - 1 when everything sent was
+  acknowledged, no SYN/FIN/RST (a keep-alive probe that carries the last
+  byte again, as Windows and BSD send them; Linux sends none): not a
+  retransmission, and it changes no sender state.
 - DUPLICATE: a copy of the previous packet of its direction (the same
   seq, ACK, length, flags, IP id and TSval, at the same instant or with a
   non-zero IP id): the capture or the network duplicated it; not a
@@ -89,8 +93,8 @@ import numpy as np
 from ..jit import kernel
 from .wireshark import alloc, release
 
-NONE, NEW, REPEAT, HOLE_FILL, REORDERED, DUPLICATE = 0, 1, 2, 3, 4, 5
-SEG_CLASS = ("", "new", "repeat", "hole_fill", "reordered", "duplicate")
+NONE, NEW, REPEAT, HOLE_FILL, REORDERED, DUPLICATE, KEEP_ALIVE = 0, 1, 2, 3, 4, 5, 6
+SEG_CLASS = ("", "new", "repeat", "hole_fill", "reordered", "duplicate", "keep_alive")
 T_NONE, T_FAST, T_RTO, T_TLP, T_RACK, T_OTHER = 0, 1, 2, 3, 4, 5
 TRIGGER = ("", "fast", "rto", "tlp", "rack", "other")
 LATE_SPURIOUS, LATE_RECOVERED = 0, 1
@@ -465,7 +469,10 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
         # --- the data side
         if ln > 0 or f & (TH_SYN | TH_FIN):
             smax = st[fw, SND_MAX]
-            if s >= smax:
+            if (ln == 1 and not f & (TH_SYN | TH_FIN | TH_RST) and s == smax - 1
+                    and st[fw, SND_UNA] >= smax):
+                seg_class[i] = KEEP_ALIVE
+            elif s >= smax:
                 seg_class[i] = NEW
                 if st[fw, FLIGHT] == 0 or st[fw, FLIGHT_DONE]:
                     _emit_flight(st, fw, now - st[fw, FL_START], fo, fo_m)
