@@ -61,3 +61,20 @@ def test_one_byte_keep_alives_are_not_retransmissions(tmp_path):
     assert got == TSHARK_KEEP_ALIVES
     got = [f for (f,) in con.execute("SELECT frame FROM retransmissions ORDER BY frame").fetchall()]
     assert got == TSHARK_RETRANSMISSIONS
+
+
+def test_data_after_several_syn_acks_counts_from_the_last(tmp_path):
+    """tshark re-bases on each SYN-ACK with a new ISN (tcp.seq 0 on all four):
+    the server's data starts at relative 1 after the last, is new data, and
+    only the SYN-ACKs 2-4 are retransmissions (tshark: the same three)."""
+    con = store(tmp_path, "ndpi-multiple-synack.pcapng", analyze=True)
+    got = con.execute("SELECT frame, rel_seq, segment, inflight_bytes FROM tcp_analysis "
+                      "WHERE NOT from_client AND payload_bytes > 0 ORDER BY frame").fetchall()
+    assert got == [(6, 1, "new", 96), (7, 97, "new", 1456), (8, 1457, "new", 2816),
+                   (9, 2817, "new", 4176), (10, 4177, "new", 5427)]
+    got = con.execute("SELECT frame, kind FROM retransmissions ORDER BY frame").fetchall()
+    assert got == [(2, "retransmission"), (3, "retransmission"), (4, "retransmission")]
+    # the Wireshark-compatible view keeps tshark's own figure (its nextseq is
+    # left from the first SYN-ACK): 1,704,071,691 bytes in flight
+    assert con.execute("SELECT ws_bytes_in_flight FROM tcp_analysis WHERE frame = 6"
+                       ).fetchall() == [(1_704_071_691,)]

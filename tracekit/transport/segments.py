@@ -24,9 +24,10 @@ Segment class (`seg_class`), for packets that carry payload, SYN or FIN:
   byte again, as Windows and BSD send them; Linux sends none): not a
   retransmission, and it changes no sender state.
 - DUPLICATE: a copy of the previous packet of its direction (the same
-  seq, ACK, length, flags, IP id and TSval, at the same instant or with a
-  non-zero IP id): the capture or the network duplicated it; not a
-  retransmission. Copies are otherwise ignored (a copied ACK is not a
+  seq, ACK, length, flags, IP id and TSval, at the same instant, or with a
+  non-zero IP id sooner than any retransmission timer, `rto_min_ns`): the
+  capture or the network duplicated it; not a retransmission. (Some stacks
+  send every SYN-ACK with one IP id: one 2 s later is a retransmission.) Copies are otherwise ignored (a copied ACK is not a
   duplicate ACK).
 
 Retransmission trigger (`trigger`, for REPEAT and HOLE_FILL), from what the
@@ -320,7 +321,8 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
         copy = (st[fw, PREV_TS] >= 0 and s == st[fw, PREV_SEQ] and ack[i] == st[fw, PREV_ACK]
                 and ln == st[fw, PREV_LEN] and f == st[fw, PREV_FLAGS]
                 and ip_id[i] == st[fw, PREV_IPID] and tsval[i] == st[fw, PREV_TSVAL]
-                and (now == st[fw, PREV_TS] or ip_id[i] > 0))
+                and (now == st[fw, PREV_TS]
+                     or (ip_id[i] > 0 and now - st[fw, PREV_TS] < rto_min_ns)))
         st[fw, PREV_TS] = now
         st[fw, PREV_SEQ] = s
         st[fw, PREV_ACK] = ack[i]

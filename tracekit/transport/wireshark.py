@@ -191,6 +191,10 @@ def analyze(frame, ts, slot, first, from_client, seq, ack, flags, seglen, window
         if st[fw, BASE_SET] == 0:
             st[fw, BASE] = s if f & TH_SYN else (s - 1) & M32
             st[fw, BASE_SET] = 1
+        elif f & TH_SYN and s != st[fw, BASE] and st[fw, REL_HI] <= 1:
+            # another SYN (SYN-ACK) with a new ISN before any data: Wireshark
+            # re-bases on it, and the data that follows counts from it
+            st[fw, BASE] = s
         if st[rv, BASE_SET] == 0 and f & TH_ACK:
             st[rv, BASE] = (a - 1) & M32
             st[rv, BASE_SET] = 1
