@@ -78,3 +78,18 @@ def test_data_after_several_syn_acks_counts_from_the_last(tmp_path):
     # left from the first SYN-ACK): 1,704,071,691 bytes in flight
     assert con.execute("SELECT ws_bytes_in_flight FROM tcp_analysis WHERE frame = 6"
                        ).fetchall() == [(1_704_071_691,)]
+
+
+def test_hello_retry_request_and_its_compatibility_change_cipher_spec(tmp_path):
+    """tshark 4.0.17: Client Hello (4), Hello Retry Request + CCS (6), CCS +
+    Client Hello (8); the ServerHello is in out-of-order frame 11 (tshark
+    does not decode it there). The dummy CCS does not start encryption."""
+    con = store(tmp_path, "zeek-tls-hrr.pcap", analyze=True)
+    got = con.execute("SELECT direction, message, frame FROM tls_messages WHERE message NOT IN "
+                      "('encrypted', 'application_data') ORDER BY direction, stream_offset").fetchall()
+    assert got == [("c2s", "client_hello", 4), ("c2s", "change_cipher_spec", 8),
+                   ("c2s", "client_hello", 8), ("s2c", "hello_retry_request", 6),
+                   ("s2c", "change_cipher_spec", 6), ("s2c", "server_hello", 11)]
+    (row,) = con.execute("SELECT version, retries, round_trips FROM handshakes "
+                         "WHERE protocol = 'tls'").fetchall()
+    assert row == ("TLS 1.3", 1, 2)

@@ -10,7 +10,9 @@ direction, since a message may span records and a record may hold several
 messages, and cut into handshake messages (RFC 8446 sec. 4: type, 3-byte
 length). Once a direction is encrypted -- after its ChangeCipherSpec, or
 after a TLS 1.3 ServerHello for the server -- its records are listed, not
-parsed.
+parsed. In TLS 1.3 a ChangeCipherSpec is the middlebox-compatibility dummy
+and changes nothing: after a HelloRetryRequest the second ClientHello and
+the real ServerHello are read too.
 
 From the ClientHello: SNI, offered ALPN protocols, supported_versions,
 pre_shared_key and early_data extensions; from the ServerHello: the version
@@ -210,7 +212,7 @@ class Direction:
 
 def parse_direction(stream, client, tls13):
     """Rows (message, first/last byte offsets, record type, fields) of one direction."""
-    rows, hs, hs_start, encrypted = [], b"", 0, False
+    rows, hs, hs_start, encrypted, retry = [], b"", 0, False, False
     data, pos = stream.data, 0
     complete = stream.complete
     while pos + 5 <= len(data):
@@ -238,6 +240,7 @@ def parse_direction(stream, client, tls13):
                 name = HANDSHAKE.get(typ, f"handshake_{typ}")
                 if typ == 2 and fields.get("hrr"):
                     name = "hello_retry_request"
+                    retry = True
                 rows.append((name, hs_start, last, ctype, length, fields))
                 hs = hs[4 + n:]
                 hs_start = last
@@ -246,7 +249,11 @@ def parse_direction(stream, client, tls13):
                     tls13[0] = True
         elif ctype == 20:
             rows.append(("change_cipher_spec", first, last, ctype, length, {}))
-            encrypted = True
+            # TLS 1.3's ChangeCipherSpec is a dummy for middleboxes (RFC 8446
+            # appendix D.4): after a HelloRetryRequest the real ServerHello and
+            # the second ClientHello still follow in plaintext
+            if not (tls13[0] or retry):
+                encrypted = True
         elif ctype == 21 and not encrypted:
             rows.append(("alert", first, last, ctype, length, {}))
         else:
