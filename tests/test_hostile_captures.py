@@ -2,6 +2,7 @@
 allocates more than the file holds, any block pattern costs the same per packet."""
 
 import io
+from pathlib import Path
 import struct
 
 import numpy as np
@@ -171,7 +172,8 @@ def test_the_store_is_self_contained(tmp_path):
         kept = con.execute(query).fetchall()
         assert con.execute("SELECT count(*), sum(octet_length(payload)) FROM payloads"
                            ).fetchone() == (8, 1637)
-        con.execute("DELETE FROM store.payloads")
+        con.execute("DELETE FROM store.payloads")  # a store from before payloads were kept
+        con.execute("UPDATE captures SET payloads_kept = false")
     assert len(kept) == 8
     assert {(r[1], r[2]) for r in kept} >= {("c2s", "client_hello"), ("s2c", "server_hello")}
     (tmp_path / "elsewhere.pcap").rename(path)
@@ -183,6 +185,24 @@ def test_the_store_is_self_contained(tmp_path):
     assert r.exit_code == 0
     assert "tls_messages: capture 1 was not analysed" in r.output
     assert f"the capture file {path} cannot be read" in r.output
+
+
+def test_a_store_without_tls_never_reads_the_moved_file(tmp_path):
+    """Connections that are not TLS keep no payload; their store does not need
+    the capture file either (it used to be read for each one's first segment)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    repo = Path(__file__).parent.parent
+    path = tmp_path / "http.pcap"
+    shutil.copy(repo / "captures" / "http-fresh-vs-persistent.pcap", path)
+    db = str(tmp_path / "s.duckdb")
+    assert CliRunner().invoke(main, ["ingest", str(path), "--db", db]).exit_code == 0
+    path.unlink()
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0 and "warning" not in r.output and "not analysed" not in r.output, r.output
 
 
 def test_packets_before_any_interface_are_kept():

@@ -1,9 +1,11 @@
-"""Captures from tcpdump's test suite (tests/data/pcap, provenance in its
-README), held against tcpdump's own decoding of them (its .out files)."""
+"""Captures from the test suites of tcpdump, Zeek and nDPI (tests/data/pcap,
+provenance in its README), held against tcpdump's own decoding of them (its
+.out files) or tshark 4.0.17's."""
 
 from pathlib import Path
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import main
@@ -93,3 +95,29 @@ def test_hello_retry_request_and_its_compatibility_change_cipher_spec(tmp_path):
     (row,) = con.execute("SELECT version, retries, round_trips FROM handshakes "
                          "WHERE protocol = 'tls'").fetchall()
     assert row == ("TLS 1.3", 1, 2)
+
+
+# tshark 4.0.17: frame -> TLS handshake message types (tls.handshake.type)
+HANDSHAKE_TYPES = {1: "client_hello", 2: "server_hello", 4: "new_session_ticket",
+                   11: "certificate", 12: "server_key_exchange", 13: "certificate_request",
+                   14: "server_hello_done", 16: "client_key_exchange"}
+TSHARK_STARTTLS = {
+    "ndpi-smtp-starttls.pcap": "11:1 12:2 15:11,14 16:16 17:4 46:1 47:2,11,12,14 48:16 50:4",
+    "ndpi-imap-starttls.pcap": "14:1 15:2 19:11,12,14 22:16",
+    "ndpi-pop3_stls.pcap": "13:1 14:2 18:11,14 20:16 22:4",
+    "ndpi-ftp-start-tls.pcap": "12:1 15:2 17:11,13,14 22:11,16",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TSHARK_STARTTLS))
+def test_tls_after_a_plaintext_start(tmp_path, name):
+    """STARTTLS: every plaintext handshake message in the frame tshark decodes it."""
+    con = store(tmp_path, name, analyze=True)
+    want = sorted((int(frame), HANDSHAKE_TYPES[int(t)])
+                  for item in TSHARK_STARTTLS[name].split()
+                  for frame, types in [item.split(":")] for t in types.split(","))
+    got = sorted(con.execute("SELECT frame, message FROM tls_messages WHERE record_type = "
+                             "'handshake' AND message <> 'encrypted_handshake'").fetchall())
+    assert got == want
+    assert {v for (v,) in con.execute("SELECT version FROM handshakes WHERE protocol = 'tls'"
+                                      ).fetchall()} <= {"TLS 1.0", "TLS 1.2"}

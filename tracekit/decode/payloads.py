@@ -9,6 +9,13 @@ data opens like a TLS handshake record (0x16 0x03). That is what
 nothing. A connection's server data seen before the client's first data is
 not kept (a TLS client speaks first).
 
+A connection that starts in plaintext and upgrades (STARTTLS in SMTP, IMAP,
+POP3, FTP, XMPP...) is kept from the upgrade on: a client segment within
+its first 64 KiB that opens a TLS record holding a ClientHello (0x16 0x03
+0x00-0x04, length, type 1) starts its direction's kept region, and the
+server's first segment after it that opens a TLS handshake record starts
+the server's; each region is 64 KiB.
+
 State crosses batches in arrays indexed by flow id; each batch is a few numpy
 passes plus one slice per kept segment.
 """
@@ -18,13 +25,14 @@ import pyarrow as pa
 
 WINDOW = 65536  # bytes of each direction kept (transport/tls.py reads this much)
 SYN = 0x02
-UNKNOWN, TLS, OTHER = 0, 1, 2
+UNKNOWN, TLS, OTHER, UPGRADED = 0, 1, 2, 3
 
 
 class PayloadKeeper:
     def __init__(self):
-        self.state = np.zeros(0, np.int8)  # per flow: UNKNOWN, TLS, OTHER
+        self.state = np.zeros(0, np.int8)  # per flow: UNKNOWN, TLS, OTHER, UPGRADED
         self.base = np.zeros((0, 2), np.int64)  # per flow and direction (0 client): seq, -1 unknown
+        self.start = np.zeros((0, 2), np.int64)  # UPGRADED: where each direction's TLS begins
         self.kept = 0
 
     def _room(self, n):
@@ -33,6 +41,31 @@ class PayloadKeeper:
             self.state = np.concatenate([self.state, np.zeros(cap - len(self.state), np.int8)])
             self.base = np.concatenate(
                 [self.base, np.full((cap - len(self.base), 2), -1, np.int64)])
+            self.start = np.concatenate(
+                [self.start, np.full((cap - len(self.start), 2), -1, np.int64)])
+
+    def _upgrades(self, batch, idx, f, s, rel, pos, got, seq):
+        """STARTTLS: a plaintext connection (OTHER) whose client opens a TLS
+        ClientHello record within its first WINDOW bytes becomes UPGRADED; the
+        server's first handshake record after it starts the server's region."""
+        record, hello = _opens_record(batch, pos, got)
+        client = (s == 0) & (self.state[f] == OTHER) & (rel < WINDOW) & hello
+        new = np.zeros(len(idx), bool)
+        if client.any():
+            at = _first_per_flow(f, client)
+            self.state[f[at]] = UPGRADED
+            self.start[f[at], 0] = seq[at]
+            self.start[f[at], 1] = -1
+            new[at] = True
+        server = (s == 1) & (self.state[f] == UPGRADED) & (self.start[f, 1] < 0) & record
+        if server.any():
+            # only after the client's ClientHello when both are in this batch
+            hello_pos = np.full(len(self.state), -1, np.int64)
+            hello_pos[f[new]] = np.flatnonzero(new)
+            server &= np.arange(len(idx)) > hello_pos[f]
+            if server.any():
+                at = _first_per_flow(f, server)
+                self.start[f[at], 1] = seq[at]
 
     def batch(self, capture_id, batch, cols, flow_id, from_client):
         """Arrow table (capture_id, frame, payload) of this batch's kept segments, or None."""
@@ -72,7 +105,12 @@ class PayloadKeeper:
             b1 = np.where(two, batch.data[np.where(two, pos + 1, 0)], 0)
             self.state[flow_id[at]] = np.where((b0 == 0x16) & (b1 == 0x03), TLS, OTHER)
         rel = (seq[idx] - self.base[f, s]) & 0xFFFFFFFF
-        keep = idx[(self.state[f] == TLS) & (rel < WINDOW) & (got[idx] > 0)]
+        pos = batch.data_offset[idx] + start[idx]
+        self._upgrades(batch, idx, f, s, rel, pos, got[idx], seq[idx])
+        up = self.state[f] == UPGRADED
+        rel_up = (seq[idx] - self.start[f, s]) & 0xFFFFFFFF
+        keep = idx[(((self.state[f] == TLS) & (rel < WINDOW))
+                    | (up & (self.start[f, s] >= 0) & (rel_up < WINDOW))) & (got[idx] > 0)]
         if not len(keep):
             return None
         begin = batch.data_offset[keep] + start[keep]
@@ -88,3 +126,22 @@ class PayloadKeeper:
             "capture_id": pa.array(np.full(len(keep), capture_id, np.int32)),
             "frame": pa.array(batch.first_frame + keep.astype(np.int64)),
             "payload": payload.cast(pa.binary())})
+
+
+def _byte(batch, pos, ok):
+    return np.where(ok, batch.data[np.where(ok, pos, 0)], -1)
+
+
+def _opens_record(batch, pos, got):
+    """Which payloads start like a TLS handshake record (0x16 0x03 0x00-0x04),
+    and which of those hold a ClientHello (handshake type 1 at byte 5)."""
+    record = ((_byte(batch, pos, got >= 3) == 0x16) & (_byte(batch, pos + 1, got >= 3) == 0x03)
+              & (_byte(batch, pos + 2, got >= 3) <= 0x04))
+    return record, record & (_byte(batch, pos + 5, got >= 6) == 0x01)
+
+
+def _first_per_flow(flows, candidates):
+    """Positions (into `flows`) of each flow's first candidate."""
+    at = np.flatnonzero(candidates)
+    _, first = np.unique(flows[at], return_index=True)
+    return at[first]

@@ -122,6 +122,11 @@ def _upgrade(con):
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'analysis_runs'").fetchall()}
         if "error" not in have:
             con.execute("ALTER TABLE analysis_runs ADD COLUMN error VARCHAR")
+    if ("main", "captures") in tables:
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'captures'").fetchall()}
+        if "payloads_kept" not in have:
+            con.execute("ALTER TABLE captures ADD COLUMN payloads_kept BOOLEAN DEFAULT false")
     if ("main", "event_logs") in tables:
         have = {r[0] for r in con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'event_logs'").fetchall()}

@@ -491,4 +491,5 @@ def _capture_row(capture_id, path, digest, size, reader, summary, labels, totals
         "read_stop_message": stop.message if stop else None,
         "labels": (list(labels), list(labels.values())),
         "tracekit_version": __version__,
+        "payloads_kept": True,
     }

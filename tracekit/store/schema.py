@@ -38,6 +38,7 @@ CAPTURES = (
     Column("labels", "MAP(VARCHAR, VARCHAR)", "`--label KEY=VALUE` given at ingest (experiment factors)"),
     Column("ingested_at", "TIMESTAMPTZ NOT NULL", "When the file was ingested"),
     Column("tracekit_version", "VARCHAR NOT NULL", "Version of tracekit that ingested it"),
+    Column("payloads_kept", "BOOLEAN NOT NULL DEFAULT false", "Ingest kept the TLS payload bytes (`payloads`): analyses never read the file again (false: a store from before, whose TLS analysis reads the capture file)"),
 )
 
 INTERFACES = (

@@ -62,10 +62,20 @@ SELECT t.flow_id, t.from_client, t.frame, t.ts_ns, t.rel_seq, t.payload_bytes,
        p.file_offset, p.link_type, p.wire_bytes, k.payload
 FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
 LEFT JOIN payloads k USING (capture_id, frame)
-WHERE t.capture_id = $capture_id AND t.payload_bytes > 0 AND t.rel_seq < $limit
+WHERE t.capture_id = $capture_id AND t.payload_bytes > 0
+  AND (t.rel_seq < $limit OR k.payload IS NOT NULL)
   AND t.segment IN ('new', 'hole_fill', 'reordered')
   AND t.flow_id IN (SELECT unnest($flows::BIGINT[]))
 ORDER BY t.frame
+"""
+
+# connections upgraded to TLS after a plaintext start (STARTTLS): ingest kept
+# their client's bytes from the ClientHello on (decode/payloads.py)
+UPGRADED_SQL = """
+SELECT DISTINCT t.flow_id
+FROM payloads k JOIN tcp_analysis t USING (capture_id, frame)
+WHERE k.capture_id = $capture_id AND t.capture_id = $capture_id AND t.from_client
+GROUP BY t.flow_id HAVING min(t.rel_seq) > 1
 """
 
 
@@ -189,8 +199,10 @@ class Direction:
         buf = bytearray()
         self.ends, self.frames, self.times = [], [], []
         self.complete = True
+        # the stream starts at relative 1, or where TLS began after a STARTTLS
+        self.start = segments[0][0] if segments else 1
         for rel_seq, payload, frame, ts in segments:
-            at = rel_seq - 1
+            at = rel_seq - self.start
             if at > len(buf):  # a gap: stop at it
                 self.complete = False
                 break
@@ -283,8 +295,11 @@ def messages_table(con, capture_id):
     firsts = con.execute(FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
     # the payloads ingest kept (decode/payloads.py); the capture file only for
     # segments it did not keep (a store from before it kept them)
-    missing = [r for r in firsts if r[4] is None]
+    (kept,), = con.execute("SELECT payloads_kept FROM captures WHERE capture_id = ?",
+                           [capture_id]).fetchall()
+    missing = [] if kept else [r for r in firsts if r[4] is None]
     flows = {r[0] for r in firsts if r[4] is not None and r[4][:2] == b"\x16\x03"}
+    flows |= {r[0] for r in con.execute(UPGRADED_SQL, {"capture_id": capture_id}).fetchall()}
     if missing:
         _check_file(path, size)
         opens = _opens_tls(path, fmt, np.array([r[1] for r in missing], np.int64),
@@ -296,7 +311,10 @@ def messages_table(con, capture_id):
         rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
                                           "flows": flows}).fetchall()
         payloads = [r[9] for r in rows]
-        gaps = [i for i, p in enumerate(payloads) if p is None]
+        # a segment ingest did not keep: read from the file (a store from before
+        # payloads were kept); in a store that kept them, it is plaintext before
+        # a STARTTLS upgrade
+        gaps = [] if kept else [i for i, p in enumerate(payloads) if p is None]
         if gaps:
             _check_file(path, size)
             read = _payloads(path, fmt, np.array([rows[i][6] for i in gaps], np.int64),
@@ -307,7 +325,8 @@ def messages_table(con, capture_id):
                 payloads[i] = p
         per = {}
         for r, payload in zip(rows, payloads):
-            per.setdefault((r[0], r[1]), []).append((r[4], bytes(payload), r[2], r[3]))
+            if payload is not None:
+                per.setdefault((r[0], r[1]), []).append((r[4], bytes(payload), r[2], r[3]))
         for flow in flows:
             _flow_rows(out, capture_id, flow, per)
     values = {}
