@@ -47,24 +47,25 @@ class PayloadKeeper:
     def _upgrades(self, batch, idx, f, s, rel, pos, got, seq):
         """STARTTLS: a plaintext connection (OTHER) whose client opens a TLS
         ClientHello record within its first WINDOW bytes becomes UPGRADED; the
-        server's first handshake record after it starts the server's region."""
-        record, hello = _opens_record(batch, pos, got)
-        client = (s == 0) & (self.state[f] == OTHER) & (rel < WINDOW) & hello
-        new = np.zeros(len(idx), bool)
-        if client.any():
-            at = _first_per_flow(f, client)
-            self.state[f[at]] = UPGRADED
-            self.start[f[at], 0] = seq[at]
-            self.start[f[at], 1] = -1
-            new[at] = True
-        server = (s == 1) & (self.state[f] == UPGRADED) & (self.start[f, 1] < 0) & record
-        if server.any():
-            # only after the client's ClientHello when both are in this batch
-            hello_pos = np.full(len(self.state), -1, np.int64)
-            hello_pos[f[new]] = np.flatnonzero(new)
-            server &= np.arange(len(idx)) > hello_pos[f]
-            if server.any():
-                at = _first_per_flow(f, server)
+        server's first handshake record after it starts the server's region.
+        Only those candidates' first bytes are read (most segments are none)."""
+        client = np.flatnonzero((s == 0) & (self.state[f] == OTHER) & (rel < WINDOW))
+        hello_at = np.full(len(self.state), -1, np.int64)  # this batch's upgrades
+        if len(client):
+            _, hello = _opens_record(batch, pos[client], got[client])
+            if hello.any():
+                at = client[_first_per_flow(f[client], hello)]
+                self.state[f[at]] = UPGRADED
+                self.start[f[at], 0] = seq[at]
+                self.start[f[at], 1] = -1
+                hello_at[f[at]] = at
+        server = np.flatnonzero((s == 1) & (self.state[f] == UPGRADED) & (self.start[f, 1] < 0))
+        # a server segment counts only after the client's ClientHello
+        server = server[server > hello_at[f[server]]]
+        if len(server):
+            record, _ = _opens_record(batch, pos[server], got[server])
+            if record.any():
+                at = server[_first_per_flow(f[server], record)]
                 self.start[f[at], 1] = seq[at]
 
     def batch(self, capture_id, batch, cols, flow_id, from_client):
