@@ -62,20 +62,20 @@ SELECT t.flow_id, t.from_client, t.frame, t.ts_ns, t.rel_seq, t.payload_bytes,
        p.file_offset, p.link_type, p.wire_bytes, k.payload
 FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
 LEFT JOIN payloads k USING (capture_id, frame)
-WHERE t.capture_id = $capture_id AND t.payload_bytes > 0
-  AND (t.rel_seq < $limit OR k.payload IS NOT NULL)
+WHERE t.capture_id = $capture_id AND t.payload_bytes > 0 AND t.rel_seq < $limit
   AND t.segment IN ('new', 'hole_fill', 'reordered')
   AND t.flow_id IN (SELECT unnest($flows::BIGINT[]))
 ORDER BY t.frame
 """
 
-# connections upgraded to TLS after a plaintext start (STARTTLS): ingest kept
-# their client's bytes from the ClientHello on (decode/payloads.py)
-UPGRADED_SQL = """
-SELECT DISTINCT t.flow_id
+# a store whose ingest kept the payloads: every kept segment of the capture
+# (TLS connections from their start, STARTTLS ones from their first TLS record)
+KEPT_SEGMENTS_SQL = """
+SELECT t.flow_id, t.from_client, t.frame, t.ts_ns, t.rel_seq, k.payload
 FROM payloads k JOIN tcp_analysis t USING (capture_id, frame)
-WHERE k.capture_id = $capture_id AND t.capture_id = $capture_id AND t.from_client
-GROUP BY t.flow_id HAVING min(t.rel_seq) > 1
+WHERE k.capture_id = $capture_id AND t.capture_id = $capture_id
+  AND t.segment IN ('new', 'hole_fill', 'reordered')
+ORDER BY t.frame
 """
 
 
@@ -289,46 +289,20 @@ def build(con, writer, capture_id):
 
 def messages_table(con, capture_id):
     """Arrow table of `tls_messages` for one capture."""
-    (path, fmt, size), = con.execute(
-        "SELECT path, format, size_bytes FROM captures WHERE capture_id = ?", [capture_id]).fetchall()
+    (path, fmt, size, kept), = con.execute(
+        "SELECT path, format, size_bytes, payloads_kept FROM captures WHERE capture_id = ?",
+        [capture_id]).fetchall()
     out = {c.name: [] for c in TLS_MESSAGES}
-    firsts = con.execute(FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
-    # the payloads ingest kept (decode/payloads.py); the capture file only for
-    # segments it did not keep (a store from before it kept them)
-    (kept,), = con.execute("SELECT payloads_kept FROM captures WHERE capture_id = ?",
-                           [capture_id]).fetchall()
-    missing = [] if kept else [r for r in firsts if r[4] is None]
-    flows = {r[0] for r in firsts if r[4] is not None and r[4][:2] == b"\x16\x03"}
-    flows |= {r[0] for r in con.execute(UPGRADED_SQL, {"capture_id": capture_id}).fetchall()}
-    if missing:
-        _check_file(path, size)
-        opens = _opens_tls(path, fmt, np.array([r[1] for r in missing], np.int64),
-                           np.array([r[2] for r in missing], np.int64),
-                           np.array([r[3] for r in missing], np.int64))
-        flows |= {r[0] for r, tls in zip(missing, opens) if tls}
-    flows = sorted(flows)
-    if flows:
-        rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
-                                          "flows": flows}).fetchall()
-        payloads = [r[9] for r in rows]
-        # a segment ingest did not keep: read from the file (a store from before
-        # payloads were kept); in a store that kept them, it is plaintext before
-        # a STARTTLS upgrade
-        gaps = [] if kept else [i for i, p in enumerate(payloads) if p is None]
-        if gaps:
-            _check_file(path, size)
-            read = _payloads(path, fmt, np.array([rows[i][6] for i in gaps], np.int64),
-                             np.array([-1 if rows[i][7] is None else rows[i][7] for i in gaps],
-                                      np.int64),
-                             np.array([rows[i][8] for i in gaps], np.int64))
-            for i, p in zip(gaps, read):
-                payloads[i] = p
+    if kept:
+        # ingest kept every byte this needs (decode/payloads.py): read only those
+        rows = con.execute(KEPT_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
         per = {}
-        for r, payload in zip(rows, payloads):
-            if payload is not None:
-                per.setdefault((r[0], r[1]), []).append((r[4], bytes(payload), r[2], r[3]))
-        for flow in flows:
+        for flow, client, frame, ts, rel_seq, payload in rows:
+            per.setdefault((flow, client), []).append((rel_seq, bytes(payload), frame, ts))
+        for flow in sorted({flow for flow, _ in per}):
             _flow_rows(out, capture_id, flow, per)
+    else:
+        _from_file(con, capture_id, path, fmt, size, out)
     values = {}
     for c in TLS_MESSAGES:
         col = out[c.name]
@@ -342,6 +316,40 @@ def messages_table(con, capture_id):
             values[c.name] = (np.array([v if v is not None else 0 for v in col], np.int64),
                               np.array([v is None for v in col]))
     return numpy_table(TLS_MESSAGES, values)
+
+
+def _from_file(con, capture_id, path, fmt, size, out):
+    """A store from before ingest kept payloads: find the connections that open
+    with a TLS record and read their first 64 KiB back from the capture file."""
+    firsts = con.execute(FIRST_SEGMENTS_SQL, {"capture_id": capture_id}).fetchall()
+    missing = [r for r in firsts if r[4] is None]
+    flows = {r[0] for r in firsts if r[4] is not None and r[4][:2] == b"\x16\x03"}
+    if missing:
+        _check_file(path, size)
+        opens = _opens_tls(path, fmt, np.array([r[1] for r in missing], np.int64),
+                           np.array([r[2] for r in missing], np.int64),
+                           np.array([r[3] for r in missing], np.int64))
+        flows |= {r[0] for r, tls in zip(missing, opens) if tls}
+    flows = sorted(flows)
+    if not flows:
+        return
+    rows = con.execute(SEGMENTS_SQL, {"capture_id": capture_id, "limit": MAX_STREAM,
+                                      "flows": flows}).fetchall()
+    payloads = [r[9] for r in rows]
+    gaps = [i for i, p in enumerate(payloads) if p is None]
+    if gaps:
+        _check_file(path, size)
+        read = _payloads(path, fmt, np.array([rows[i][6] for i in gaps], np.int64),
+                         np.array([-1 if rows[i][7] is None else rows[i][7] for i in gaps],
+                                  np.int64),
+                         np.array([rows[i][8] for i in gaps], np.int64))
+        for i, p in zip(gaps, read):
+            payloads[i] = p
+    per = {}
+    for r, payload in zip(rows, payloads):
+        per.setdefault((r[0], r[1]), []).append((r[4], bytes(payload), r[2], r[3]))
+    for flow in flows:
+        _flow_rows(out, capture_id, flow, per)
 
 
 def _flow_rows(out, capture_id, flow, per):
