@@ -209,3 +209,14 @@ def test_prometheus_without_timestamps(tmp_path):
     assert got[0]["fields"]['queqiao_class_transitions_total{class="1"}'] == 4
     with pytest.raises(Exception, match="2 scrapes without a time"):
         read_log(str(two), time_ns=T0)
+
+
+def test_a_harness_tsv_with_a_time_column_needs_no_stated_time(tmp_path):
+    p = tmp_path / "live.tsv"
+    p.write_text("round\tlabel\ttime\tmbits_per_sec\tcomplete\n"
+                 "1\tqueqiao\t2026-08-18T10:00:00Z\t33.2\t1\n"
+                 "2\tdirect\t2026-08-18T10:00:05Z\t20.1\t0\n")
+    parsed, got = rows(p)
+    assert parsed.format == "queqiao-tsv" and not parsed.time_stated
+    assert [(r["ts_ns"], r["run"], r["fields"]["complete"]) for r in got] == [
+        (T0, "queqiao/1", True), (T0 + 5_000_000_000, "direct/2", False)]

@@ -79,7 +79,7 @@ def bench_records(path, doc, time_ns=None):
                 yield n, None, f"{section} entry is not an object"
                 continue
             try:
-                yield n, dumps({**base, "kind": kind, "run": _run(row, keys), **row}), None
+                yield n, dumps({**row, **base, "kind": kind, "run": _run(row, keys)}), None
             except BadRecord as e:
                 yield n, None, str(e)
 
@@ -96,14 +96,19 @@ def looks_like_harness(first_line):
 def harness_records(path, text, time_ns=None):
     """Events of a harness TSV (bench_http.sh, bench_single_flow.sh,
     bench_live_matched.sh): a header, then one tab-separated row per trial;
-    `run` is label/flows/flow/trial or label/round (what the columns hold)."""
+    `run` is label/flows/flow/trial or label/round (what the columns hold).
+    A `time`, `timestamp` or `started_utc` column dates its row; else the
+    stated time does, and without one the file is refused."""
     lines = text.splitlines()
     header = lines[0].split("\t") if lines else []
     if len(header) < 2 or any(not h.strip() for h in header):
         raise TracekitError(f"{path}: not a harness TSV: the first line is not a header of "
                             f"tab-separated column names")
-    stamp = _stamp(path, "a harness TSV", time_ns)
     header = [h.strip() for h in header]
+    # a column of times (as Queqiao's visualizer reads them) dates each row;
+    # without one the rows take the stated time
+    timed = next((h for h in ("time", "timestamp", "started_utc") if h in header), None)
+    stamp = None if timed else _stamp(path, "a harness TSV", time_ns)
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip() or line.startswith("#"):
             continue
@@ -114,8 +119,9 @@ def harness_records(path, text, time_ns=None):
         row = {h: value(c.strip()) for h, c in zip(header, cells) if c.strip() != ""}
         if "complete" in row and row["complete"] in (0, 1):  # the scripts write 1/0
             row["complete"] = bool(row["complete"])
-        record = {"ts": stamp, "kind": "queqiao_harness_trial",
-                  "run": _run(row, ("label", "flows", "flow", "trial", "round")), **row}
+        record = {**row, "ts": row.get(timed, time_ns) if timed else stamp,
+                  "kind": "queqiao_harness_trial",
+                  "run": _run(row, ("label", "flows", "flow", "trial", "round"))}
         try:
             yield number, dumps(record), None
         except BadRecord as e:
