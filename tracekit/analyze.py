@@ -24,7 +24,9 @@ leaves complete results behind and the next run resumes.
 Failure isolation: a batch that fails is retried capture by capture; a
 capture an analysis cannot process is recorded in `analysis_runs` with the
 reason (`error`) and left out of the steps after it; every other capture is
-analysed and every view works for what was analysed.
+analysed and every view works for what was analysed. A store step that
+fails leaves its table empty (never stale), records the reason, and the
+steps after it run; the next analyze tries it again.
 """
 
 import hashlib
@@ -491,7 +493,12 @@ def _build_store_step(con, step, version, progress):
     building = f"{step.table}__building"
     con.execute(f"DROP TABLE IF EXISTS {building}")
     try:
-        n = step.write_all(con, building)
+        try:
+            n = step.write_all(con, building)
+        except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
+            _store_step_failed(con, step, time.perf_counter() - t0, e)
+            result.failures.append((0, _reason(e)))
+            return result
         con.execute("BEGIN")
         try:
             con.execute(f"DROP TABLE IF EXISTS {step.table}")
@@ -507,6 +514,35 @@ def _build_store_step(con, step, version, progress):
         con.execute(f"DROP TABLE IF EXISTS {building}")
     result.built, result.rows, result.seconds = 1, n, time.perf_counter() - t0
     return result
+
+
+def _store_step_failed(con, step, seconds, e):
+    """A store-wide table that could not be built is left empty, not stale, with
+    the reason in `analysis_runs` (no version: the next analyze tries again);
+    the steps after it still run."""
+    if _in_transaction(con):  # a part of it was being written
+        con.execute("ROLLBACK")
+    con.execute("BEGIN")
+    try:
+        for table in getattr(step, "tables", (step.table,)):
+            if _exists(con, table, "BASE TABLE"):
+                con.execute(f"DELETE FROM {table}")
+        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
+        con.execute("INSERT INTO analysis_runs VALUES (?, 0, 'failed', 0, ?, now(), ?)",
+                    [step.table, seconds, _reason(e)])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _in_transaction(con):
+    try:
+        con.execute("BEGIN")
+    except duckdb.TransactionException:
+        return True
+    con.execute("ROLLBACK")
+    return False
 
 
 def _forget_replaced(con):

@@ -465,6 +465,11 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
         elif not result.failures:
             click.echo(f"{table}: up to date")
         for capture_id, reason in result.failures:
+            if result.scope == "store":
+                click.echo(f"warning: {table}: could not be built over the whole store and is "
+                           f"empty until the next analyze (the steps after it ran): {reason}",
+                           err=True)
+                continue
             click.echo(f"warning: {table}: capture {capture_id} was not analysed and is left "
                        f"out of the analyses after it: {reason}", err=True)
 
