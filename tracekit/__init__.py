@@ -8,3 +8,10 @@ def open(path=None, read_only=False):  # noqa: A001
     tracekit` stays cheap)."""
     from .api import open as _open
     return _open(path, read_only)
+
+
+def open_dataset(directory):
+    """A DuckDB connection over a Parquet dataset that `tracekit export` wrote:
+    see tracekit.api.open_dataset."""
+    from .api import open_dataset as _open_dataset
+    return _open_dataset(directory)

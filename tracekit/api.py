@@ -96,3 +96,12 @@ def open(path=None, read_only=False):  # noqa: A001 - tracekit.open, like sqlite
     """Open (creating if needed) the store at `path` (default: $TRACEKIT_DB or
     ./tracekit.duckdb); `read_only` for a store you must not change."""
     return Store(os.fspath(path) if path is not None else None, read_only)
+
+
+def open_dataset(directory):
+    """A read-only DuckDB connection whose views are the tables of a Parquet
+    dataset (`tracekit export --parquet DIR`): `.sql(...)` as on a store."""
+    import duckdb
+
+    from .store.dataset import open_views
+    return open_views(duckdb.connect(), directory)

@@ -953,6 +953,57 @@ def report(run, compare, by, levels, where, out, db):
     click.echo(f"wrote {out} ({len(page) / 1e6:.1f} MB, self-contained)")
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--parquet", "directory", required=True, type=click.Path(file_okay=False),
+              help="A new folder for the dataset.")
+@db_option
+@handle_errors
+def export(directory, db):
+    """Write the store as a Parquet dataset: a folder per table, partitioned by capture.
+
+    Tables with a capture_id are split hive-style (packets/capture_id=3/...);
+    `_tables.json` lists the tables and their columns. DuckDB, Spark, pandas
+    or `tracekit import` read it back.
+
+    \b
+    Example:
+      tracekit export --parquet store-dataset
+    """
+    from .store.dataset import export as write
+    from .store.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        counts = write(con, directory)
+    finally:
+        con.close()
+    click.echo(f"wrote {directory}: {_plural(len(counts), 'table')}, "
+               f"{_plural(counts.get('packets', 0), 'packet')}")
+
+
+@main.command("import", context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@db_option
+@handle_errors
+def import_(directory, db):
+    """Fill a new store from a Parquet dataset that `tracekit export` wrote.
+
+    \b
+    Example:
+      tracekit import store-dataset --db copy.duckdb
+    """
+    from .store.dataset import import_into
+    from .store.db import connect
+
+    con = connect(db)
+    try:
+        counts = import_into(con, directory)
+    finally:
+        con.close()
+    click.echo(f"imported {_plural(len(counts), 'table')}, "
+               f"{_plural(counts.get('packets', 0), 'packet')}")
+
+
 @main.command("tls-keys", context_settings=CONTEXT)
 @click.argument("capture_id", type=int)
 @click.argument("keylog", type=click.Path(dir_okay=False))
