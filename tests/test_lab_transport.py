@@ -267,8 +267,11 @@ def test_receive_window_limited_transfer(tmp_path):
     assert max(states, key=states.get) == "receive_window_limited", states
     assert rwnd > 0.85 * busy
     assert busy == pytest.approx(info["busy_time_us"] * 1e3, rel=0.10), (busy, info)
+    # and never faster than physics allows: a window per (minimum) round trip
+    # (slower when the machine is busy: its RTTs grow past the minimum; the
+    # kernel's busy time above is the same run's independent measure)
     window, rtt = info["snd_wnd"], info["min_rtt_us"] * 1e3
-    assert busy == pytest.approx(400_000 / window * rtt, rel=0.10)
+    assert busy >= 0.97 * 400_000 / window * rtt
     assert (info["rwnd_limited_us"] + info["sndbuf_limited_us"]) * 1e3 <= rwnd * 1.1
 
 
