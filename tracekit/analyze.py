@@ -536,15 +536,6 @@ def _store_step_failed(con, step, seconds, e):
         raise
 
 
-def _in_transaction(con):
-    try:
-        con.execute("BEGIN")
-    except duckdb.TransactionException:
-        return True
-    con.execute("ROLLBACK")
-    return False
-
-
 def _forget_replaced(con):
     """Drop results of captures that were removed or ingested again since."""
     gone = con.execute("""
