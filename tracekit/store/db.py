@@ -117,21 +117,14 @@ def _upgrade(con):
     """Bring a store made by an earlier version up to this schema."""
     tables = {(r[0], r[1]) for r in con.execute(
         "SELECT schema_name, table_name FROM duckdb_tables()").fetchall()}
-    if ("main", "analysis_runs") in tables:
-        have = {r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'analysis_runs'").fetchall()}
-        if "error" not in have:
-            con.execute("ALTER TABLE analysis_runs ADD COLUMN error VARCHAR")
-    if ("main", "captures") in tables:
-        have = {r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'captures'").fetchall()}
-        if "payloads_kept" not in have:
-            con.execute("ALTER TABLE captures ADD COLUMN payloads_kept BOOLEAN DEFAULT false")
-    if ("main", "event_logs") in tables:
-        have = {r[0] for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'event_logs'").fetchall()}
-        if "counter_resets" not in have:
-            con.execute("ALTER TABLE event_logs ADD COLUMN counter_resets BIGINT DEFAULT 0")
+    # columns added since: (table, column, type and default)
+    columns = {(r[0], r[1]) for r in con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE schema_name = 'main'").fetchall()}
+    for table, column, sql in (("analysis_runs", "error", "VARCHAR"),
+                               ("captures", "payloads_kept", "BOOLEAN DEFAULT false"),
+                               ("event_logs", "counter_resets", "BIGINT DEFAULT 0")):
+        if ("main", table) in tables and (table, column) not in columns:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {sql}")
     # staged tables were plain tables: move the captured ones into `store`, drop the
     # derived ones (`tracekit analyze` builds them again)
     for name in STAGED:
