@@ -107,7 +107,7 @@ def is_bench_report(obj):
     return isinstance(obj, dict) and "schema_version" in obj and "trials" in obj
 
 
-def _counter_kind(name):
+def counter_kind(name):
     """'reset' for a process counter, 'sum' for a QUIC sum, None for a gauge."""
     base = name.partition("{")[0]
     if not base.startswith("queqiao_"):
@@ -213,7 +213,7 @@ def _record(obj, line, stats, counters):
                           if "session_id" in obj or "flow_id" in obj else f"line {line}")
     if kind == "queqiao_metrics":
         source = ("metrics", repr(obj.get("role")), repr(obj.get("pid")), repr(obj.get("label")))
-        obj["deltas"] = counters.deltas(source, obj.items(), _counter_kind)
+        obj["deltas"] = counters.deltas(source, obj.items(), counter_kind)
     elif lane:
         source = ("lane",) + tuple(repr(obj.get(k)) for k in LANE_SOURCE)
         obj["deltas"] = counters.deltas(source, obj.items(),

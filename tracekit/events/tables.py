@@ -14,6 +14,7 @@ import re
 from ..errors import TracekitError
 from .jsontext import BadRecord, dumps, finite, loads
 from .logfmt import value
+from .queqiao import counter_kind
 
 TIME_ADVICE = "give the time it was taken with --time (e.g. --time 2026-08-18T10:00:00Z)"
 
@@ -216,7 +217,6 @@ def prometheus_blocks(path, text, time_ns=None):
 def prometheus_records(path, text, counters, time_ns=None):
     """One event per scrape (kind queqiao_metrics: the names Queqiao's
     runtime snapshots use), with the counters' deltas."""
-    from .queqiao import _counter_kind
     for number, stamp, metrics in prometheus_blocks(path, text, time_ns):
         if metrics is None:
             yield number, None, "not a Prometheus sample line (name{labels} value [timestamp])"
@@ -224,7 +224,7 @@ def prometheus_records(path, text, counters, time_ns=None):
         if not metrics:
             continue
         record = {"ts": stamp, "kind": "queqiao_metrics", "source": "prometheus", **metrics}
-        record["deltas"] = counters.deltas(("prometheus",), metrics.items(), _counter_kind)
+        record["deltas"] = counters.deltas(("prometheus",), metrics.items(), counter_kind)
         try:
             yield number, dumps(record), None
         except BadRecord as e:

@@ -32,8 +32,8 @@ WIDE = {"HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}
 
 
 def tables(con):
-    """[(name, columns, staged)] of the store: every base table of `main`
-    (analysis tables included) and every staged table (through its view)."""
+    """[(name, {column: type} in order, staged)] of the store: every base table
+    of `main` (analysis tables included) and every staged table (its view)."""
     names = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
         "AND database_name = current_database() AND NOT table_name LIKE '%\\_\\_building' ESCAPE '\\' "
@@ -41,16 +41,12 @@ def tables(con):
     names += sorted(n for n in STAGED if n not in names)
     out = []
     for name in names:
-        columns = [r[0] for r in con.execute(f"DESCRIBE {name}").fetchall()]
-        out.append((name, columns, name in STAGED))
+        types = {r[0]: r[1] for r in con.execute(f"DESCRIBE {name}").fetchall()}
+        out.append((name, types, name in STAGED))
     return out
 
 
-def _types(con, name):
-    return {r[0]: r[1] for r in con.execute(f"DESCRIBE {name}").fetchall()}
-
-
-def _select(name, types):
+def _select(types):
     return ", ".join(f'CAST("{c}" AS {WIDE[t]}) AS "{c}"' if t in WIDE else f'"{c}"'
                      for c, t in types.items())
 
@@ -65,14 +61,13 @@ def export(con, directory):
     os.makedirs(partial)
     manifest, counts = {}, {}
     try:
-        for name, columns, staged in tables(con):
-            partitioned = "capture_id" in columns
+        for name, types, staged in tables(con):
+            partitioned = "capture_id" in types
             (n,), = con.execute(f"SELECT count(*) FROM {name}").fetchall()
             counts[name] = n
-            types = _types(con, name)
-            manifest[name] = {"columns": columns, "types": [types[c] for c in columns],
+            manifest[name] = {"columns": list(types), "types": list(types.values()),
                               "partitioned": partitioned, "staged": staged, "rows": n}
-            query = f"SELECT {_select(name, types)} FROM {name}"
+            query = f"SELECT {_select(types)} FROM {name}"
             target = os.path.join(partial, name)
             if partitioned:
                 os.makedirs(target)
