@@ -95,18 +95,15 @@ class PayloadKeeper:
             _, first = np.unique(keys, return_index=True)
             at = idx[unknown][first]
             self.base[flow_id[at], side[at]] = seq[at]
+        pos = batch.data_offset[idx] + start[idx]
         # the client's first data segment decides the connection
         undecided = (s == 0) & (self.state[f] == UNKNOWN)
         if undecided.any():
-            _, first = np.unique(f[undecided], return_index=True)
-            at = idx[undecided][first]
-            pos = batch.data_offset[at] + start[at]
-            two = got[at] >= 2
-            b0 = np.where(two, batch.data[np.where(two, pos, 0)], 0)
-            b1 = np.where(two, batch.data[np.where(two, pos + 1, 0)], 0)
-            self.state[flow_id[at]] = np.where((b0 == 0x16) & (b1 == 0x03), TLS, OTHER)
+            at = _first_per_flow(f, undecided)
+            two = got[idx[at]] >= 2
+            tls = (_byte(batch, pos[at], two) == 0x16) & (_byte(batch, pos[at] + 1, two) == 0x03)
+            self.state[f[at]] = np.where(tls, TLS, OTHER)
         rel = (seq[idx] - self.base[f, s]) & 0xFFFFFFFF
-        pos = batch.data_offset[idx] + start[idx]
         self._upgrades(batch, idx, f, s, rel, pos, got[idx], seq[idx])
         up = self.state[f] == UPGRADED
         rel_up = (seq[idx] - self.start[f, s]) & 0xFFFFFFFF
