@@ -12,8 +12,9 @@ Formats (detected from the content, or named with --format):
     prometheus    a Prometheus text scrape (Queqiao's /metrics)
     har       a browser's HTTP Archive (each entry a request)
 
-The last three carry no time of their own: they take the caller's
-(`time_ns`, `tracekit ingest --time`) or are refused.
+queqiaobench, queqiao-tsv and prometheus (TIMELESS) may carry no time of
+their own: they then take the caller's (`time_ns`, `tracekit ingest
+--time`) or are refused.
 
 Every format is first turned into records of tracekit's schema; one SQL
 normaliser (normalise.sql) then extracts the columns and names what is
@@ -36,6 +37,7 @@ from .lines import iter_lines
 
 FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench", "queqiao-tsv", "prometheus", "har")
 TIMELESS = ("queqiaobench", "queqiao-tsv", "prometheus")
+LINE_FORMATS = ("csv", "queqiao", "queqiao-tsv", "prometheus")  # a bad line is one bad record
 
 
 class NotALogError(NotACaptureError):
@@ -214,7 +216,7 @@ def _read_records(con, path, fmt, time_ns=None):
     try:
         text = data[skip:].decode(name)
     except UnicodeDecodeError as e:
-        if fmt not in ("csv", "queqiao", "queqiao-tsv", "prometheus") or name != "utf-8":  # read whole or not at all
+        if fmt not in LINE_FORMATS or name != "utf-8":  # read whole or not at all
             raise TracekitError(f"{path}: at byte offset {e.start + skip}: not "
                                 f"{name.upper()} text, so not a {fmt} log") from None
         text, bad = _decode_lines(data[skip:], name)
