@@ -280,13 +280,45 @@ def _steps(params=None):
             CodeStoreStep(phases), PartitionedStoreStep("attribution"), StoreStep("runs")]
 
 
-def analyze(con, progress=None, params=None):
+def store_wide_tables():
+    """Tables built over the whole store at once (not per capture)."""
+    return {t for step in _steps() if step.scope == "store" for t in step.tables}
+
+
+def create_capture_tables(con):
+    """The per-capture analyses' tables, empty (their columns without running
+    them), and the views they read."""
+    for step in _steps():
+        if step.scope in ("capture", "view"):
+            step.create(con)
+
+
+def capture_versions(params=None):
+    """{analysis: version} of the per-capture steps, as `analyze` would record them."""
+    out, upstream = {}, ""
+    for step in _steps(params):
+        upstream = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
+        if step.scope == "capture":
+            out[step.table] = upstream
+    return out
+
+
+def create_views(con):
+    """The analyses' views (rtt_samples, ack_gaps, inflight) over `con`'s tables."""
+    for step in _steps():
+        if step.scope == "view":
+            step.create(con)
+
+
+def analyze(con, progress=None, params=None, scope="all"):
     """Bring every derived table up to date; return a StepResult per step.
 
     `params` overrides the thresholds of the segment classification
     (transport/sequence.py PARAMETERS: dupthresh, rto_min_ns,
     reorder_window_ns); they are part of the version, so a change rebuilds
-    tcp_analysis and everything after it.
+    tcp_analysis and everything after it. `scope` "capture" runs only the
+    per-capture steps (and views), "store" only the store-wide ones (and
+    views): a dataset's tasks and its coordinator (tracekit/cluster.py).
     """
     captures = dict(con.execute("SELECT capture_id, packets FROM captures ORDER BY 1").fetchall())
     logs = con.execute("SELECT count(*) FROM event_logs").fetchall()[0][0]
@@ -311,6 +343,8 @@ def analyze(con, progress=None, params=None):
             # a step depends on the ones before it: their change rebuilds it too
             version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
             upstream = version
+            if scope != "all" and step.scope not in (scope, "view"):
+                continue
             if step.scope == "store":
                 results.append(_build_store_step(con, step, version, progress))
             elif step.scope == "view":

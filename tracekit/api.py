@@ -101,7 +101,5 @@ def open(path=None, read_only=False):  # noqa: A001 - tracekit.open, like sqlite
 def open_dataset(directory):
     """A read-only DuckDB connection whose views are the tables of a Parquet
     dataset (`tracekit export --parquet DIR`): `.sql(...)` as on a store."""
-    import duckdb
-
-    from .store.dataset import open_views
-    return open_views(duckdb.connect(), directory)
+    from .store.db import open_dataset as dataset
+    return dataset(str(directory))

@@ -28,8 +28,20 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 def db_option(f):
     return click.option(
-        "--db", "db", metavar="PATH", envvar="TRACEKIT_DB", default="tracekit.duckdb",
-        show_default=True, help="DuckDB store (or set TRACEKIT_DB).")(f)
+        "--db", "--store", "db", metavar="PATH", envvar="TRACEKIT_DB", default="tracekit.duckdb",
+        show_default=True, help="DuckDB store, or a folder holding a Parquet dataset "
+                                "(or set TRACEKIT_DB).")(f)
+
+
+def cluster_options(f):
+    f = click.option("--cluster", metavar="ADDRESS", default=None,
+                     help="Run one task per capture on this Dask scheduler (tcp://host:8786), "
+                          "into the Parquet dataset --store DIR; the workers must see the "
+                          "files and DIR at the same paths.")(f)
+    return click.option("--workers", type=click.IntRange(1), default=None,
+                        help="Run one task per capture on a local Dask cluster of N worker "
+                             "processes, into the Parquet dataset --store DIR (a dataset "
+                             "without --cluster or --workers: one worker per core).")(f)
 
 
 def format_option(f):
@@ -218,8 +230,10 @@ def _parse_time_ns(text):
               help="When a file with no time of its own was taken (a queqiaobench report, "
                    "a harness TSV, a Prometheus scrape without timestamps), e.g. "
                    "2026-08-18T10:00:00Z; such files are refused without it.")
+@cluster_options
 @handle_errors
-def ingest(files, db, labels, replace, input_format, clock_offset, manifests, stated_time):
+def ingest(files, db, labels, replace, input_format, clock_offset, manifests, stated_time,
+           workers, cluster):
     """Ingest pcap/pcapng captures and event logs into the store.
 
     Every packet becomes a row of `packets`; flows are rebuilt per capture.
@@ -256,6 +270,13 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
             runs += [(c, lg, {**r_labels, **labels}) for c, lg, r_labels in read_manifest(m)]
     from .store.db import default_db_path
     db_path = str(db or default_db_path())
+    if _on_dask(db_path, workers, cluster):
+        if replace:
+            raise TracekitError("--replace is not available for a dataset: a file already in it "
+                                "is skipped; analyse again with tracekit analyze --store DIR")
+        from .clusterview import ingest_dataset
+        return ingest_dataset(db_path, capture_paths, parsed, runs, labels, offset_ns,
+                              workers, cluster)
     new_store = not os.path.exists(db_path)
     con = connect(db)
     progress = Progress(sys.stderr.isatty())
@@ -350,6 +371,17 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     click.echo(f"total: {'; '.join(parts)}; {seconds:.2f} s, {', '.join(rates)}")
 
 
+def _on_dask(db, workers, cluster):
+    """Whether the command runs on Dask into a dataset (and the options agree)."""
+    from .store.dataset import is_dataset
+    if is_dataset(db):
+        return True
+    if workers or cluster:
+        raise TracekitError(f"--workers and --cluster write a Parquet dataset: give a folder "
+                            f"with --store DIR/ ({db} is a DuckDB file)")
+    return False
+
+
 def _report_log(s):
     name = os.path.basename(s.path)
     if s.outcome != "duplicate" and s.trace_clock_events:
@@ -420,8 +452,9 @@ def captures(db, fmt):
               help="Smallest RTO estimate (Linux: 200 ms; RFC 6298: 1000 ms).")
 @click.option("--reorder-window-ms", type=click.FloatRange(0), default=3.0, show_default=True,
               help="Without timestamps, a hole filled sooner than this is reordering.")
+@cluster_options
 @handle_errors
-def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
+def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
     """Build the derived tables (tcp_analysis, retransmissions, ...), incrementally.
 
     Only captures not yet analysed by the current version of each analysis
@@ -435,6 +468,11 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
     from .analyze import analyze as run
     from .store.db import connect
 
+    params = {"dupthresh": dupthresh, "rto_min_ns": int(rto_min_ms * 1e6),
+              "reorder_window_ns": int(reorder_window_ms * 1e6)}
+    if _on_dask(db, workers, cluster):
+        from .clusterview import analyze_dataset
+        return analyze_dataset(db, params, workers, cluster)
     con = connect(db)
     shown = [False]
     started = time.monotonic()
@@ -444,8 +482,6 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms):
             what = f"for capture {capture_id}" if capture_id else "over the whole store"
             click.echo(f"\ranalysing: {table} {what}" + " " * 10, err=True, nl=False)
             shown[0] = True
-    params = {"dupthresh": dupthresh, "rto_min_ns": int(rto_min_ms * 1e6),
-              "reorder_window_ns": int(reorder_window_ms * 1e6)}
     try:
         summary = run(con, progress, params)
     finally:
@@ -969,12 +1005,13 @@ def export(directory, db):
     Example:
       tracekit export --parquet store-dataset
     """
+    from .analyze import store_wide_tables
     from .store.dataset import export as write
     from .store.db import connect
 
     con = connect(db, read_only=True)
     try:
-        counts = write(con, directory)
+        counts = write(con, directory, whole=store_wide_tables())
     finally:
         con.close()
     click.echo(f"wrote {directory}: {_plural(len(counts), 'table')}, "

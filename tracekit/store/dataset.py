@@ -1,34 +1,53 @@
-"""A store as a Parquet dataset, and back (`tracekit export --parquet DIR`,
-`tracekit import DIR`), and a dataset opened for SQL (`tracekit.open_dataset`).
+"""A store as a Parquet dataset: written by `tracekit export --parquet DIR` or
+by a run on a Dask cluster (tracekit/cluster.py), read back by `tracekit
+import DIR`, and queried in place (`--store DIR`, `tracekit.open_dataset`).
 
-Layout: one folder per table; a table with a `capture_id` column is
-partitioned hive-style (`packets/capture_id=3/data_0.parquet`), so a reader
-that wants one capture reads one folder; the others are one file each.
-`_tables.json` lists every table with its columns in order, whether it is
-partitioned and whether it is a staged table (kept in the `store` schema
-behind a view). The dataset is written into `DIR.partial` and renamed to
-`DIR` when complete: a reader never sees half of one.
+Layout:
 
-What is exported is what the store's views show (an ingest or an analysis
-that was killed leaves rows the views hide; they are not exported).
+    DIR/_tables.json                   every table: its columns and types, in
+                                       order, and whether it is per capture
+    DIR/capture_id=3/packets.parquet   one folder per capture (hive-style), a
+    DIR/capture_id=3/flows.parquet     file in it per per-capture table
+    DIR/requests.parquet               a store-wide table, whole
+    DIR/analysis_runs.parquet          (a per-capture table's rows that belong
+                                       to no capture: the store-wide steps' runs)
+
+Per-capture tables are the ones ingest and the per-capture analyses fill;
+store-wide ones (requests, attribution, runs...) are built over every
+capture and log at once. A capture's folder is written in DIR/_partial/ and
+renamed into place when every file of it is complete: one rename, so a
+reader (`capture_id=*` in a glob) sees all of a capture or nothing of it,
+whatever killed the writer. A whole file is written beside and renamed over
+the old one. Files of `_partial/` are never read, and the next writer clears
+them.
 """
 
+import contextlib
+import glob
 import json
 import os
 import shutil
+import uuid
 
 from ..errors import TracekitError
 from .schema import STAGED, storage
 
 MANIFEST = "_tables.json"
+PARTIAL = "_partial"
+MARKERS = ("ingests_in_progress", "analyses_in_progress")  # not data: never exported
+
+# Parquet has no 128-bit integer: such columns go as DECIMAL(38, 0), exactly
+WIDE = {"HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}
 
 
 def _quote(path):
     return "'" + path.replace("'", "''") + "'"
 
 
-# Parquet has no 128-bit integer: such columns go as DECIMAL(38, 0), exactly
-WIDE = {"HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}
+def is_dataset(path):
+    """A folder holding a dataset, or one to make (a path ending in '/')."""
+    path = str(path)
+    return os.path.isdir(path) or path.endswith(os.sep)
 
 
 def tables(con):
@@ -37,7 +56,7 @@ def tables(con):
     names = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
         "AND database_name = current_database() AND NOT table_name LIKE '%\\_\\_building' ESCAPE '\\' "
-        "ORDER BY 1").fetchall()]
+        "ORDER BY 1").fetchall() if r[0] not in MARKERS]
     names += sorted(n for n in STAGED if n not in names)
     out = []
     for name in names:
@@ -51,42 +70,68 @@ def _select(types):
                      for c, t in types.items())
 
 
-def export(con, directory):
-    """Write the store to `directory` (which must not exist); {table: rows}."""
-    directory = os.path.abspath(directory)
-    if os.path.exists(directory):
-        raise TracekitError(f"{directory} already exists; export writes a new dataset")
-    partial = directory + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
-    manifest, counts = {}, {}
+def capture_dir(directory, capture_id):
+    return os.path.join(directory, f"capture_id={int(capture_id)}")
+
+
+def _partial(directory, name):
+    os.makedirs(os.path.join(directory, PARTIAL), exist_ok=True)
+    return os.path.join(directory, PARTIAL, f"{name}.{uuid.uuid4().hex}")
+
+
+def write_capture(con, capture_id, directory, partitioned, before_publish=None):
+    """Write one capture's rows of the per-capture tables ({name: {column: type}})
+    as a new folder of `directory` and publish it (replacing an older one)."""
+    part = _partial(directory, f"capture_id={int(capture_id)}")
+    os.makedirs(part)
     try:
-        for name, types, staged in tables(con):
-            partitioned = "capture_id" in types
-            (n,), = con.execute(f"SELECT count(*) FROM {name}").fetchall()
-            counts[name] = n
-            manifest[name] = {"columns": list(types), "types": list(types.values()),
-                              "partitioned": partitioned, "staged": staged, "rows": n}
-            query = f"SELECT {_select(types)} FROM {name}"
-            target = os.path.join(partial, name)
-            if partitioned:
-                os.makedirs(target)
-                if n:
-                    con.execute(f"COPY ({query}) TO {_quote(target)} "
-                                f"(FORMAT PARQUET, PARTITION_BY (capture_id), OVERWRITE_OR_IGNORE)")
-            else:
-                con.execute(f"COPY ({query}) TO {_quote(target + '.parquet')} "
-                            f"(FORMAT PARQUET)")
-        with open(os.path.join(partial, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1)
-        os.rename(partial, directory)
+        for name, types in partitioned.items():
+            cols = _select({c: t for c, t in types.items() if c != "capture_id"})
+            con.execute(f"COPY (SELECT {cols} FROM {name} WHERE capture_id = {int(capture_id)}) "
+                        f"TO {_quote(os.path.join(part, name + '.parquet'))} (FORMAT PARQUET)")
+        if before_publish:
+            before_publish(capture_id)
+        _publish_folder(part, capture_dir(directory, capture_id), directory)
     except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(part, ignore_errors=True)
         raise
-    return counts
 
 
-def _manifest(directory):
+def _publish_folder(part, target, directory):
+    if os.path.exists(target):  # the capture analysed again: swap, then drop the old one
+        old = _partial(directory, "replaced")
+        os.rename(target, old)
+        os.rename(part, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(part, target)
+
+
+def write_whole(con, name, types, directory, where="true"):
+    """Write a table (its rows matching `where`) as DIR/<name>.parquet, atomically."""
+    part = _partial(directory, name) + ".parquet"
+    try:
+        con.execute(f"COPY (SELECT {_select(types)} FROM {name} WHERE {where}) TO {_quote(part)} "
+                    f"(FORMAT PARQUET)")
+        os.replace(part, os.path.join(directory, name + ".parquet"))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(part)
+        raise
+
+
+def write_manifest(directory, described, partitioned):
+    """_tables.json from {name: {column: type}} and the names kept per capture."""
+    manifest = {name: {"columns": list(types), "types": list(types.values()),
+                       "partitioned": name in partitioned}
+                for name, types in sorted(described.items())}
+    part = _partial(directory, "manifest") + ".json"
+    with open(part, "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(part, os.path.join(directory, MANIFEST))
+
+
+def read_manifest(directory):
     try:
         with open(os.path.join(directory, MANIFEST)) as f:
             return json.load(f)
@@ -97,25 +142,95 @@ def _manifest(directory):
         raise TracekitError(f"{directory}: not a tracekit dataset ({MANIFEST} is not JSON)") from None
 
 
-def _source(directory, name, entry):
+def clear_partial(directory):
+    """Drop what killed writers left in _partial/ (call with the writer's lock held)."""
+    shutil.rmtree(os.path.join(directory, PARTIAL), ignore_errors=True)
+
+
+def export(con, directory, whole=()):
+    """Write the store to `directory` (which must not exist); {table: rows}.
+    `whole`: store-wide tables, written whole even if they carry a capture_id.
+
+    What is exported is what the store's views show (an ingest or an analysis
+    that was killed leaves rows the views hide; they are not exported)."""
+    directory = os.path.abspath(directory)
+    if os.path.exists(directory):
+        raise TracekitError(f"{directory} already exists; export writes a new dataset")
+    partial = directory + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    try:
+        described = {name: types for name, types, _ in tables(con)}
+        partitioned = {n: t for n, t in described.items() if "capture_id" in t and n not in whole}
+        ids = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
+        for name, types in partitioned.items():
+            _export_partitions(con, name, types, partial)
+        for cid in ids:
+            os.makedirs(capture_dir(partial, cid), exist_ok=True)
+        for name, types in described.items():
+            if name not in partitioned:
+                write_whole(con, name, types, partial)
+            elif con.execute(f"SELECT count(*) FROM {name} WHERE capture_id NOT IN "
+                             f"(SELECT capture_id FROM captures)").fetchall()[0][0]:
+                write_whole(con, name, types, partial,
+                            "capture_id NOT IN (SELECT capture_id FROM captures)")
+        write_manifest(partial, described, partitioned)
+        clear_partial(partial)
+        counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
+                  for name in described}
+        os.rename(partial, directory)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return counts
+
+
+def _export_partitions(con, name, types, directory):
+    """One COPY per table, split by capture, then each capture's file moved into
+    its folder (cheaper than a COPY per capture and table)."""
+    spread = _partial(directory, name)
+    cols = _select(types)
+    con.execute(f"COPY (SELECT {cols} FROM {name} WHERE capture_id IN (SELECT capture_id FROM "
+                f"captures)) TO {_quote(spread)} (FORMAT PARQUET, PARTITION_BY (capture_id))")
+    if not os.path.isdir(spread):
+        return  # no rows
+    for folder in os.listdir(spread):
+        files = sorted(glob.glob(os.path.join(spread, folder, "*.parquet")))
+        target = os.path.join(directory, folder)
+        os.makedirs(target, exist_ok=True)
+        if len(files) == 1:
+            os.rename(files[0], os.path.join(target, name + ".parquet"))
+        else:  # DuckDB split a partition: one file per capture and table all the same
+            listed = "[" + ", ".join(_quote(f) for f in files) + "]"
+            con.execute(f"COPY (SELECT * FROM read_parquet({listed})) TO "
+                        f"{_quote(os.path.join(target, name + '.parquet'))} (FORMAT PARQUET)")
+    shutil.rmtree(spread)
+
+
+def source(directory, name, entry):
     """SQL reading one table of the dataset, its columns in the store's order
-    and of the store's types."""
+    and of the store's types: its published capture folders and its whole file."""
     cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"'
                      for c, t in zip(entry["columns"], entry["types"]))
+    parts = []
     if entry["partitioned"]:
-        files = os.path.join(directory, name, "**", "*.parquet")
-        if not entry["rows"]:  # no partition written: the columns, no rows
-            return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
-                                         zip(entry["columns"], entry["types"])) + " WHERE false"
-        return (f"SELECT {cols} FROM read_parquet({_quote(files)}, hive_partitioning = true, "
-                f"hive_types = {{'capture_id': INTEGER}})")
-    return f"SELECT {cols} FROM read_parquet({_quote(os.path.join(directory, name + '.parquet'))})"
+        files = os.path.join(directory, "capture_id=*", name + ".parquet")
+        if glob.glob(files):
+            parts.append(f"SELECT {cols} FROM read_parquet({_quote(files)}, hive_partitioning = "
+                         f"true, union_by_name = true, hive_types = {{'capture_id': INTEGER}})")
+    whole = os.path.join(directory, name + ".parquet")
+    if os.path.exists(whole):
+        parts.append(f"SELECT {cols} FROM read_parquet({_quote(whole)})")
+    if not parts:  # no rows yet: the columns, no rows
+        return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
+                                     zip(entry["columns"], entry["types"])) + " WHERE false"
+    return "\nUNION ALL ".join(parts)
 
 
 def import_into(con, directory):
     """Fill an empty store from a dataset, in one transaction; {table: rows}."""
     directory = os.path.abspath(directory)
-    manifest = _manifest(directory)
+    manifest = read_manifest(directory)
     (held,), = con.execute("SELECT (SELECT count(*) FROM captures) + "
                            "(SELECT count(*) FROM event_logs)").fetchall()
     if held:
@@ -125,16 +240,17 @@ def import_into(con, directory):
     con.execute("BEGIN")
     try:
         for name, entry in manifest.items():
-            source = _source(directory, name, entry)
+            sql = source(directory, name, entry)
+            staged = name in STAGED
             exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND "
-                                 "schema_name = ?", [name, "store" if entry["staged"] else "main"]
+                                 "schema_name = ?", [name, "store" if staged else "main"]
                                  ).fetchall()[0][0]
             if exists:
                 con.execute(f"DELETE FROM {storage(name)}")
-                con.execute(f"INSERT INTO {storage(name)} BY NAME {source}")
+                con.execute(f"INSERT INTO {storage(name)} BY NAME {sql}")
             else:
-                con.execute(f"CREATE TABLE {name} AS {source}")
-            counts[name] = entry["rows"]
+                con.execute(f"CREATE TABLE {name} AS {sql}")
+            counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -142,9 +258,10 @@ def import_into(con, directory):
     return counts
 
 
-def open_views(con, directory):
+def open_views(con, directory, skip=()):
     """Views over a dataset's tables in `con` (any DuckDB connection)."""
     directory = os.path.abspath(directory)
-    for name, entry in _manifest(directory).items():
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS {_source(directory, name, entry)}")
+    for name, entry in read_manifest(directory).items():
+        if name not in skip:
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {source(directory, name, entry)}")
     return con

@@ -36,6 +36,13 @@ def connect(path=None, read_only=False):
     anything is written to it.
     """
     path = str(path or default_db_path())
+    from .dataset import is_dataset
+    if is_dataset(path):
+        if read_only is not True and read_only != "auto":
+            raise StoreError(f"{path} is a Parquet dataset: it is written by `tracekit ingest "
+                             f"--store {path}` and `tracekit analyze --store {path}` (on Dask), "
+                             f"not by this command; `tracekit import {path}` makes a DuckDB store of it")
+        return open_dataset(path)
     exists = os.path.exists(path)
     if read_only == "auto":
         read_only = exists and not (os.access(path, os.W_OK)
@@ -70,6 +77,21 @@ def connect(path=None, read_only=False):
         for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
             con.execute(create_table_sql(name))
         _recover(con)
+    return con
+
+
+def open_dataset(path):
+    """A read-only connection whose views are a dataset's tables and the
+    analyses' views over them (store/dataset.py)."""
+    from ..analyze import create_views
+    from .dataset import open_views
+    con = duckdb.connect(config=CONFIG)
+    con.execute(f"SET memory_limit = '{os.environ.get('TRACEKIT_MEMORY_LIMIT', MEMORY_LIMIT)}'")
+    open_views(con, path)
+    names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
+                                       "WHERE NOT internal").fetchall()}
+    if "tcp_analysis" in names:
+        create_views(con)
     return con
 
 

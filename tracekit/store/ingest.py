@@ -145,11 +145,13 @@ def command(con):
 
 def load_captures(con, paths, labels=None, replace=False, progress=None,
                   batch_packets=DEFAULT_BATCH_PACKETS, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                  command=None):
+                  command=None, first_capture_id=None):
     """Ingest capture files, all or nothing; return one CaptureSummary each.
 
     `progress(path, done_bytes, total_bytes)` is called after every batch.
     With `command` (a Command) the captures become visible when it commits.
+    `first_capture_id` numbers them from there instead of after the store's
+    last (a dataset's task: the coordinator has chosen the id).
     """
     # Let DuckDB write row groups from both threads as they fill instead of
     # reordering them at checkpoint: halves the cost of persisting packets.
@@ -167,7 +169,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
             recover_unfinished(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(_size(p) for p in paths))
-        run = _Run(con, paths, command.digests if command else None)
+        run = _Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = [_load_one(run, path, labels or {}, replace, progress,
                                batch_packets, chunk_bytes) for path in paths]
         if command is not None:
@@ -216,12 +218,13 @@ class _Run:
     thousand.
     """
 
-    def __init__(self, con, paths, digests=None):
+    def __init__(self, con, paths, digests=None, first=None):
         self.con = con
         self.query = con.cursor()  # the main thread's questions while the writer appends
-        (first,), = con.execute(
-            "SELECT greatest((SELECT coalesce(max(capture_id), 0) FROM captures), "
-            "(SELECT coalesce(max(capture_id), 0) FROM ingests_in_progress)) + 1").fetchall()
+        if first is None:
+            (first,), = con.execute(
+                "SELECT greatest((SELECT coalesce(max(capture_id), 0) FROM captures), "
+                "(SELECT coalesce(max(capture_id), 0) FROM ingests_in_progress)) + 1").fetchall()
         self.ids = list(range(first, first + len(paths)))
         con.execute("INSERT INTO ingests_in_progress SELECT unnest(?::INTEGER[]), "
                     "unnest(?::VARCHAR[]), now()",

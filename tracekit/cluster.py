@@ -1,0 +1,392 @@
+"""Many captures on a Dask cluster, into a Parquet dataset (store/dataset.py).
+
+A map over captures and a small reduce:
+
+- one task per capture, on any worker: ingest the file into a DuckDB file
+  of its own (in the worker's temporary folder), run the per-capture
+  analyses on it (`analyze(scope="capture")`), write the capture's folder of
+  the dataset and publish it with one rename. The coordinator chose the
+  capture's id, so the rows are the ones a single store would hold.
+- then, once, in the coordinator: the event logs, and the store-wide steps
+  (requests, bounds, attribution, runs...) over views of the dataset, each
+  written whole; the manifest last.
+
+Ids are planned before anything runs and kept in `_plan.json` until the
+capture is published, so that a capture that failed gets the same id when a
+later run ingests it again. A capture whose task raised is retried once
+(`retries=1`), a worker that died (killed, out of memory) has its task moved
+to another once (`allowed-failures`); what still fails is reported per
+capture and the others are kept. One writer at a time: a lock file in the
+dataset.
+
+Workers must see the capture files and the dataset's folder at the same
+paths (one machine, or a shared filesystem).
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .errors import TracekitError
+from .store import dataset
+
+PLAN = "_plan.json"
+LOCK = ".lock"
+LOG_TABLES = ("event_logs", "events")
+
+
+@dataclass
+class DatasetRun:
+    """What one run did: published captures, failures, duplicates, logs, steps."""
+
+    captures: list = field(default_factory=list)  # task results (dicts), by capture id
+    failures: list = field(default_factory=list)  # (path, capture id, reason)
+    duplicates: list = field(default_factory=list)  # (path, capture id it is)
+    logs: list = field(default_factory=list)  # LogSummary
+    steps: list = field(default_factory=list)  # StepResult of the store-wide steps
+    seconds: float = 0.0
+
+
+def local_cluster(workers):
+    """A Dask LocalCluster of `workers` processes of one thread each, and its client.
+
+    A task whose worker dies is moved to another worker once, not three times."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
+    return Client(cluster), cluster
+
+
+def connect(address):
+    from distributed import Client
+    try:
+        return Client(address, timeout="10s")
+    except OSError as e:
+        raise TracekitError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+
+
+class _Lock:
+    def __init__(self, directory):
+        os.makedirs(directory, exist_ok=True)
+        self.f = open(os.path.join(directory, LOCK), "a")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.close()
+            raise TracekitError(f"{directory} is being written by another tracekit process; "
+                                f"wait for it to finish") from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def _digest(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _stored_captures(directory):
+    """{sha256: capture_id} of the captures the dataset holds."""
+    if not os.path.exists(os.path.join(directory, dataset.MANIFEST)):
+        return {}
+    import duckdb
+    con = duckdb.connect()
+    try:
+        dataset.open_views(con, directory)
+        return dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
+    finally:
+        con.close()
+
+
+def _read_plan(directory):
+    try:
+        with open(os.path.join(directory, PLAN)) as f:
+            return {k: int(v) for k, v in json.load(f).items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise TracekitError(f"{directory}/{PLAN}: unreadable ({e}); remove it to plan anew") from None
+
+
+def _write_plan(directory, plan):
+    part = os.path.join(directory, PLAN + ".new")
+    with open(part, "w") as f:
+        json.dump(plan, f, indent=1)
+    os.replace(part, os.path.join(directory, PLAN))
+
+
+def plan(directory, items):
+    """[(path, labels)] -> ([(path, labels, capture_id)] to ingest, duplicates):
+    ids in the order given, after the dataset's last; a file planned by an
+    earlier run that did not publish it keeps its id."""
+    stored = _stored_captures(directory)
+    planned = {k: v for k, v in _read_plan(directory).items() if k not in stored}
+    nxt = max([0, *stored.values(), *planned.values()]) + 1
+    todo, duplicates, seen = [], [], {}
+    for path, labels in items:
+        digest = _digest(path)
+        if digest in stored or digest in seen:
+            duplicates.append((path, stored.get(digest) or seen[digest]))
+            continue
+        if digest not in planned:
+            planned[digest] = nxt
+            nxt += 1
+        seen[digest] = planned[digest]
+        todo.append((path, labels, planned[digest]))
+    _write_plan(directory, planned)
+    return todo, duplicates
+
+
+def _fault_before_publish(capture_id):
+    """Fault injection for the tests: TRACEKIT_FAULT_BEFORE_PUBLISH=ID:FILE kills
+    this worker process once (FILE records that it did), ID:always every time,
+    when capture ID is written and not yet published."""
+    spec = os.environ.get("TRACEKIT_FAULT_BEFORE_PUBLISH")
+    if not spec:
+        return
+    cid, _, flag = spec.partition(":")
+    if int(cid) != capture_id:
+        return
+    if flag != "always":
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    os._exit(70)
+
+
+def _partitioned(con):
+    from .analyze import store_wide_tables
+    whole = store_wide_tables()
+    return {n: t for n, t, _ in dataset.tables(con) if "capture_id" in t and n not in whole}
+
+
+def capture_task(path, capture_id, labels, directory, params=None):
+    """Ingest and analyse one capture; publish its folder of the dataset."""
+    from .analyze import analyze
+    from .store.db import connect
+    from .store.ingest import load_captures
+
+    started = time.perf_counter()
+    work = tempfile.mkdtemp(prefix="tracekit-capture-")
+    try:
+        con = connect(os.path.join(work, "capture.duckdb"))
+        try:
+            summary, = load_captures(con, [path], labels=labels, first_capture_id=capture_id)
+            steps = analyze(con, params=params, scope="capture")
+            dataset.write_capture(con, capture_id, directory, _partitioned(con),
+                                  before_publish=_fault_before_publish)
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    stop = summary.read_stop
+    return {"capture_id": capture_id, "path": path, "packets": summary.packets,
+            "flows": summary.flows, "decode_status": dict(summary.decode_status),
+            "read_stop": None if stop is None else (stop.reason, stop.offset, stop.message),
+            "analysis_failures": [(r.table, reason) for r in steps for _, reason in r.failures],
+            "seconds": time.perf_counter() - started}
+
+
+def _schema():
+    """{table: {column: type}} of every per-capture table, from an empty store."""
+    from .analyze import create_capture_tables
+    from .store.db import connect
+
+    work = tempfile.mkdtemp(prefix="tracekit-schema-")
+    try:
+        con = connect(os.path.join(work, "schema.duckdb"))
+        try:
+            create_capture_tables(con)
+            return _partitioned(con)
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def ingest(directory, items, logs, client, params=None, progress=None):
+    """Ingest and analyse captures [(path, labels)] on `client`'s cluster and event
+    logs [(ParsedLog list, labels, clock offset ns or None)] here, into the dataset `directory`; then the
+    store-wide tables. Returns a DatasetRun."""
+    from distributed import as_completed
+
+    directory = os.path.abspath(directory)
+    started = time.perf_counter()
+    out = DatasetRun()
+    with _Lock(directory):
+        dataset.clear_partial(directory)
+        todo, out.duplicates = plan(directory, items)
+        futures = {client.submit(capture_task, path, cid, labels, directory, params,
+                                 key=f"capture-{cid}-{os.urandom(4).hex()}", retries=1,
+                                 pure=False): (path, cid)
+                   for path, labels, cid in todo}
+        for n, future in enumerate(as_completed(futures), 1):
+            path, cid = futures[future]
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 -- a capture's failure is reported, not raised
+                reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+                out.failures.append((path, cid, f"{type(e).__name__}: {reason}"))
+                result = None
+            else:
+                out.captures.append(result)
+            if progress:
+                progress(n, len(futures), path, cid, result)
+        published = {r["capture_id"] for r in out.captures}
+        _write_plan(directory, {k: v for k, v in _read_plan(directory).items()
+                                if v not in published})
+        out.captures.sort(key=lambda r: r["capture_id"])
+        out.logs, out.steps = reduce(directory, logs, params)
+        dataset.clear_partial(directory)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def analyze(directory, client, params=None, progress=None):
+    """Analyse again the captures of a dataset whose per-capture results are of
+    another version (another tracekit, other --dupthresh...), on the cluster;
+    then the store-wide tables. Returns a DatasetRun."""
+    from distributed import as_completed
+
+    from .analyze import capture_versions
+
+    directory = os.path.abspath(directory)
+    started = time.perf_counter()
+    out = DatasetRun()
+    with _Lock(directory):
+        dataset.clear_partial(directory)
+        manifest = dataset.read_manifest(directory)
+        import duckdb
+        con = duckdb.connect()
+        try:
+            dataset.open_views(con, directory)
+            ids = [r[0] for r in con.execute("SELECT capture_id FROM captures").fetchall()]
+            current = con.execute("SELECT capture_id, analysis, version FROM analysis_runs "
+                                  "WHERE capture_id > 0").fetchall()
+        finally:
+            con.close()
+        want = capture_versions(params)
+        have = {}
+        for cid, analysis, version in current:
+            have.setdefault(cid, {})[analysis] = version
+        stale = sorted(cid for cid in ids if have.get(cid) != want)
+        inputs = {n: manifest[n] for n in ("captures", "interfaces", "packets", "flows",
+                                           "payloads", "tls_decrypted") if n in manifest}
+        futures = {client.submit(reanalyse_task, directory, cid, inputs, params,
+                                 key=f"reanalyse-{cid}-{os.urandom(4).hex()}", retries=1,
+                                 pure=False): cid for cid in stale}
+        for n, future in enumerate(as_completed(futures), 1):
+            cid = futures[future]
+            try:
+                result = future.result()
+            except Exception as e:  # noqa: BLE001 -- reported per capture
+                out.failures.append((None, cid, f"{type(e).__name__}: {str(e).splitlines()[0]}"))
+                result = None
+            else:
+                out.captures.append(result)
+            if progress:
+                progress(n, len(futures), None, cid, result)
+        out.logs, out.steps = reduce(directory, [], params)
+        dataset.clear_partial(directory)
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def reanalyse_task(directory, capture_id, inputs, params=None):
+    """Load one capture's ingested tables from the dataset into a DuckDB file of
+    its own, analyse it, publish its folder again (the old one swapped out)."""
+    from .analyze import analyze
+    from .store.db import connect
+    from .store.schema import storage
+
+    started = time.perf_counter()
+    folder = dataset.capture_dir(directory, capture_id)
+    work = tempfile.mkdtemp(prefix="tracekit-capture-")
+    try:
+        con = connect(os.path.join(work, "capture.duckdb"))
+        try:
+            con.execute("BEGIN")
+            for name, entry in inputs.items():
+                path = os.path.join(folder, name + ".parquet")
+                cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' if c != "capture_id"
+                                 else f'{int(capture_id)} AS "{c}"'
+                                 for c, t in zip(entry["columns"], entry["types"]))
+                con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT {cols} FROM "
+                            f"read_parquet({dataset._quote(path)})")
+            con.execute("COMMIT")
+            steps = analyze(con, params=params, scope="capture")
+            dataset.write_capture(con, capture_id, directory, _partitioned(con))
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"capture_id": capture_id, "path": None, "packets": None, "flows": None,
+            "decode_status": {}, "read_stop": None,
+            "analysis_failures": [(r.table, reason) for r in steps for _, reason in r.failures],
+            "seconds": time.perf_counter() - started}
+
+
+def reduce(directory, logs, params=None):
+    """The event logs and the store-wide tables, over the dataset's captures, in
+    a DuckDB file of the coordinator's; each written whole, the manifest last.
+    Returns (log summaries, store-wide StepResults)."""
+    import duckdb
+
+    from .analyze import analyze, store_wide_tables
+    from .store.db import CONFIG, MEMORY_LIMIT
+    from .store.events import load_logs
+    from .store.schema import create_table_sql
+
+    per_capture = _schema()
+    manifest = (dataset.read_manifest(directory)
+                if os.path.exists(os.path.join(directory, dataset.MANIFEST)) else {})
+    work = tempfile.mkdtemp(prefix="tracekit-reduce-")
+    try:
+        con = duckdb.connect(os.path.join(work, "reduce.duckdb"), config=CONFIG)
+        try:
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            for name in (*LOG_TABLES, "analysis_runs", "analyses_in_progress",
+                         "ingests_in_progress"):
+                con.execute(create_table_sql(name))
+            for name in LOG_TABLES:  # the logs of earlier runs: new ones are numbered after
+                if name in manifest:
+                    con.execute(f"INSERT INTO {name} BY NAME "
+                                f"{dataset.source(directory, name, manifest[name])}")
+            entries = {n: {"columns": list(t), "types": list(t.values()), "partitioned": True}
+                       for n, t in per_capture.items()}
+            for name, entry in entries.items():
+                if name != "analysis_runs":  # the store-wide steps' runs are this DB's own
+                    con.execute(f"CREATE VIEW {name} AS {dataset.source(directory, name, entry)}")
+            summaries = []
+            for parsed, labels, clock_offset_ns in logs:
+                summaries += load_logs(con, parsed, labels, clock_offset_ns)
+            has = con.execute("SELECT (SELECT count(*) FROM captures) + "
+                              "(SELECT count(*) FROM event_logs)").fetchall()[0][0]
+            steps = analyze(con, params=params, scope="store") if has else []
+            whole = {}
+            for name, types, _ in dataset.tables(con):
+                if name in store_wide_tables() or name in LOG_TABLES or name == "analysis_runs":
+                    whole[name] = types
+                    dataset.write_whole(con, name, types, directory)
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    dataset.write_manifest(directory, {**per_capture, **whole}, per_capture)
+    return summaries, steps
