@@ -625,8 +625,8 @@ def _known(con, capture_id=None, flow_id=None, run=None):
 
 
 def _require_analyzed(con, db):
-    n = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'handshakes'"
-                    ).fetchall()[0][0]
+    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
+                    "'handshakes'").fetchall()[0][0]
     if not n:
         raise TracekitError(f"{db} has not been analysed yet; run: tracekit analyze --db {db}")
 

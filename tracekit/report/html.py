@@ -234,7 +234,7 @@ def _serving(con, page, run):
 def build(con, run=None, compare=None, by=(), levels=None, where=None):
     """The report as one HTML string. `run`: a run or an experiment label (None:
     the whole store); `compare`/`by`/`levels`/`where`: the ablation to show."""
-    n = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'attribution'"
+    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'attribution'"
                     ).fetchall()[0][0]
     if not n:
         raise TracekitError("the store has not been analysed yet; run tracekit analyze")
