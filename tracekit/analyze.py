@@ -303,6 +303,20 @@ def capture_versions(params=None):
     return out
 
 
+def record_store_step(con, table, rows, seconds, params=None):
+    """Record a store-wide table built outside `analyze` (by the cluster) as
+    `analyze` records its own builds: the next analyze finds it up to date."""
+    upstream = ""
+    for step in _steps(params):
+        upstream = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
+        if step.table == table:
+            break
+    stamped = hashlib.sha256((upstream + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
+    con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [table])
+    con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
+                [table, stamped, rows, seconds])
+
+
 def create_views(con):
     """The analyses' views (rtt_samples, ack_gaps, inflight) over `con`'s tables."""
     for step in _steps():
@@ -310,7 +324,7 @@ def create_views(con):
             step.create(con)
 
 
-def analyze(con, progress=None, params=None, scope="all"):
+def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=()):
     """Bring every derived table up to date; return a StepResult per step.
 
     `params` overrides the thresholds of the segment classification
@@ -343,7 +357,7 @@ def analyze(con, progress=None, params=None, scope="all"):
             # a step depends on the ones before it: their change rebuilds it too
             version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
             upstream = version
-            if scope != "all" and step.scope not in (scope, "view"):
+            if (scope != "all" and step.scope not in (scope, "view")) or step.table in skip:
                 continue
             if step.scope == "store":
                 results.append(_build_store_step(con, step, version, progress))
@@ -355,7 +369,8 @@ def analyze(con, progress=None, params=None, scope="all"):
                 failed |= {cid for cid, _ in result.failures}
                 failed |= _failed_before(con, step)
                 results.append(result)
-        con.execute("CHECKPOINT")
+        if checkpoint:
+            con.execute("CHECKPOINT")
     finally:
         writer.close()
         con.execute("RESET checkpoint_threshold")

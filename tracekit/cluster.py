@@ -36,6 +36,8 @@ from .errors import TracekitError
 from .store import dataset
 
 PLAN = "_plan.json"
+REQUEST_STEPS = ("request_phases", "attribution")  # per request: spread over the cluster
+AFTER_REQUESTS = (*REQUEST_STEPS, "runs")  # (the store-wide steps from the first of them on)
 LOCK = ".lock"
 LOG_TABLES = ("event_logs", "events")
 
@@ -101,14 +103,18 @@ def _digest(path):
 
 
 def _stored_captures(directory):
-    """{sha256: capture_id} of the captures the dataset holds."""
-    if not os.path.exists(os.path.join(directory, dataset.MANIFEST)):
+    """{sha256: capture_id} of the captures published in the dataset (read from
+    their folders: a run killed before its manifest still published them)."""
+    files = os.path.join(directory, "capture_id=*", "captures.parquet")
+    import glob
+    if not glob.glob(files):
         return {}
     import duckdb
     con = duckdb.connect()
     try:
-        dataset.open_views(con, directory)
-        return dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
+        return dict(con.execute(
+            "SELECT sha256, capture_id FROM read_parquet(?, hive_partitioning = true, "
+            "hive_types = {'capture_id': INTEGER})", [files]).fetchall())
     finally:
         con.close()
 
@@ -188,7 +194,7 @@ def capture_task(path, capture_id, labels, directory, params=None):
         con = connect(os.path.join(work, "capture.duckdb"))
         try:
             summary, = load_captures(con, [path], labels=labels, first_capture_id=capture_id)
-            steps = analyze(con, params=params, scope="capture")
+            steps = analyze(con, params=params, scope="capture", checkpoint=False)
             dataset.write_capture(con, capture_id, directory, _partitioned(con),
                                   before_publish=_fault_before_publish)
         finally:
@@ -252,7 +258,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
         _write_plan(directory, {k: v for k, v in _read_plan(directory).items()
                                 if v not in published})
         out.captures.sort(key=lambda r: r["capture_id"])
-        out.logs, out.steps = reduce(directory, logs, params)
+        out.logs, out.steps = reduce(directory, logs, params, client)
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
@@ -302,7 +308,7 @@ def analyze(directory, client, params=None, progress=None):
                 out.captures.append(result)
             if progress:
                 progress(n, len(futures), None, cid, result)
-        out.logs, out.steps = reduce(directory, [], params)
+        out.logs, out.steps = reduce(directory, [], params, client)
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
@@ -330,7 +336,7 @@ def reanalyse_task(directory, capture_id, inputs, params=None):
                 con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT {cols} FROM "
                             f"read_parquet({dataset._quote(path)})")
             con.execute("COMMIT")
-            steps = analyze(con, params=params, scope="capture")
+            steps = analyze(con, params=params, scope="capture", checkpoint=False)
             dataset.write_capture(con, capture_id, directory, _partitioned(con))
         finally:
             con.close()
@@ -342,9 +348,11 @@ def reanalyse_task(directory, capture_id, inputs, params=None):
             "seconds": time.perf_counter() - started}
 
 
-def reduce(directory, logs, params=None):
+def reduce(directory, logs, params=None, client=None):
     """The event logs and the store-wide tables, over the dataset's captures, in
     a DuckDB file of the coordinator's; each written whole, the manifest last.
+    The two per-request steps that cost most (REQUEST_STEPS) run on the
+    cluster when there is one, a group of captures' requests per task.
     Returns (log summaries, store-wide StepResults)."""
     import duckdb
 
@@ -378,7 +386,14 @@ def reduce(directory, logs, params=None):
                 summaries += load_logs(con, parsed, labels, clock_offset_ns)
             has = con.execute("SELECT (SELECT count(*) FROM captures) + "
                               "(SELECT count(*) FROM event_logs)").fetchall()[0][0]
-            steps = analyze(con, params=params, scope="store") if has else []
+            steps = []
+            if has and client is not None:
+                steps = analyze(con, params=params, scope="store", skip=AFTER_REQUESTS)
+                steps += _request_steps(con, directory, entries, client, params)
+                steps += analyze(con, params=params, scope="store", skip=REQUEST_STEPS)
+                steps = [s for s in steps if s.built or s.failures or s.table in REQUEST_STEPS]
+            elif has:
+                steps = analyze(con, params=params, scope="store")
             whole = {}
             for name, types, _ in dataset.tables(con):
                 if name in store_wide_tables() or name in LOG_TABLES or name == "analysis_runs":
@@ -390,3 +405,106 @@ def reduce(directory, logs, params=None):
         shutil.rmtree(work, ignore_errors=True)
     dataset.write_manifest(directory, {**per_capture, **whole}, per_capture)
     return summaries, steps
+
+
+def _request_steps(con, directory, entries, client, params):
+    """request_phases and attribution, on the cluster: the requests of a group
+    of captures per task (each request's rows depend on its own flow and
+    bounds only), the parts gathered into the coordinator's tables."""
+    started = time.perf_counter()
+    work = dataset._partial(directory, "requests")  # where every worker can read and write
+    os.makedirs(work)
+    try:
+        return _request_parts(con, directory, entries, client, params, work, started)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _request_parts(con, directory, entries, client, params, work, started):
+    from .analyze import StepResult, record_store_step
+
+    inputs = {}
+    for name, types, _ in dataset.tables(con):  # what the coordinator built and holds
+        if name in entries or name in REQUEST_STEPS or name == "analysis_runs":
+            continue
+        path = os.path.join(work, name + ".parquet")
+        con.execute(f"COPY (SELECT {dataset._select(types)} FROM {name}) TO "
+                    f"{dataset._quote(path)} (FORMAT PARQUET)")
+        inputs[name] = (path, types)
+    counts = con.execute("SELECT capture_id, count(*) FROM requests GROUP BY 1 "
+                         "ORDER BY 1 NULLS LAST").fetchall()
+    workers = max(1, len(client.scheduler_info()["workers"]))
+    target = max(1, sum(n for _, n in counts) // (4 * workers))
+    groups, group, size = [], [], 0
+    for cid, n in counts:
+        group.append(cid)
+        size += n
+        if size >= target:
+            groups.append(group)
+            group, size = [], 0
+    if group:
+        groups.append(group)
+    futures = [client.submit(request_task, directory, entries, inputs, g, params,
+                             key=f"requests-{i}-{os.urandom(4).hex()}", retries=1, pure=False)
+               for i, g in enumerate(groups)]
+    parts = client.gather(futures)
+    results = []
+    for table in REQUEST_STEPS:
+        files = [p[table][0] for p in parts]
+        types = parts[0][table][1] if parts else None
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+        if files:
+            listed = "[" + ", ".join(dataset._quote(f) for f in files) + "]"
+            cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
+            con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM read_parquet({listed})")
+        rows = sum(p[table][2] for p in parts)
+        seconds = time.perf_counter() - started
+        record_store_step(con, table, rows, seconds, params)
+        results.append(StepResult(table, built=1, rows=rows, seconds=seconds, scope="store"))
+    return results
+
+
+def request_task(directory, entries, inputs, group, params=None):
+    """request_phases and attribution for the requests of the captures in
+    `group` (None: the requests linked to no flow), over the dataset's views;
+    each written to a Parquet file of the coordinator's to gather."""
+    import duckdb
+
+    from .analyze import PartitionedStoreStep
+    from .store.db import CONFIG, MEMORY_LIMIT
+    from .transport import phases
+
+    con = duckdb.connect(config=CONFIG)
+    try:
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        for name, entry in entries.items():
+            if name != "analysis_runs":
+                con.execute(f"CREATE VIEW {name} AS {dataset.source(directory, name, entry)}")
+        ids = [int(c) for c in group if c is not None]
+        where = (f"(capture_id IN ({', '.join(map(str, ids)) or 'NULL'}) "
+                 f"OR (capture_id IS NULL AND {None in group}))")
+        for name in ("requests", "bounds", *(n for n in inputs if n not in ("requests", "bounds"))):
+            path, types = inputs[name]
+            cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
+            read = f"SELECT {cols} FROM read_parquet({dataset._quote(path)})"
+            if name == "requests":
+                con.execute(f"CREATE TABLE requests AS {read} WHERE {where}")
+            elif name == "bounds":
+                con.execute(f"CREATE TABLE bounds AS {read} WHERE request_key IN "
+                            f"(SELECT request_key FROM requests)")
+            else:
+                con.execute(f"CREATE VIEW {name} AS {read}")
+        phases.build_all(con, "request_phases")
+        PartitionedStoreStep("attribution").write_all(con, "attribution")
+        out = {}
+        token = os.urandom(6).hex()
+        for table in REQUEST_STEPS:
+            types = {r[0]: r[1] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+            path = os.path.join(os.path.dirname(inputs["requests"][0]), f"{table}-{token}.parquet")
+            con.execute(f"COPY (SELECT {dataset._select(types)} FROM {table}) TO "
+                        f"{dataset._quote(path)} (FORMAT PARQUET)")
+            rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+            out[table] = (path, types, rows)
+        return out
+    finally:
+        con.close()
