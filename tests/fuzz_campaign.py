@@ -19,7 +19,6 @@ Seeds: the samples in captures/ and the 27 third-party captures and the qlogs of
 """
 
 import argparse
-import io
 import os
 import random
 import sys

@@ -1,7 +1,6 @@
 """Read the tshark oracles of ../shared/captures (see its README)."""
 
 import csv
-from pathlib import Path
 
 from conftest import SHARED  # noqa: E402 (one definition: TRACEKIT_SHARED moves it)
 ORACLE = SHARED / "oracle"

@@ -1,4 +1,4 @@
-"""Many captures on Dask into a Parquet dataset (tracekit/cluster.py), on a real
+"""Many captures on Dask into a Parquet dataset (tracekit/cluster/), on a real
 `distributed.LocalCluster` of 2 worker processes: the dataset's tables equal
 the single-process store's row for row, in both directions; a worker killed
 mid-task leaves no partial capture and the run (or the next one) completes."""
@@ -120,14 +120,22 @@ def test_a_capture_that_kills_every_worker_is_reported_and_the_next_run_complete
 
 
 def test_analyze_on_the_cluster_redoes_what_a_changed_threshold_changes(tmp_path):
+    from tracekit.cluster import local_cluster
     ds = str(tmp_path / "ds") + "/"
     db = str(tmp_path / "ref.duckdb")
-    assert CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "2"]).exit_code == 0
-    r = CliRunner().invoke(main, ["analyze", "--store", ds, "--workers", "2"])
-    assert r.exit_code == 0 and "per-capture analyses: up to date" in r.output, r.output
-    before = _digest(ds)
-    r = CliRunner().invoke(main, ["analyze", "--store", ds, "--workers", "2", "--dupthresh", "10"])
-    assert r.exit_code == 0 and r.output.count("analysed again") == 3, r.output
+    client, cluster = local_cluster(2)  # a running scheduler, reached by its address
+    address = ["--cluster", cluster.scheduler_address]
+    try:
+        assert CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, *address]).exit_code == 0
+        r = CliRunner().invoke(main, ["analyze", "--store", ds, *address])
+        assert r.exit_code == 0 and "per-capture analyses: up to date" in r.output, r.output
+        assert f"on the Dask cluster at {cluster.scheduler_address}" in r.output
+        before = _digest(ds)
+        r = CliRunner().invoke(main, ["analyze", "--store", ds, *address, "--dupthresh", "10"])
+        assert r.exit_code == 0 and r.output.count("analysed again") == 3, r.output
+    finally:
+        client.close()
+        cluster.close()
     assert CliRunner().invoke(main, ["ingest", *SMALL, "--db", db]).exit_code == 0
     assert CliRunner().invoke(main, ["analyze", "--db", db, "--dupthresh", "10"]).exit_code == 0
     assert_same_store(db, ds)
@@ -150,3 +158,5 @@ def test_a_dataset_is_not_written_by_single_store_commands(tmp_path):
     r = CliRunner().invoke(main, ["ingest", SMALL[0], "--db", str(tmp_path / "x.duckdb"),
                                   "--workers", "2"])
     assert r.exit_code == 2 and "give a folder with --store DIR/" in r.output
+    r = CliRunner().invoke(main, ["ingest", SMALL[0], "--store", ds, "--cluster", "tcp://127.0.0.1:9"])
+    assert r.exit_code == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.output

@@ -4,7 +4,6 @@ in both directions; partitions per capture; SQL over the dataset itself."""
 import os
 
 import duckdb
-import pytest
 from click.testing import CliRunner
 
 import tracekit

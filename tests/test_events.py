@@ -3,17 +3,13 @@ counted by line; timestamps exact to the nanosecond; clocks."""
 
 import json
 
-import duckdb
-import shutil
 from pathlib import Path
 
-import pytest
+import duckdb
 from click.testing import CliRunner
 
 from tracekit.cli import main
 from tracekit.events import read_log
-from tracekit.store.events import load_logs
-from tracekit.store.ingest import load_captures
 
 SAMPLES = Path(__file__).resolve().parents[1] / "captures"
 NS = 1_785_578_400_000_000_000  # 2026-08-01T10:00:00Z

@@ -332,7 +332,7 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
     reorder_window_ns); they are part of the version, so a change rebuilds
     tcp_analysis and everything after it. `scope` "capture" runs only the
     per-capture steps (and views), "store" only the store-wide ones (and
-    views): a dataset's tasks and its coordinator (tracekit/cluster.py).
+    views): a dataset's tasks and its coordinator (tracekit/cluster/).
     """
     captures = dict(con.execute("SELECT capture_id, packets FROM captures ORDER BY 1").fetchall())
     logs = con.execute("SELECT count(*) FROM event_logs").fetchall()[0][0]

@@ -9,7 +9,6 @@ import errno
 import functools
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -357,7 +356,6 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     seconds = time.perf_counter() - started
     parts = []
     if capture_paths:
-        rate = total_packets / seconds if seconds > 0 else 0.0
         parts.append(f"{_plural(total_packets, 'packet')}, {_plural(total_flows, 'flow')}, "
                      f"{_skipped_text(skipped)}")
     if log_paths:

@@ -1,6 +1,6 @@
 """What `tracekit ingest` and `tracekit analyze` print when they run on Dask
 into a Parquet dataset (`--store DIR`, `--workers N`, `--cluster ADDRESS`):
-the CLI's side of tracekit/cluster.py."""
+the CLI's side of tracekit/cluster/."""
 
 import contextlib
 import os

@@ -38,7 +38,7 @@ from ..decode.payloads import PayloadKeeper
 from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
-from .arrow import FLOWS_SCHEMA, flows_table, packets_table
+from .arrow import flows_table, packets_table
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import AppendWriter
 

@@ -1,4 +1,5 @@
-"""Many captures on a Dask cluster, into a Parquet dataset (store/dataset.py).
+"""Many captures on a Dask cluster, into a Parquet dataset (store/dataset.py):
+the coordinator.
 
 A map over captures and a small reduce:
 
@@ -23,22 +24,18 @@ Workers must see the capture files and the dataset's folder at the same
 paths (one machine, or a shared filesystem).
 """
 
-import fcntl
-import hashlib
-import json
 import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 
-from .errors import TracekitError
-from .store import dataset
+from ..errors import TracekitError
+from ..store import dataset
+from .plan import Lock, plan, read_plan, write_plan
+from .tasks import REQUEST_STEPS, capture_task, reanalyse_task, request_task, schema
 
-PLAN = "_plan.json"
-REQUEST_STEPS = ("request_phases", "attribution")  # per request: spread over the cluster
 AFTER_REQUESTS = (*REQUEST_STEPS, "runs")  # (the store-wide steps from the first of them on)
-LOCK = ".lock"
 LOG_TABLES = ("event_logs", "events")
 
 
@@ -75,157 +72,6 @@ def connect(address):
         raise TracekitError(f"cannot reach the Dask scheduler at {address}: {e}") from None
 
 
-class _Lock:
-    def __init__(self, directory):
-        os.makedirs(directory, exist_ok=True)
-        self.f = open(os.path.join(directory, LOCK), "a")
-        try:
-            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.f.close()
-            raise TracekitError(f"{directory} is being written by another tracekit process; "
-                                f"wait for it to finish") from None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
-
-
-def _digest(path):
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError as e:
-        raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
-
-
-def _stored_captures(directory):
-    """{sha256: capture_id} of the captures published in the dataset (read from
-    their folders: a run killed before its manifest still published them)."""
-    files = os.path.join(directory, "capture_id=*", "captures.parquet")
-    import glob
-    if not glob.glob(files):
-        return {}
-    import duckdb
-    con = duckdb.connect()
-    try:
-        return dict(con.execute(
-            "SELECT sha256, capture_id FROM read_parquet(?, hive_partitioning = true, "
-            "hive_types = {'capture_id': INTEGER})", [files]).fetchall())
-    finally:
-        con.close()
-
-
-def _read_plan(directory):
-    try:
-        with open(os.path.join(directory, PLAN)) as f:
-            return {k: int(v) for k, v in json.load(f).items()}
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise TracekitError(f"{directory}/{PLAN}: unreadable ({e}); remove it to plan anew") from None
-
-
-def _write_plan(directory, plan):
-    part = os.path.join(directory, PLAN + ".new")
-    with open(part, "w") as f:
-        json.dump(plan, f, indent=1)
-    os.replace(part, os.path.join(directory, PLAN))
-
-
-def plan(directory, items):
-    """[(path, labels)] -> ([(path, labels, capture_id)] to ingest, duplicates):
-    ids in the order given, after the dataset's last; a file planned by an
-    earlier run that did not publish it keeps its id."""
-    stored = _stored_captures(directory)
-    planned = {k: v for k, v in _read_plan(directory).items() if k not in stored}
-    nxt = max([0, *stored.values(), *planned.values()]) + 1
-    todo, duplicates, seen = [], [], {}
-    for path, labels in items:
-        digest = _digest(path)
-        if digest in stored or digest in seen:
-            duplicates.append((path, stored.get(digest) or seen[digest]))
-            continue
-        if digest not in planned:
-            planned[digest] = nxt
-            nxt += 1
-        seen[digest] = planned[digest]
-        todo.append((path, labels, planned[digest]))
-    _write_plan(directory, planned)
-    return todo, duplicates
-
-
-def _fault_before_publish(capture_id):
-    """Fault injection for the tests: TRACEKIT_FAULT_BEFORE_PUBLISH=ID:FILE kills
-    this worker process once (FILE records that it did), ID:always every time,
-    when capture ID is written and not yet published."""
-    spec = os.environ.get("TRACEKIT_FAULT_BEFORE_PUBLISH")
-    if not spec:
-        return
-    cid, _, flag = spec.partition(":")
-    if int(cid) != capture_id:
-        return
-    if flag != "always":
-        try:
-            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-    os._exit(70)
-
-
-def _partitioned(con):
-    from .analyze import store_wide_tables
-    whole = store_wide_tables()
-    return {n: t for n, t, _ in dataset.tables(con) if "capture_id" in t and n not in whole}
-
-
-def capture_task(path, capture_id, labels, directory, params=None):
-    """Ingest and analyse one capture; publish its folder of the dataset."""
-    from .analyze import analyze
-    from .store.db import connect
-    from .store.ingest import load_captures
-
-    started = time.perf_counter()
-    work = tempfile.mkdtemp(prefix="tracekit-capture-")
-    try:
-        con = connect(os.path.join(work, "capture.duckdb"))
-        try:
-            summary, = load_captures(con, [path], labels=labels, first_capture_id=capture_id)
-            steps = analyze(con, params=params, scope="capture", checkpoint=False)
-            dataset.write_capture(con, capture_id, directory, _partitioned(con),
-                                  before_publish=_fault_before_publish)
-        finally:
-            con.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    stop = summary.read_stop
-    return {"capture_id": capture_id, "path": path, "packets": summary.packets,
-            "flows": summary.flows, "decode_status": dict(summary.decode_status),
-            "read_stop": None if stop is None else (stop.reason, stop.offset, stop.message),
-            "analysis_failures": [(r.table, reason) for r in steps for _, reason in r.failures],
-            "seconds": time.perf_counter() - started}
-
-
-def _schema():
-    """{table: {column: type}} of every per-capture table, from an empty store."""
-    from .analyze import create_capture_tables
-    from .store.db import connect
-
-    work = tempfile.mkdtemp(prefix="tracekit-schema-")
-    try:
-        con = connect(os.path.join(work, "schema.duckdb"))
-        try:
-            create_capture_tables(con)
-            return _partitioned(con)
-        finally:
-            con.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def ingest(directory, items, logs, client, params=None, progress=None):
     """Ingest and analyse captures [(path, labels)] on `client`'s cluster and event
     logs [(ParsedLog list, labels, clock offset ns or None)] here, into the dataset `directory`; then the
@@ -235,7 +81,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
     directory = os.path.abspath(directory)
     started = time.perf_counter()
     out = DatasetRun()
-    with _Lock(directory):
+    with Lock(directory):
         dataset.clear_partial(directory)
         todo, out.duplicates = plan(directory, items)
         futures = {client.submit(capture_task, path, cid, labels, directory, params,
@@ -255,7 +101,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
             if progress:
                 progress(n, len(futures), path, cid, result)
         published = {r["capture_id"] for r in out.captures}
-        _write_plan(directory, {k: v for k, v in _read_plan(directory).items()
+        write_plan(directory, {k: v for k, v in read_plan(directory).items()
                                 if v not in published})
         out.captures.sort(key=lambda r: r["capture_id"])
         out.logs, out.steps = reduce(directory, logs, params, client)
@@ -270,12 +116,12 @@ def analyze(directory, client, params=None, progress=None):
     then the store-wide tables. Returns a DatasetRun."""
     from distributed import as_completed
 
-    from .analyze import capture_versions
+    from ..analyze import capture_versions
 
     directory = os.path.abspath(directory)
     started = time.perf_counter()
     out = DatasetRun()
-    with _Lock(directory):
+    with Lock(directory):
         dataset.clear_partial(directory)
         manifest = dataset.read_manifest(directory)
         import duckdb
@@ -314,40 +160,6 @@ def analyze(directory, client, params=None, progress=None):
     return out
 
 
-def reanalyse_task(directory, capture_id, inputs, params=None):
-    """Load one capture's ingested tables from the dataset into a DuckDB file of
-    its own, analyse it, publish its folder again (the old one swapped out)."""
-    from .analyze import analyze
-    from .store.db import connect
-    from .store.schema import storage
-
-    started = time.perf_counter()
-    folder = dataset.capture_dir(directory, capture_id)
-    work = tempfile.mkdtemp(prefix="tracekit-capture-")
-    try:
-        con = connect(os.path.join(work, "capture.duckdb"))
-        try:
-            con.execute("BEGIN")
-            for name, entry in inputs.items():
-                path = os.path.join(folder, name + ".parquet")
-                cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' if c != "capture_id"
-                                 else f'{int(capture_id)} AS "{c}"'
-                                 for c, t in zip(entry["columns"], entry["types"]))
-                con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT {cols} FROM "
-                            f"read_parquet({dataset._quote(path)})")
-            con.execute("COMMIT")
-            steps = analyze(con, params=params, scope="capture", checkpoint=False)
-            dataset.write_capture(con, capture_id, directory, _partitioned(con))
-        finally:
-            con.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return {"capture_id": capture_id, "path": None, "packets": None, "flows": None,
-            "decode_status": {}, "read_stop": None,
-            "analysis_failures": [(r.table, reason) for r in steps for _, reason in r.failures],
-            "seconds": time.perf_counter() - started}
-
-
 def reduce(directory, logs, params=None, client=None):
     """The event logs and the store-wide tables, over the dataset's captures, in
     a DuckDB file of the coordinator's; each written whole, the manifest last.
@@ -356,12 +168,12 @@ def reduce(directory, logs, params=None, client=None):
     Returns (log summaries, store-wide StepResults)."""
     import duckdb
 
-    from .analyze import analyze, store_wide_tables
-    from .store.db import CONFIG, MEMORY_LIMIT
-    from .store.events import load_logs
-    from .store.schema import create_table_sql
+    from ..analyze import analyze, store_wide_tables
+    from ..store.db import CONFIG, MEMORY_LIMIT
+    from ..store.events import load_logs
+    from ..store.schema import create_table_sql
 
-    per_capture = _schema()
+    per_capture = schema()
     manifest = (dataset.read_manifest(directory)
                 if os.path.exists(os.path.join(directory, dataset.MANIFEST)) else {})
     work = tempfile.mkdtemp(prefix="tracekit-reduce-")
@@ -421,7 +233,7 @@ def _request_steps(con, directory, entries, client, params):
 
 
 def _request_parts(con, directory, entries, client, params, work, started):
-    from .analyze import StepResult, record_store_step
+    from ..analyze import StepResult, record_store_step
 
     inputs = {}
     for name, types, _ in dataset.tables(con):  # what the coordinator built and holds
@@ -463,48 +275,3 @@ def _request_parts(con, directory, entries, client, params, work, started):
         results.append(StepResult(table, built=1, rows=rows, seconds=seconds, scope="store"))
     return results
 
-
-def request_task(directory, entries, inputs, group, params=None):
-    """request_phases and attribution for the requests of the captures in
-    `group` (None: the requests linked to no flow), over the dataset's views;
-    each written to a Parquet file of the coordinator's to gather."""
-    import duckdb
-
-    from .analyze import PartitionedStoreStep
-    from .store.db import CONFIG, MEMORY_LIMIT
-    from .transport import phases
-
-    con = duckdb.connect(config=CONFIG)
-    try:
-        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        for name, entry in entries.items():
-            if name != "analysis_runs":
-                con.execute(f"CREATE VIEW {name} AS {dataset.source(directory, name, entry)}")
-        ids = [int(c) for c in group if c is not None]
-        where = (f"(capture_id IN ({', '.join(map(str, ids)) or 'NULL'}) "
-                 f"OR (capture_id IS NULL AND {None in group}))")
-        for name in ("requests", "bounds", *(n for n in inputs if n not in ("requests", "bounds"))):
-            path, types = inputs[name]
-            cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
-            read = f"SELECT {cols} FROM read_parquet({dataset._quote(path)})"
-            if name == "requests":
-                con.execute(f"CREATE TABLE requests AS {read} WHERE {where}")
-            elif name == "bounds":
-                con.execute(f"CREATE TABLE bounds AS {read} WHERE request_key IN "
-                            f"(SELECT request_key FROM requests)")
-            else:
-                con.execute(f"CREATE VIEW {name} AS {read}")
-        phases.build_all(con, "request_phases")
-        PartitionedStoreStep("attribution").write_all(con, "attribution")
-        out = {}
-        token = os.urandom(6).hex()
-        for table in REQUEST_STEPS:
-            types = {r[0]: r[1] for r in con.execute(f"DESCRIBE {table}").fetchall()}
-            path = os.path.join(os.path.dirname(inputs["requests"][0]), f"{table}-{token}.parquet")
-            con.execute(f"COPY (SELECT {dataset._select(types)} FROM {table}) TO "
-                        f"{dataset._quote(path)} (FORMAT PARQUET)")
-            rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
-            out[table] = (path, types, rows)
-        return out
-    finally:
-        con.close()
