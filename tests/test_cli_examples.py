@@ -59,10 +59,18 @@ TAKES_DB = {p for p, cmd in _commands() if any(o.name == "db" for o in cmd.param
 
 @pytest.mark.parametrize("path, example", RUNNABLE, ids=[ex for _, ex in RUNNABLE])
 def test_example_runs(demo_store, tmp_path, path, example):
-    """Each in its own process, as a user runs it (charts go to a temporary folder)."""
+    """Each in its own process, as a user runs it (charts go to a temporary folder);
+    one that writes to the store (analyze, clock --apply) gets a copy of it, so
+    the store the other tests share stays as the fixture made it."""
+    import shutil
     import subprocess
     import sys
-    args = shlex.split(example)[1:] + (["--db", str(demo_store)] if path in TAKES_DB else [])
+    words = shlex.split(example)
+    store = demo_store
+    if words[1] == "analyze" or "--apply" in words:
+        store = tmp_path / "copy.duckdb"
+        shutil.copy(demo_store, store)
+    args = words[1:] + (["--db", str(store)] if path in TAKES_DB else [])
     r = subprocess.run([sys.executable, "-m", "tracekit.cli", *args], cwd=tmp_path,
                        capture_output=True, text=True)
     assert r.returncode == 0, f"{example}: {r.stderr}"
