@@ -43,7 +43,7 @@ from .schema import CAPTURES, INTERFACES, storage
 from .writer import AppendWriter
 
 INSERT_ROWS = 4 * 122_880  # rows per DuckDB append: whole row groups (see store/writer.py)
-INGEST_MEMORY_LIMIT = "384MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
+INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
 @dataclass
