@@ -160,3 +160,27 @@ def test_a_dataset_is_not_written_by_single_store_commands(tmp_path):
     assert r.exit_code == 2 and "give a folder with --store DIR/" in r.output
     r = CliRunner().invoke(main, ["ingest", SMALL[0], "--store", ds, "--cluster", "tcp://127.0.0.1:9"])
     assert r.exit_code == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in r.output
+
+
+class _FailingClient:
+    """A client whose tasks all fail: what the coordinator does then."""
+
+    def scheduler_info(self):
+        return {"workers": {"a": {}, "b": {}}}
+
+    def submit(self, *args, **kwargs):
+        return None
+
+    def gather(self, futures):
+        raise RuntimeError("every worker is gone")
+
+
+def test_per_request_steps_whose_tasks_fail_are_built_by_the_coordinator(small_store, tmp_path):
+    from tracekit.cluster import reduce
+    ds = str(tmp_path / "ds") + "/"
+    assert CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"]).exit_code == 0
+    os.remove(os.path.join(ds, "attribution.parquet"))
+    _, steps, notes = reduce(ds, [], client=_FailingClient())
+    assert len(notes) == 1 and "every worker is gone" in notes[0]
+    assert {"request_phases", "attribution"} <= {s.table for s in steps if s.built}
+    assert_same_store(small_store, ds)

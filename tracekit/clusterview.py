@@ -72,6 +72,8 @@ def _report(run, where):
         for _, reason in (step.failures if step.scope == "store" else ()):
             click.echo(f"warning: {step.table}: could not be built over the whole dataset and "
                        f"is empty until the next analyze: {reason}", err=True)
+    for note in run.notes:
+        click.echo(f"tracekit: warning: {note}", err=True)
     for path, cid, reason in run.failures:
         what = os.path.basename(path) if path else f"capture {cid}"
         click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and is not in the "

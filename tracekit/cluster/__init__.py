@@ -48,6 +48,7 @@ class DatasetRun:
     duplicates: list = field(default_factory=list)  # (path, capture id it is)
     logs: list = field(default_factory=list)  # LogSummary
     steps: list = field(default_factory=list)  # StepResult of the store-wide steps
+    notes: list = field(default_factory=list)  # what went otherwise than planned
     seconds: float = 0.0
 
 
@@ -73,9 +74,9 @@ def connect(address):
 
 
 def ingest(directory, items, logs, client, params=None, progress=None):
-    """Ingest and analyse captures [(path, labels)] on `client`'s cluster and event
-    logs [(ParsedLog list, labels, clock offset ns or None)] here, into the dataset `directory`; then the
-    store-wide tables. Returns a DatasetRun."""
+    """Ingest and analyse captures [(path, labels)] on `client`'s cluster and
+    event logs [(ParsedLog list, labels, clock offset ns or None)] here, into
+    the dataset `directory`; then the store-wide tables. Returns a DatasetRun."""
     from distributed import as_completed
 
     directory = os.path.abspath(directory)
@@ -104,7 +105,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
         write_plan(directory, {k: v for k, v in read_plan(directory).items()
                                 if v not in published})
         out.captures.sort(key=lambda r: r["capture_id"])
-        out.logs, out.steps = reduce(directory, logs, params, client)
+        out.logs, out.steps, out.notes = reduce(directory, logs, params, client)
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
@@ -154,7 +155,7 @@ def analyze(directory, client, params=None, progress=None):
                 out.captures.append(result)
             if progress:
                 progress(n, len(futures), None, cid, result)
-        out.logs, out.steps = reduce(directory, [], params, client)
+        out.logs, out.steps, out.notes = reduce(directory, [], params, client)
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
@@ -165,7 +166,7 @@ def reduce(directory, logs, params=None, client=None):
     a DuckDB file of the coordinator's; each written whole, the manifest last.
     The two per-request steps that cost most (REQUEST_STEPS) run on the
     cluster when there is one, a group of captures' requests per task.
-    Returns (log summaries, store-wide StepResults)."""
+    Returns (log summaries, store-wide StepResults, notes)."""
     import duckdb
 
     from ..analyze import analyze, store_wide_tables
@@ -198,11 +199,17 @@ def reduce(directory, logs, params=None, client=None):
                 summaries += load_logs(con, parsed, labels, clock_offset_ns)
             has = con.execute("SELECT (SELECT count(*) FROM captures) + "
                               "(SELECT count(*) FROM event_logs)").fetchall()[0][0]
-            steps = []
+            steps, notes = [], []
             if has and client is not None:
                 steps = analyze(con, params=params, scope="store", skip=AFTER_REQUESTS)
-                steps += _request_steps(con, directory, entries, client, params)
-                steps += analyze(con, params=params, scope="store", skip=REQUEST_STEPS)
+                try:
+                    steps += _request_steps(con, directory, entries, client, params)
+                    done = REQUEST_STEPS
+                except Exception as e:  # noqa: BLE001 -- built here instead, failures isolated
+                    done = ()
+                    notes.append(f"request_phases and attribution were built in the coordinator: "
+                                 f"their tasks failed ({type(e).__name__}: {str(e)[:300]})")
+                steps += analyze(con, params=params, scope="store", skip=done)
                 steps = [s for s in steps if s.built or s.failures or s.table in REQUEST_STEPS]
             elif has:
                 steps = analyze(con, params=params, scope="store")
@@ -216,7 +223,7 @@ def reduce(directory, logs, params=None, client=None):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     dataset.write_manifest(directory, {**per_capture, **whole}, per_capture)
-    return summaries, steps
+    return summaries, steps, notes
 
 
 def _request_steps(con, directory, entries, client, params):
