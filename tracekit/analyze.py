@@ -333,6 +333,9 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
     tcp_analysis and everything after it. `scope` "capture" runs only the
     per-capture steps (and views), "store" only the store-wide ones (and
     views): a dataset's tasks and its coordinator (tracekit/cluster/).
+    `checkpoint=False` leaves the results in the write-ahead log (a task's
+    throwaway store); steps named in `skip` are left alone (the cluster
+    builds them).
     """
     captures = dict(con.execute("SELECT capture_id, packets FROM captures ORDER BY 1").fetchall())
     logs = con.execute("SELECT count(*) FROM event_logs").fetchall()[0][0]

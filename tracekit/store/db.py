@@ -41,7 +41,8 @@ def connect(path=None, read_only=False):
         if read_only is not True and read_only != "auto":
             raise StoreError(f"{path} is a Parquet dataset: it is written by `tracekit ingest "
                              f"--store {path}` and `tracekit analyze --store {path}` (on Dask), "
-                             f"not by this command; `tracekit import {path}` makes a DuckDB store of it")
+                             f"not by this command; `tracekit import {path}` makes a DuckDB "
+                             f"store of it")
         return open_dataset(path)
     exists = os.path.exists(path)
     if read_only == "auto":
