@@ -50,8 +50,18 @@ def assert_same_store(db_path, directory):
 
 
 def _leftovers(directory):
+    """What a run left: in the dataset's _partial/, and task folders of dead
+    processes in the temporary folder (a killed worker cannot remove its own;
+    the next task on the host does)."""
+    import tempfile
+    from tracekit.cluster.tasks import WORK_PREFIX, _alive
     partial = os.path.join(directory, PARTIAL)
-    return os.listdir(partial) if os.path.isdir(partial) else []
+    left = os.listdir(partial) if os.path.isdir(partial) else []
+    for name in os.listdir(tempfile.gettempdir()):
+        pid = name[len(WORK_PREFIX):].split("-")[0]
+        if name.startswith(WORK_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            left.append(name)
+    return left
 
 
 def test_dataset_on_two_workers_equals_the_single_store(demo_store, tmp_path):

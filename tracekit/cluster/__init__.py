@@ -26,14 +26,14 @@ paths (one machine, or a shared filesystem).
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 from ..errors import TracekitError
 from ..store import dataset
 from .plan import Lock, plan, read_plan, write_plan
-from .tasks import REQUEST_STEPS, capture_task, reanalyse_task, request_task, schema
+from .tasks import (REQUEST_STEPS, capture_task, reanalyse_task, request_task, schema,
+                    work_dir)
 
 AFTER_REQUESTS = (*REQUEST_STEPS, "runs")  # (the store-wide steps from the first of them on)
 LOG_TABLES = ("event_logs", "events")
@@ -177,7 +177,7 @@ def reduce(directory, logs, params=None, client=None):
     per_capture = schema()
     manifest = (dataset.read_manifest(directory)
                 if os.path.exists(os.path.join(directory, dataset.MANIFEST)) else {})
-    work = tempfile.mkdtemp(prefix="tracekit-reduce-")
+    work = work_dir()
     try:
         con = duckdb.connect(os.path.join(work, "reduce.duckdb"), config=CONFIG)
         try:

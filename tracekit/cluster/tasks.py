@@ -12,6 +12,29 @@ import time
 from ..store import dataset
 
 REQUEST_STEPS = ("request_phases", "attribution")  # per request: spread over the cluster
+WORK_PREFIX = "tracekit-task-"  # + pid of the process that made it
+
+
+def work_dir():
+    """A temporary folder for one task's DuckDB file. A worker that was killed
+    (out of memory, kill -9, the tests' fault) could not remove its own: the
+    folders of processes that no longer exist on this host are removed first."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        pid = name[len(WORK_PREFIX):].split("-")[0]
+        if name.startswith(WORK_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _fault_before_publish(capture_id):
@@ -45,7 +68,7 @@ def capture_task(path, capture_id, labels, directory, params=None):
     from ..store.ingest import load_captures
 
     started = time.perf_counter()
-    work = tempfile.mkdtemp(prefix="tracekit-capture-")
+    work = work_dir()
     try:
         con = connect(os.path.join(work, "capture.duckdb"))
         try:
@@ -70,7 +93,7 @@ def schema():
     from ..analyze import create_capture_tables
     from ..store.db import connect
 
-    work = tempfile.mkdtemp(prefix="tracekit-schema-")
+    work = work_dir()
     try:
         con = connect(os.path.join(work, "schema.duckdb"))
         try:
@@ -91,7 +114,7 @@ def reanalyse_task(directory, capture_id, inputs, params=None):
 
     started = time.perf_counter()
     folder = dataset.capture_dir(directory, capture_id)
-    work = tempfile.mkdtemp(prefix="tracekit-capture-")
+    work = work_dir()
     try:
         con = connect(os.path.join(work, "capture.duckdb"))
         try:
