@@ -77,8 +77,6 @@ def ingest(directory, items, logs, client, params=None, progress=None):
     """Ingest and analyse captures [(path, labels)] on `client`'s cluster and
     event logs [(ParsedLog list, labels, clock offset ns or None)] here, into
     the dataset `directory`; then the store-wide tables. Returns a DatasetRun."""
-    from distributed import as_completed
-
     directory = os.path.abspath(directory)
     started = time.perf_counter()
     out = DatasetRun()
@@ -89,18 +87,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
                                  key=f"capture-{cid}-{os.urandom(4).hex()}", retries=1,
                                  pure=False): (path, cid)
                    for path, labels, cid in todo}
-        for n, future in enumerate(as_completed(futures), 1):
-            path, cid = futures[future]
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 -- a capture's failure is reported, not raised
-                reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-                out.failures.append((path, cid, f"{type(e).__name__}: {reason}"))
-                result = None
-            else:
-                out.captures.append(result)
-            if progress:
-                progress(n, len(futures), path, cid, result)
+        _collect(futures, out, progress)
         published = {r["capture_id"] for r in out.captures}
         write_plan(directory, {k: v for k, v in read_plan(directory).items()
                                 if v not in published})
@@ -111,12 +98,30 @@ def ingest(directory, items, logs, client, params=None, progress=None):
     return out
 
 
+def _collect(futures, out, progress):
+    """Wait for per-capture tasks ({future: (path or None, capture id)}): each
+    result into `out.captures`, each failure (the first line of what was
+    raised) into `out.failures`, reporting as they end."""
+    from distributed import as_completed
+
+    for n, future in enumerate(as_completed(futures), 1):
+        path, cid = futures[future]
+        try:
+            result = future.result()
+        except Exception as e:  # noqa: BLE001 -- a capture's failure is reported, not raised
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            out.failures.append((path, cid, f"{type(e).__name__}: {reason}"))
+            result = None
+        else:
+            out.captures.append(result)
+        if progress:
+            progress(n, len(futures), path, cid, result)
+
+
 def analyze(directory, client, params=None, progress=None):
     """Analyse again the captures of a dataset whose per-capture results are of
     another version (another tracekit, other --dupthresh...), on the cluster;
     then the store-wide tables. Returns a DatasetRun."""
-    from distributed import as_completed
-
     from ..analyze import capture_versions
 
     directory = os.path.abspath(directory)
@@ -143,18 +148,8 @@ def analyze(directory, client, params=None, progress=None):
                                            "payloads", "tls_decrypted") if n in manifest}
         futures = {client.submit(reanalyse_task, directory, cid, inputs, params,
                                  key=f"reanalyse-{cid}-{os.urandom(4).hex()}", retries=1,
-                                 pure=False): cid for cid in stale}
-        for n, future in enumerate(as_completed(futures), 1):
-            cid = futures[future]
-            try:
-                result = future.result()
-            except Exception as e:  # noqa: BLE001 -- reported per capture
-                out.failures.append((None, cid, f"{type(e).__name__}: {str(e).splitlines()[0]}"))
-                result = None
-            else:
-                out.captures.append(result)
-            if progress:
-                progress(n, len(futures), None, cid, result)
+                                 pure=False): (None, cid) for cid in stale}
+        _collect(futures, out, progress)
         out.logs, out.steps, out.notes = reduce(directory, [], params, client)
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
@@ -214,8 +209,9 @@ def reduce(directory, logs, params=None, client=None):
             elif has:
                 steps = analyze(con, params=params, scope="store")
             whole = {}
+            kept_whole = {*store_wide_tables(), *LOG_TABLES, "analysis_runs"}
             for name, types, _ in dataset.tables(con):
-                if name in store_wide_tables() or name in LOG_TABLES or name == "analysis_runs":
+                if name in kept_whole:
                     whole[name] = types
                     dataset.write_whole(con, name, types, directory)
         finally:
@@ -231,7 +227,7 @@ def _request_steps(con, directory, entries, client, params):
     of captures per task (each request's rows depend on its own flow and
     bounds only), the parts gathered into the coordinator's tables."""
     started = time.perf_counter()
-    work = dataset._partial(directory, "requests")  # where every worker can read and write
+    work = dataset.partial_path(directory, "requests")  # where every worker can read and write
     os.makedirs(work)
     try:
         return _request_parts(con, directory, entries, client, params, work, started)
@@ -247,8 +243,7 @@ def _request_parts(con, directory, entries, client, params, work, started):
         if name in entries or name in REQUEST_STEPS or name == "analysis_runs":
             continue
         path = os.path.join(work, name + ".parquet")
-        con.execute(f"COPY (SELECT {dataset._select(types)} FROM {name}) TO "
-                    f"{dataset._quote(path)} (FORMAT PARQUET)")
+        dataset.to_parquet(con, name, types, path)
         inputs[name] = (path, types)
     counts = con.execute("SELECT capture_id, count(*) FROM requests GROUP BY 1 "
                          "ORDER BY 1 NULLS LAST").fetchall()
@@ -273,9 +268,9 @@ def _request_parts(con, directory, entries, client, params, work, started):
         types = parts[0][table][1] if parts else None
         con.execute(f"DROP TABLE IF EXISTS {table}")
         if files:
-            listed = "[" + ", ".join(dataset._quote(f) for f in files) + "]"
-            cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
-            con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM read_parquet({listed})")
+            listed = "[" + ", ".join(dataset.quote(f) for f in files) + "]"
+            con.execute(f"CREATE TABLE {table} AS SELECT {dataset.as_stored(types)} "
+                        f"FROM read_parquet({listed})")
         rows = sum(p[table][2] for p in parts)
         seconds = time.perf_counter() - started
         record_store_step(con, table, rows, seconds, params)

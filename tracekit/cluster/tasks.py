@@ -121,11 +121,11 @@ def reanalyse_task(directory, capture_id, inputs, params=None):
             con.execute("BEGIN")
             for name, entry in inputs.items():
                 path = os.path.join(folder, name + ".parquet")
-                cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' if c != "capture_id"
-                                 else f'{int(capture_id)} AS "{c}"'
-                                 for c, t in zip(entry["columns"], entry["types"]))
-                con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT {cols} FROM "
-                            f"read_parquet({dataset._quote(path)})")
+                types = {c: t for c, t in zip(entry["columns"], entry["types"])
+                         if c != "capture_id"}  # (the folder's name holds it)
+                con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT "
+                            f"{dataset.as_stored(types)}, {int(capture_id)} AS capture_id "
+                            f"FROM read_parquet({dataset.quote(path)})")
             con.execute("COMMIT")
             steps = analyze(con, params=params, scope="capture", checkpoint=False)
             dataset.write_capture(con, capture_id, directory, _partitioned(con))
@@ -160,8 +160,7 @@ def request_task(directory, entries, inputs, group, params=None):
                  f"OR (capture_id IS NULL AND {None in group}))")
         for name in ("requests", "bounds", *(n for n in inputs if n not in ("requests", "bounds"))):
             path, types = inputs[name]
-            cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
-            read = f"SELECT {cols} FROM read_parquet({dataset._quote(path)})"
+            read = f"SELECT {dataset.as_stored(types)} FROM read_parquet({dataset.quote(path)})"
             if name == "requests":
                 con.execute(f"CREATE TABLE requests AS {read} WHERE {where}")
             elif name == "bounds":
@@ -176,8 +175,7 @@ def request_task(directory, entries, inputs, group, params=None):
         for table in REQUEST_STEPS:
             types = {r[0]: r[1] for r in con.execute(f"DESCRIBE {table}").fetchall()}
             path = os.path.join(os.path.dirname(inputs["requests"][0]), f"{table}-{token}.parquet")
-            con.execute(f"COPY (SELECT {dataset._select(types)} FROM {table}) TO "
-                        f"{dataset._quote(path)} (FORMAT PARQUET)")
+            dataset.to_parquet(con, table, types, path)
             rows = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
             out[table] = (path, types, rows)
         return out

@@ -40,7 +40,8 @@ MARKERS = ("ingests_in_progress", "analyses_in_progress")  # not data: never exp
 WIDE = {"HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}
 
 
-def _quote(path):
+def quote(path):
+    """A path as an SQL string literal."""
     return "'" + path.replace("'", "''") + "'"
 
 
@@ -70,11 +71,26 @@ def _select(types):
                      for c, t in types.items())
 
 
+def as_stored(types):
+    """Columns read from Parquet back as the store's types ({column: type}):
+    the inverse of what `to_parquet` writes."""
+    return ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
+
+
+def to_parquet(con, name, types, path, where="true"):
+    """Write the columns `types` of table `name` (rows matching `where`) to one
+    Parquet file (128-bit integers as DECIMAL(38, 0))."""
+    con.execute(f"COPY (SELECT {_select(types)} FROM {name} WHERE {where}) TO {quote(path)} "
+                f"(FORMAT PARQUET)")
+
+
 def capture_dir(directory, capture_id):
     return os.path.join(directory, f"capture_id={int(capture_id)}")
 
 
-def _partial(directory, name):
+def partial_path(directory, name):
+    """A new, unused path in the dataset's _partial/ (never read; cleared by the
+    next writer)."""
     os.makedirs(os.path.join(directory, PARTIAL), exist_ok=True)
     return os.path.join(directory, PARTIAL, f"{name}.{uuid.uuid4().hex}")
 
@@ -82,13 +98,12 @@ def _partial(directory, name):
 def write_capture(con, capture_id, directory, partitioned, before_publish=None):
     """Write one capture's rows of the per-capture tables ({name: {column: type}})
     as a new folder of `directory` and publish it (replacing an older one)."""
-    part = _partial(directory, f"capture_id={int(capture_id)}")
+    part = partial_path(directory, f"capture_id={int(capture_id)}")
     os.makedirs(part)
     try:
         for name, types in partitioned.items():
-            cols = _select({c: t for c, t in types.items() if c != "capture_id"})
-            con.execute(f"COPY (SELECT {cols} FROM {name} WHERE capture_id = {int(capture_id)}) "
-                        f"TO {_quote(os.path.join(part, name + '.parquet'))} (FORMAT PARQUET)")
+            to_parquet(con, name, {c: t for c, t in types.items() if c != "capture_id"},
+                       os.path.join(part, name + ".parquet"), f"capture_id = {int(capture_id)}")
         if before_publish:
             before_publish(capture_id)
         _publish_folder(part, capture_dir(directory, capture_id), directory)
@@ -99,7 +114,7 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None):
 
 def _publish_folder(part, target, directory):
     if os.path.exists(target):  # the capture analysed again: swap, then drop the old one
-        old = _partial(directory, "replaced")
+        old = partial_path(directory, "replaced")
         os.rename(target, old)
         os.rename(part, target)
         shutil.rmtree(old, ignore_errors=True)
@@ -109,10 +124,9 @@ def _publish_folder(part, target, directory):
 
 def write_whole(con, name, types, directory, where="true"):
     """Write a table (its rows matching `where`) as DIR/<name>.parquet, atomically."""
-    part = _partial(directory, name) + ".parquet"
+    part = partial_path(directory, name) + ".parquet"
     try:
-        con.execute(f"COPY (SELECT {_select(types)} FROM {name} WHERE {where}) TO {_quote(part)} "
-                    f"(FORMAT PARQUET)")
+        to_parquet(con, name, types, part, where)
         os.replace(part, os.path.join(directory, name + ".parquet"))
     except BaseException:
         with contextlib.suppress(OSError):
@@ -125,7 +139,7 @@ def write_manifest(directory, described, partitioned):
     manifest = {name: {"columns": list(types), "types": list(types.values()),
                        "partitioned": name in partitioned}
                 for name, types in sorted(described.items())}
-    part = _partial(directory, "manifest") + ".json"
+    part = partial_path(directory, "manifest") + ".json"
     with open(part, "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(part, os.path.join(directory, MANIFEST))
@@ -188,10 +202,10 @@ def export(con, directory, whole=()):
 def _export_partitions(con, name, types, directory):
     """One COPY per table, split by capture, then each capture's file moved into
     its folder (cheaper than a COPY per capture and table)."""
-    spread = _partial(directory, name)
+    spread = partial_path(directory, name)
     cols = _select(types)
     con.execute(f"COPY (SELECT {cols} FROM {name} WHERE capture_id IN (SELECT capture_id FROM "
-                f"captures)) TO {_quote(spread)} (FORMAT PARQUET, PARTITION_BY (capture_id))")
+                f"captures)) TO {quote(spread)} (FORMAT PARQUET, PARTITION_BY (capture_id))")
     if not os.path.isdir(spread):
         return  # no rows
     for folder in os.listdir(spread):
@@ -201,26 +215,25 @@ def _export_partitions(con, name, types, directory):
         if len(files) == 1:
             os.rename(files[0], os.path.join(target, name + ".parquet"))
         else:  # DuckDB split a partition: one file per capture and table all the same
-            listed = "[" + ", ".join(_quote(f) for f in files) + "]"
+            listed = "[" + ", ".join(quote(f) for f in files) + "]"
             con.execute(f"COPY (SELECT * FROM read_parquet({listed})) TO "
-                        f"{_quote(os.path.join(target, name + '.parquet'))} (FORMAT PARQUET)")
+                        f"{quote(os.path.join(target, name + '.parquet'))} (FORMAT PARQUET)")
     shutil.rmtree(spread)
 
 
 def source(directory, name, entry):
     """SQL reading one table of the dataset, its columns in the store's order
     and of the store's types: its published capture folders and its whole file."""
-    cols = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"'
-                     for c, t in zip(entry["columns"], entry["types"]))
+    cols = as_stored(dict(zip(entry["columns"], entry["types"])))
     parts = []
     if entry["partitioned"]:
         files = os.path.join(directory, "capture_id=*", name + ".parquet")
         if glob.glob(files):
-            parts.append(f"SELECT {cols} FROM read_parquet({_quote(files)}, hive_partitioning = "
+            parts.append(f"SELECT {cols} FROM read_parquet({quote(files)}, hive_partitioning = "
                          f"true, union_by_name = true, hive_types = {{'capture_id': INTEGER}})")
     whole = os.path.join(directory, name + ".parquet")
     if os.path.exists(whole):
-        parts.append(f"SELECT {cols} FROM read_parquet({_quote(whole)})")
+        parts.append(f"SELECT {cols} FROM read_parquet({quote(whole)})")
     if not parts:  # no rows yet: the columns, no rows
         return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
                                      zip(entry["columns"], entry["types"])) + " WHERE false"
