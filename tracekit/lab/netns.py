@@ -36,6 +36,32 @@ def in_ns(ns, *cmd):
     return ["ip", "netns", "exec", ns, *cmd]
 
 
+# The programs a lab run measures (servers, clients, tcpdump, the tunnel) run
+# round-robin real-time, below the path's forwarder (FIFO 10): the machine's
+# ordinary work (a build, a test suite, another tenant's job) then cannot
+# delay a reply or an ACK and change what the run measures. Linux keeps 5 % of
+# each second for ordinary processes (sched_rt_runtime_us), so a lab program
+# that spins cannot lock the machine up.
+ENDPOINT_PRIORITY = 5
+_realtime_ok = []
+
+
+def realtime_prefix():
+    """["chrt", "-r", "5"] where real-time scheduling is allowed, else []."""
+    if not _realtime_ok:
+        try:
+            ok = subprocess.run(["chrt", "-r", str(ENDPOINT_PRIORITY), "true"],
+                                capture_output=True).returncode == 0
+        except OSError:  # no chrt (util-linux)
+            ok = False
+        _realtime_ok.append(ok)
+    return ["chrt", "-r", str(ENDPOINT_PRIORITY)] if _realtime_ok[0] else []
+
+
+def in_ns_realtime(ns, *cmd):
+    return in_ns(ns, *realtime_prefix(), *cmd)
+
+
 def add(ns):
     run("ip", "netns", "add", ns)
     run(*in_ns(ns, "ip", "link", "set", "lo", "up"))

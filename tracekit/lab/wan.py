@@ -319,10 +319,11 @@ class EmulatedPath:
         self.stats = None
 
     def client(self, cmd):
-        return netns.in_ns(self.client_ns, *cmd)
+        """`cmd` run in the client's namespace (at the lab's real-time priority)."""
+        return netns.in_ns_realtime(self.client_ns, *cmd)
 
     def server(self, cmd):
-        return netns.in_ns(self.server_ns, *cmd)
+        return netns.in_ns_realtime(self.server_ns, *cmd)
 
     def _record(self):
         me = os.getpid()
