@@ -922,6 +922,12 @@ def lab_run(experiment, workdir, dry_run, resume, db):
         what = "kept from before" if skipped else f"{time.monotonic() - started:.0f} s"
         click.echo(f"run {i}/{n}: {levels} ({what})", err=True)
     manifests = ex.run_experiment(spec, workdir, progress, resume)
+    busy = ex.disturbed(manifests)
+    if busy:
+        click.echo(f"note: the machine was busy during {_plural(len(busy), 'run')} "
+                   f"({', '.join(busy)}): the path's forwarder or the lab's processes were held up "
+                   f"by more than 5 ms at times (each manifest's forwarder.max_late_ms and "
+                   f"forwarder.machine say how much)", err=True)
     from .store.db import connect
     con = connect(db)
     try:

@@ -360,6 +360,17 @@ def _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
     }
 
 
+def disturbed(manifests, limit_ms=5.0):
+    """The runs during which the forwarder ran late, or the disturbance probe saw
+    the machine away, by more than `limit_ms` at a time."""
+    out = []
+    for m in manifests:
+        f = m.get("forwarder") or {}
+        if max(f.get("max_late_ms", 0), (f.get("machine") or {}).get("max_late_ms", 0)) > limit_ms:
+            out.append(m["run"])
+    return out
+
+
 def labels_of(manifest):
     s = manifest["settings"]
     labels = {k: str(v) for k, v in manifest.get("fixed", {}).items()}

@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from . import netns
+from .disturbance import Probe
 
 CLIENT_ADDR = "198.18.0.1"
 SERVER_ADDR = "198.19.0.1"
@@ -317,6 +318,7 @@ class EmulatedPath:
         self.stats_path = os.path.join(workdir, "forwarder.json")
         self.forwarder = None
         self.stats = None
+        self.probe = Probe(workdir)  # how much the machine held ordinary processes back
 
     def client(self, cmd):
         """`cmd` run in the client's namespace (at the lab's real-time priority)."""
@@ -341,6 +343,7 @@ class EmulatedPath:
             self._record()  # before anything is made: a crash leaves a record of it
             netns.add(self.client_ns)
             netns.add(self.server_ns)
+            self.probe.__enter__()
             self.forwarder = subprocess.Popen(
                 [sys.executable, "-m", "tracekit.lab.wan", self.client_ns, self.server_ns,
                  json.dumps(asdict(self.spec)), self.drop_log, self.deliveries, self.stats_path],
@@ -371,6 +374,9 @@ class EmulatedPath:
                 if os.path.exists(self.stats_path):
                     with open(self.stats_path) as f:
                         self.stats = json.load(f)
+            self.probe.__exit__(None, None, None)
+            if self.stats is not None:
+                self.stats["machine"] = self.probe.summary()
             netns.delete(self.client_ns)
             netns.delete(self.server_ns)
             netns.remove_record(self.tag)
