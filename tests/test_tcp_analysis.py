@@ -36,14 +36,6 @@ def _ours(con, cid):
     return {r[1]: dict(zip(names, r)) for r in rows.fetchall()}
 
 
-# Wireshark 4.0 stops repeating "ACKed unseen segment" while the peer sends
-# only pure ACKs, through a marker on the peer's duplicate-ACK counter whose
-# exact 4.0 form its later releases replaced; tracekit reproduces the marker
-# (it also makes frames 8, 10, 12 fast retransmissions, as tshark says) but
-# flags this ACK, which acknowledges 1,448 bytes that were never captured.
-ACK_LOST_SUPPRESSED = {("zeek__reassembly.pcap", 105)}
-
-
 def ack_rtt_agrees(ours_ns, theirs_text):
     """tshark prints no ack_rtt when it is exactly 0 (SYN, SYN-ACK and ACK
     stamped alike in zeek__chrome-1250 and ppp__sll): tracekit keeps 0 ns,
@@ -92,8 +84,6 @@ def compare(con, ids):
             if nxt:  # relative sequence numbers: the segment's end, SYN and FIN counting one
                 checks["next_seq"] = (mine["rel_seq"] + mine["payload_bytes"]
                                       + (1 if mine["tcp_flags"] & 0x03 else 0) == int(nxt))
-            if (name, frame) in ACK_LOST_SUPPRESSED:
-                checks["ack_lost_segment"] = not checks["ack_lost_segment"]
             for field, ok in checks.items():
                 tally[field][0] += 1
                 if not ok:

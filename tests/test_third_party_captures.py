@@ -121,3 +121,22 @@ def test_tls_after_a_plaintext_start(tmp_path, name):
     assert got == want
     assert {v for (v,) in con.execute("SELECT version FROM handshakes WHERE protocol = 'tls'"
                                       ).fetchall()} <= {"TLS 1.0", "TLS 1.2"}
+
+
+@pytest.mark.parametrize("name", ["ndpi-heuristic-tcp-ack-payload.pcap", "ndpi-reasm-crash-anon.pcapng"])
+def test_acked_unseen_segments_and_what_follows_from_them(tmp_path, name):
+    """Wireshark raises "ACKed unseen segment" once until the peer moves its own
+    ACK on, and moves its mark of the peer's highest contiguous byte only when
+    the peer has sent past it. Its fast-retransmission test reads the
+    peer's duplicate-ACK count that the warning marks. With the rule before
+    (warn on every such ACK, move the mark each time) reasm_crash_anon had
+    158 warnings too many and heuristic_tcp_ack_payload 40 fast
+    retransmissions tshark does not show. Oracle: tshark 4.0.17's frames
+    (NAME.tshark.json)."""
+    import json
+    oracle = json.loads((DATA / f"{name}.tshark.json").read_text())["frames"]
+    con = store(tmp_path, name, analyze=True)
+    for field, frames in oracle.items():
+        got = [f for (f,) in con.execute(f"SELECT frame FROM tcp_analysis WHERE ws_{field} "
+                                         "ORDER BY frame").fetchall()]
+        assert got == frames, field

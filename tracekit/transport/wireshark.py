@@ -27,9 +27,9 @@ rules, in Wireshark's order (seglen = TCP payload bytes):
 - keep-alive ACK / zero window probe ACK: repeats the ACK of one;
 - duplicate ACK: no payload, same seq, ACK and non-zero window as before;
 - ACKed unseen segment: an ACK beyond the highest contiguous byte seen the
-  other way; it also marks the peer's duplicate-ACK counter "unseen", which
-  the fast retransmission test takes for >= 2 (Wireshark's counter is
-  unsigned and the mark is -1);
+  other way, raised once until the peer moves its own ACK on (it marks the
+  peer's duplicate-ACK counter "unseen", which the fast retransmission test
+  takes for >= 2: Wireshark's counter is unsigned and the mark is -1);
 - retransmission family, for payload or SYN/FIN not beyond nextseq
   (`seq < nextseq`): spurious when all of it was already acknowledged;
   fast retransmission when the peer sent >= 2 duplicate ACKs for this seq
@@ -238,13 +238,20 @@ def analyze(frame, ts, slot, first, from_client, seq, ack, flags, seglen, window
         if a != st[fw, LASTACK]:
             st[fw, LASTNONDUP] = frame[i]
             st[fw, DUPACKS] = 0
-        # an ACK of data never seen: stop repeating the warning; the peer's
-        # duplicate-ACK count becomes "unseen" (-1, which Wireshark's unsigned
-        # counter also takes for >= 2 in the fast retransmission test)
+        # an ACK of data never seen. The peer's highest contiguous byte jumps to
+        # its nextseq only when the peer has sent past it; else the warning is
+        # raised once per ACK number the peer has moved to (its duplicate-ACK
+        # count is 0 after each new ACK of its own) and the count becomes
+        # "unseen" (-1, which Wireshark's unsigned counter also takes for >= 2
+        # in the fast retransmission test)
         if st[rv, MAXSEQ_TO_ACK] != 0 and gt_seq(a, st[rv, MAXSEQ_TO_ACK]) and f & TH_ACK:
-            out |= ACK_LOST_SEGMENT
-            st[rv, MAXSEQ_TO_ACK] = st[rv, NEXTSEQ]
-            st[rv, DUPACKS] = ACK_UNSEEN
+            if gt_seq(st[rv, NEXTSEQ], st[rv, MAXSEQ_TO_ACK]):
+                st[rv, MAXSEQ_TO_ACK] = st[rv, NEXTSEQ]
+                out |= ACK_LOST_SEGMENT
+            else:
+                if st[rv, DUPACKS] == 0:
+                    out |= ACK_LOST_SEGMENT
+                st[rv, DUPACKS] = ACK_UNSEEN
         if (ln > 0 or f & (TH_SYN | TH_FIN)) and not out & KEEP_ALIVE:
             not_advanced = nxt != 0 and gt_seq(nxt, s)
             if ln > 1 and ((nxt - 1) & M32) == s:
