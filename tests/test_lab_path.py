@@ -198,16 +198,16 @@ def test_the_disturbance_probe_sees_the_cpu_taken_away(tmp_path):
     """A process above the probe (FIFO 50) spins on CPU 0 for 40 ms: the probe
     on that CPU cannot wake during it, so at least 30 ms of late wake-ups fall
     in the spin (30: the probe's 1 ms period, and a wake-up logged only when
-    more than 0.3 ms late), and the probe names the CPU. Before it, the same
-    probe saw less than the spin. Needs real-time scheduling: without it the
-    probe is an ordinary process and a FIFO spinner cannot be started."""
+    more than 0.3 ms late), and the probe names the CPU. (Nothing is said of
+    the time around it: on a shared machine anything may happen there.)
+    Needs real-time scheduling: without it the probe is an ordinary process
+    and a FIFO spinner cannot be started."""
     from tracekit.lab.disturbance import Probe
     if not netns.realtime_prefix():
         pytest.skip("real-time scheduling is not allowed here")
     spin = "import time\nt = time.monotonic() + 0.040\nwhile time.monotonic() < t: pass\n"
     with Probe(str(tmp_path)) as probe:
         time.sleep(0.2)
-        quiet = (time.time_ns() - 150_000_000, time.time_ns())
         # started first, then raised: its interpreter's start-up is not part of the spin
         proc = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c",
                                  "import sys; sys.stdin.readline()\n" + spin], stdin=subprocess.PIPE)
@@ -218,5 +218,4 @@ def test_the_disturbance_probe_sees_the_cpu_taken_away(tmp_path):
         time.sleep(0.1)
     assert probe.held_back(start, end) >= 30e6, (probe.late, start, end)
     assert {cpu for cpu, slept, woke in probe.late if slept < end and woke > start} >= {0}
-    assert probe.held_back(*quiet) < 30e6
     assert probe.summary()["max_late_ms"] >= 30
