@@ -4,10 +4,22 @@ self-contained (rename or delete the capture file and every analysis still runs)
 What is kept: the captured payload of each segment that starts in the first
 64 KiB of its direction's sequence space (from the SYN's sequence number + 1,
 else the first segment seen) on a connection whose client's first segment with
-data opens like a TLS handshake record (0x16 0x03). That is what
-`tls_messages` reads (transport/tls.py, MAX_STREAM); other connections cost
+data opens like a TLS handshake record (0x16 0x03), and beyond 64 KiB for as
+long as the direction's records are still plaintext handshake records. That
+is what `tls_messages` reads (transport/tls.py); other connections cost
 nothing. A connection's server data seen before the client's first data is
 not kept (a TLS client speaks first).
+
+Long handshakes (a TLS 1.2 server's certificate chain past 64 KiB): each
+direction's record headers are followed through its kept segments (type,
+2-byte length; a header split between two segments is completed from the
+next), and the kept region reaches the next header for as long as every
+record so far is a handshake, change-cipher-spec or alert record. The first
+application-data record (TLS 1.3 encrypts right after the ServerHello), kept
+whole, or a header that is no TLS record ends the following, and with it the
+region at the larger of 64 KiB and where that record ended; a segment seen out of
+order may end it early (the region is then 64 KiB or more, as before). No
+region passes MAX_REGION, whatever the records claim.
 
 A connection that starts in plaintext and upgrades (STARTTLS in SMTP, IMAP,
 POP3, FTP, XMPP...) is kept from the upgrade on: a client segment within
@@ -23,7 +35,9 @@ passes plus one slice per kept segment.
 import numpy as np
 import pyarrow as pa
 
-WINDOW = 65536  # bytes of each direction kept (transport/tls.py reads this much)
+WINDOW = 65536  # bytes of each direction kept at least
+MAX_REGION = 1 << 20  # and at most, however long the handshake claims to be
+RECORD_TYPES = (0x14, 0x15, 0x16)  # change_cipher_spec, alert, handshake: still plaintext
 SYN = 0x02
 UNKNOWN, TLS, OTHER, UPGRADED = 0, 1, 2, 3
 
@@ -33,6 +47,11 @@ class PayloadKeeper:
         self.state = np.zeros(0, np.int8)  # per flow: UNKNOWN, TLS, OTHER, UPGRADED
         self.base = np.zeros((0, 2), np.int64)  # per flow and direction (0 client): seq, -1 unknown
         self.start = np.zeros((0, 2), np.int64)  # UPGRADED: where each direction's TLS begins
+        # per flow and direction: the next record header's offset in the region
+        # (-1: not followed), and how far into the region segments are kept
+        self.next_record = np.zeros((0, 2), np.int64)
+        self.horizon = np.zeros((0, 2), np.int64)
+        self.partial = {}  # (flow, side) -> the first bytes of a header split across segments
         self.kept = 0
 
     def _room(self, n):
@@ -43,6 +62,10 @@ class PayloadKeeper:
                 [self.base, np.full((cap - len(self.base), 2), -1, np.int64)])
             self.start = np.concatenate(
                 [self.start, np.full((cap - len(self.start), 2), -1, np.int64)])
+            self.next_record = np.concatenate(
+                [self.next_record, np.zeros((cap - len(self.next_record), 2), np.int64)])
+            self.horizon = np.concatenate(
+                [self.horizon, np.full((cap - len(self.horizon), 2), WINDOW, np.int64)])
 
     def _upgrades(self, batch, idx, f, s, rel, pos, got, seq):
         """STARTTLS: a plaintext connection (OTHER) whose client opens a TLS
@@ -106,9 +129,14 @@ class PayloadKeeper:
         rel = (seq[idx] - self.base[f, s]) & 0xFFFFFFFF
         self._upgrades(batch, idx, f, s, rel, pos, got[idx], seq[idx])
         up = self.state[f] == UPGRADED
-        rel_up = (seq[idx] - self.start[f, s]) & 0xFFFFFFFF
-        keep = idx[(((self.state[f] == TLS) & (rel < WINDOW))
-                    | (up & (self.start[f, s] >= 0) & (rel_up < WINDOW))) & (got[idx] > 0)]
+        # each segment's offset in its direction's kept region
+        region = np.where(up, (seq[idx] - self.start[f, s]) & 0xFFFFFFFF, rel)
+        inside = ((self.state[f] == TLS) | (up & (self.start[f, s] >= 0))) & (got[idx] > 0)
+        wanted = inside & (region < self.horizon[f, s])
+        followed = inside & (self.next_record[f, s] >= 0)
+        if followed.any():
+            self._follow(batch, np.flatnonzero(followed), f, s, region, pos, got[idx], wanted)
+        keep = idx[wanted]
         if not len(keep):
             return None
         begin = batch.data_offset[keep] + start[keep]
@@ -124,6 +152,41 @@ class PayloadKeeper:
             "capture_id": pa.array(np.full(len(keep), capture_id, np.int32)),
             "frame": pa.array(batch.first_frame + keep.astype(np.int64)),
             "payload": payload.cast(pa.binary())})
+
+
+    def _follow(self, batch, which, f, s, region, pos, got, wanted):
+        """Follow the record headers of the directions still in their handshake
+        through this batch's segments, in capture order, extending the region
+        (and `wanted`) as long as the records stay plaintext."""
+        data = batch.data
+        for k in which.tolist():
+            fk, sk = int(f[k]), int(s[k])
+            r, g, p = int(region[k]), int(got[k]), int(pos[k])
+            horizon = int(self.horizon[fk, sk])
+            wanted[k] = r < horizon
+            nr = int(self.next_record[fk, sk])
+            if nr < 0 or not wanted[k]:
+                continue  # (following ended earlier in this batch)
+            head = self.partial.pop((fk, sk), b"")
+            if head and r != nr + len(head):
+                head = b""  # not the continuation: look for the header afresh
+            while nr >= 0 and (head or r <= nr < r + g):
+                at = nr + len(head) - r  # where this segment's part of the header starts
+                head += data[p + at:p + min(g, at + 5 - len(head))].tobytes()
+                if len(head) < 5:
+                    self.partial[(fk, sk)] = head
+                    break
+                if head[0] not in RECORD_TYPES or head[1] != 0x03:
+                    if head[0] == 0x17 and head[1] == 0x03:  # the first encrypted record, whole
+                        end = nr + 5 + int.from_bytes(head[3:5], "big")
+                        horizon = max(horizon, min(end, MAX_REGION))
+                    nr = -1  # encrypted from here (or not TLS): stop following
+                    break
+                nr += 5 + int.from_bytes(head[3:5], "big")
+                head = b""
+                horizon = max(horizon, min(nr + 5, MAX_REGION))
+            self.next_record[fk, sk] = nr if nr < MAX_REGION else -1
+            self.horizon[fk, sk] = horizon
 
 
 def _byte(batch, pos, ok):
