@@ -1,4 +1,4 @@
-"""How much the machine held ordinary processes back while a lab run measured.
+"""How long the machine took the CPU from a lab run while it measured.
 
 A lab run's timings are only as good as the machine's promptness: on a
 shared 2-core box a virtual CPU can be taken away for milliseconds, and the

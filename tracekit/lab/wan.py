@@ -318,7 +318,7 @@ class EmulatedPath:
         self.stats_path = os.path.join(workdir, "forwarder.json")
         self.forwarder = None
         self.stats = None
-        self.probe = Probe(workdir)  # how much the machine held ordinary processes back
+        self.probe = Probe(workdir)  # how long the machine took the CPU from the lab
 
     def client(self, cmd):
         """`cmd` run in the client's namespace (at the lab's real-time priority)."""
