@@ -194,16 +194,24 @@ def test_tls_and_quic_setups_are_attributed_as_such(tmp_path):
     pytest.importorskip("aioquic")
     pytest.importorskip("h2")
     con = run_lab(tmp_path, PROTOCOL_EXPERIMENT, "proto")
-    spans = {}
+    from tracekit.lab.disturbance import Probe
+    spans, away = {}, {}
     for protocol, span, ns in con.execute("""
             SELECT q.labels['protocol'], a.span, median(a.ns) FROM attribution a
             JOIN requests q USING (request_key) WHERE q.source = 'events' GROUP BY ALL""").fetchall():
         spans.setdefault(protocol, {})[span] = ns
-    # every fresh connection pays its handshake: TCP one RTT; TLS 1.3 one more
-    # (plus the crypto); QUIC one, transport and TLS together
-    assert spans["tcp"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
+    # what the machine took from each protocol's run, its worst request (the probe)
+    for protocol, run, start, end in con.execute("""
+            SELECT labels['protocol'], run, start_ns, end_ns FROM requests
+            WHERE source = 'events'""").fetchall():
+        took = Probe.read(tmp_path / "runs" / run).held_back(start, end)
+        away[protocol] = max(away.get(protocol, 0), took)
+    # every fresh connection pays its handshake: TCP one RTT (never less; more
+    # by at most 4 ms and what the machine took); TLS 1.3 one more (plus the
+    # crypto); QUIC one, transport and TLS together
+    for protocol in ("tcp", "tls"):
+        assert 39.9e6 <= spans[protocol]["connect_tcp"] < 44e6 + away[protocol], (spans, away)
     assert "connect_tls" not in spans["tcp"]
-    assert spans["tls"]["connect_tcp"] == pytest.approx(40e6, rel=0.1)
     assert 40e6 <= spans["tls"]["connect_tls"] < 80e6  # seen 45-47 ms
     assert 40e6 <= spans["h3"]["connect_quic"] < 120e6 and "connect_tcp" not in spans["h3"]  # seen 51-56
     assert 40e6 <= spans["h2"]["connect_tls"] < 80e6

@@ -68,8 +68,11 @@ def test_induced_stalls_are_found_where_they_were_caused(db, tmp_path):
     assert got["transport"]["detail"] == "in_network"
     # the stall outlasts the buffer: S ms after a 60 ms buffer starves for
     # S - 60 ms, in whole callbacks of 20 ms
+    # (to 40 ms, plus what the disturbance probe saw the machine take meanwhile)
     for stream in ("model", "local"):
-        assert got[stream]["silence_ns"] / 1e6 == pytest.approx(STALL_MS - J_MS, abs=40)
+        u = got[stream]
+        away = path.probe.held_back(u["onset_ns"], u["end_ns"]) / 1e6
+        assert u["silence_ns"] / 1e6 == pytest.approx(STALL_MS - J_MS, abs=40 + away), (u, away)
     # the chunk the reader held back was at the host long before it was read
     local = got["local"]
     assert (local["arrived_ns"] - local["host_arrived_ns"]) / 1e6 > STALL_MS - J_MS
@@ -78,10 +81,12 @@ def test_induced_stalls_are_found_where_they_were_caused(db, tmp_path):
     sessions = rows(db, "SELECT * FROM playback_sessions")
     assert {s["kind"] for s in sessions} == {"jitter"} and sum(s["underruns"] for s in sessions) == 3
     # the waiting-player recurrence predicts the callbacks' play times to
-    # within one callback period (plus a late wake-up of the player thread)
+    # within one callback period (plus a late wake-up of the player thread:
+    # 10 ms, or the longest the probe saw the machine away)
     median, worst = db.execute("SELECT median(play_error_ns), max(abs(play_error_ns)) "
                                "FROM playback").fetchall()[0]
-    assert 0 <= median <= 20e6 and worst <= 30e6
+    late = max(10, path.probe.summary()["max_late_ms"]) * 1e6
+    assert 0 <= median <= 20e6 and worst <= 20e6 + late, (median, worst, late)
 
 
 def test_a_bottleneck_below_the_bitrate_is_a_rate_deficit(db, tmp_path):
