@@ -140,3 +140,26 @@ def test_acked_unseen_segments_and_what_follows_from_them(tmp_path, name):
         got = [f for (f,) in con.execute(f"SELECT frame FROM tcp_analysis WHERE ws_{field} "
                                          "ORDER BY frame").fetchall()]
         assert got == frames, field
+
+
+@pytest.mark.parametrize("name", ["ndpi-fix2.pcap", "ndpi-whois.pcapng"])
+def test_one_datagram_captured_twice_one_hop_apart(tmp_path, name):
+    """A capture that sees each datagram before and after a router: the copy
+    has the same IP id and TCP header, the TTL one lower, and up to 23 other
+    packets of its direction between the two. tshark calls the data copies
+    retransmissions (190 in fix2); they are network copies, kind `duplicate`
+    (before: 1 of fix2's 189 data copies), and no copy is a retransmission.
+    Oracle: the frames whose header repeats an earlier one's with the TTL one
+    lower, read by tshark 4.0.17 (NAME.tshark.json)."""
+    import json
+    oracle = json.loads((DATA / f"{name}.tshark.json").read_text())
+    con = store(tmp_path, name, analyze=True)
+    copies = set(oracle["one_hop_copies"])
+    rows = dict(con.execute("""
+        SELECT t.frame, t.segment FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
+        WHERE t.payload_bytes > 0 OR p.tcp_flags & 3 <> 0""").fetchall())
+    carrying = copies & set(rows)
+    assert carrying and {rows[f] for f in carrying} == {"duplicate"}
+    kinds = dict(con.execute("SELECT frame, kind FROM retransmissions").fetchall())
+    assert {f for f, k in kinds.items() if k == "duplicate"} >= carrying
+    assert not {f for f, k in kinds.items() if k == "retransmission"} & copies

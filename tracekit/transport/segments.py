@@ -23,10 +23,11 @@ Segment class (`seg_class`), for packets that carry payload, SYN or FIN:
   acknowledged, no SYN/FIN/RST (a keep-alive probe that carries the last
   byte again, as Windows and BSD send them; Linux sends none): not a
   retransmission, and it changes no sender state.
-- DUPLICATE: a copy of the previous packet of its direction (the same
-  seq, ACK, length, flags, IP id and TSval, at the same instant, or with a
+- DUPLICATE: a copy of an earlier packet of its direction (the same seq,
+  ACK, length, flags, IP id and TSval, at the same instant, or with a
   non-zero IP id sooner than any retransmission timer, `rto_min_ns`): the
-  capture or the network duplicated it; not a retransmission. (Some stacks
+  capture or the network duplicated it, or the capture saw it twice one hop
+  apart (TTL one lower, other packets between); not a retransmission. (Some stacks
   send every SYN-ACK with one IP id: one 2 s later is a retransmission.) Copies are otherwise ignored (a copied ACK is not a
   duplicate ACK).
 
@@ -108,13 +109,12 @@ WS_WINDOW_FULL = 128
 # per-direction state (int64 columns)
 (SND_MAX, SND_UNA, STARTED, LAST_SEND, LAST_ADVANCE, DUPACKS, LAST_ACK, SACKED, HIGH_SACK,
  SRTT, RTTVAR, HOLES, SENT_HEAD, SENT_TAIL, TS_HEAD, TS_TAIL, RETX_HEAD, MSS, LAST_TSVAL,
- PREV_TS, PREV_SEQ, PREV_ACK, PREV_LEN, PREV_FLAGS, PREV_IPID, PREV_TSVAL, FLIGHT, FLIGHT_MARK,
- FLIGHT_DONE, RETX_N, RQ_HEAD, RQ_TAIL, LAST_ACK_TS, FULL_SENT, FULL_SEEN, FL_START, FL_END,
+ FLIGHT, FLIGHT_MARK, FLIGHT_DONE, RETX_N, RQ_HEAD, RQ_TAIL, LAST_ACK_TS, FULL_SENT, FULL_SEEN, FL_START, FL_END,
  FL_SEGS, FL_BYTES, FL_PEAK, FL_RETX, FL_WIN, FL_PREV, ADV_WIN, FLOW_ID,
  EX_NUM, EX_LAST_CLIENT, EX_REQ_FIRST, EX_REQ_LAST, EX_RESP_FIRST, EX_RESP_LAST, EX_END,
  EX_UP_LO, EX_UP_HI, EX_DOWN_LO, EX_DOWN_HI, EX_PK_UP, EX_PK_DOWN,
- DELIVERED, DELIVERED_TS, MIN_RTT, FL_RATE, FL_QUEUED, FIRST_TX) = range(64)
-NSTATE = 64
+ DELIVERED, DELIVERED_TS, MIN_RTT, FL_RATE, FL_QUEUED, FIRST_TX) = range(57)
+NSTATE = 57
 # exchange rows (requests.sql reads them): a request/response exchange of a
 # connection, kept in the flow's client-direction row of `st`
 EXCHANGE_OUT = ("flow", "exchange", "request_first", "request_last", "response_first",
@@ -160,7 +160,6 @@ def _reset(st, d, holes_m, h_next, sent_m, s_next, ts_m, t_next, retx_m, r_next,
     st[d, TS_TAIL] = -1
     st[d, RETX_HEAD] = -1
     st[d, LAST_TSVAL] = -1
-    st[d, PREV_TS] = -1
     st[d, RQ_HEAD] = -1
     st[d, RQ_TAIL] = -1
     st[d, LAST_ACK_TS] = -1
@@ -267,7 +266,7 @@ def _late(late, meta, frame, kind, value):
 @kernel(helpers=(alloc, release, _clear_list, _reset, _late, _emit_flight, _emit_exchange,
                  _exchange))
 def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, seglen, tsval,
-             tsecr, ip_id, window_bytes, ws_flags, sack_n, sack_l, sack_r, dupthresh,
+             tsecr, copy, window_bytes, ws_flags, sack_n, sack_l, sack_r, dupthresh,
              rto_min_ns, reorder_window_ns,
              st, holes_m, h_lo, h_hi, h_tsval, h_ts, h_next,
              sent_m, s_lo, s_end, s_ts, s_len, s_retx_row, s_retx_tsval, s_retx_frame,
@@ -316,21 +315,9 @@ def classify(row0, frame, ts, flow, slot, first, from_client, seq, ack, flags, s
             st[fw, LAST_ACK_TS] = now
             window_full_segs[i] = st[rv, FULL_SENT] - st[fw, FULL_SEEN]
             st[fw, FULL_SEEN] = st[rv, FULL_SENT]
-        # a copy of the previous packet of this direction (a capture or network
-        # duplicate): the same header, at the same instant or with the same IP id
-        copy = (st[fw, PREV_TS] >= 0 and s == st[fw, PREV_SEQ] and ack[i] == st[fw, PREV_ACK]
-                and ln == st[fw, PREV_LEN] and f == st[fw, PREV_FLAGS]
-                and ip_id[i] == st[fw, PREV_IPID] and tsval[i] == st[fw, PREV_TSVAL]
-                and (now == st[fw, PREV_TS]
-                     or (ip_id[i] > 0 and now - st[fw, PREV_TS] < rto_min_ns)))
-        st[fw, PREV_TS] = now
-        st[fw, PREV_SEQ] = s
-        st[fw, PREV_ACK] = ack[i]
-        st[fw, PREV_LEN] = ln
-        st[fw, PREV_FLAGS] = f
-        st[fw, PREV_IPID] = ip_id[i]
-        st[fw, PREV_TSVAL] = tsval[i]
-        if copy:
+        # a copy of an earlier packet of this direction (found before the
+        # loop, sequence.copies: a capture or network duplicate)
+        if copy[i]:
             if ln > 0 or f & (TH_SYN | TH_FIN):
                 seg_class[i] = DUPLICATE
                 recovery_point[i] = st[fw, SND_MAX]

@@ -161,6 +161,34 @@ def wireshark_chunk(state, p, slot, first):
     return out
 
 
+def copies(p, rto_min_ns):
+    """Which packets of the chunk copy an earlier one of their flow and direction:
+    the same seq, ACK, length, flags, IP id and TSval, at the same instant, or
+    with a non-zero IP id sooner than any retransmission timer. A capture (or
+    the network) duplicated them, or the capture saw them twice one hop apart
+    (TTL one lower, other packets between). The chunk is sorted once by a
+    64-bit hash of those fields (stable: frame order within a hash), and each
+    packet held against the one before it in that order, field by field."""
+    fields = [p["flow_id"], p["from_client"], p["tcp_seq"], p["tcp_ack"], p["tcp_flags"],
+              p["payload_bytes"], p["ip_id"], p["tsval"]]
+    h = np.zeros(len(p["frame"]), np.uint64)
+    with np.errstate(over="ignore"):
+        for x in fields:
+            h = (h ^ np.asarray(x).astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+    order = np.argsort(h, kind="stable")
+    same = np.ones(max(len(order) - 1, 0), bool)
+    for x in fields:
+        y = np.asarray(x)[order]
+        same &= y[1:] == y[:-1]
+    ts = p["ts_ns"][order]
+    dt = ts[1:] - ts[:-1]
+    ipid = np.asarray(p["ip_id"])[order][1:]
+    out = np.zeros(len(order), bool)
+    out[order[1:][same & ((dt == 0) | ((ipid > 0) & (dt < rto_min_ns)))]] = True
+    return out
+
+
 def tracekit_chunk(state, p, w, slot, first, params):
     """Run segments.classify over one chunk; (dict of outputs, flight rows, exchange rows)."""
     n = len(p["frame"])
@@ -182,7 +210,8 @@ def tracekit_chunk(state, p, w, slot, first, params):
     pools = state.sg_pools
     sg.classify(state.jit, state.rows, p["frame"], p["ts_ns"], p["flow_id"], slot, first,
                 p["from_client"], w["rel_seq"], w["rel_ack"], p["tcp_flags"],
-                p["payload_bytes"], p["tsval"], p["tsecr"], p["ip_id"], p["window_bytes"],
+                p["payload_bytes"], p["tsval"], p["tsecr"], copies(p, params["rto_min_ns"]),
+                p["window_bytes"],
                 w["ws_flags"], p["sack_n"], sack_l, sack_r, params["dupthresh"],
                 params["rto_min_ns"], params["reorder_window_ns"], state.sg_st,
                 *pools["hole"].args(), *pools["sent"].args(), *pools["tsval"].args(),
