@@ -15,7 +15,9 @@
 --                       (segment `repeat`, the sender's view); false for a
 --                       `hole_fill` (the original was lost before the vantage)
 --   trigger             fast | rto | tlp | rack | other (see README: Definitions)
---   spurious            proven unnecessary by D-SACK or Eifel timestamps
+--   spurious            proven unnecessary by D-SACK or Eifel timestamps in this
+--                       capture (spurious_verdicts adds the other captures'
+--                       evidence of the same connection)
 --   silence_before_ns   time since the sender last sent or had data acknowledged
 --   peer_dupacks        duplicate ACKs the peer had sent for the current ACK number
 --   original_frame      the previous transmission of the same rel_seq in this

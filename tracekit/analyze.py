@@ -277,7 +277,8 @@ def _steps(params=None):
             StoreStep("requests"), StoreStep("playback"),
             StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
             StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
-            CodeStoreStep(phases), PartitionedStoreStep("attribution"), StoreStep("runs")]
+            CodeStoreStep(phases), PartitionedStoreStep("attribution"), StoreStep("runs"),
+            StoreStep("spurious_verdicts")]
 
 
 def store_wide_tables():
