@@ -19,9 +19,9 @@ Rules (the contract documented in the README):
   connection on the same endpoints starts a new flow.
 - Window scaling (RFC 7323 sec. 2.2-2.3), as Wireshark applies it
   (tcp.window_size_scalefactor): each side's shift is unknown (-1) until its
-  SYN is seen; a SYN with the option sets that side's shift, a SYN without
-  it sets -2 (not scaled), and a SYN-ACK without the option, or answering a
-  SYN without it, sets -2 for both sides (RFC 7323: scaling needs both). A
+  SYN is seen; a SYN with the option sets that side's shift, and a SYN or
+  SYN-ACK without it sets -2 (not scaled) for both sides (RFC 7323: scaling
+  needs both; a RST-ACK refusing such a SYN is not scaled either). A
   segment is scaled by its sender's shift when that is >= 0; SYN segments
   are never scaled (shift -1).
 - Handshake: SYN = SYN without ACK from the client. The first ACK is the
@@ -264,11 +264,9 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         if syn:
             if wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
                 val[h, side] = min(wscale[i], 14)
-            elif ack:
+            else:  # either SYN without the option: neither side scales
                 val[h, 3] = NOT_SCALED
                 val[h, 4] = NOT_SCALED
-            else:
-                val[h, side] = NOT_SCALED
             scale[i] = UNKNOWN
         else:
             scale[i] = val[h, side]
