@@ -224,3 +224,23 @@ def test_decode_tcp_header_round_trip(f, payload):
     assert (c["tcp_window"][0], c["tcp_checksum"][0], c["tcp_urgent_pointer"][0]) == (
         f["window"], f["chksum"], f["urgptr"])
     assert c["payload_bytes"][0] == len(payload)
+
+
+def test_a_rst_ack_refusing_a_syn_without_window_scaling_is_not_scaled(tmp_path):
+    """RFC 7323: scaling needs both SYNs' options, so a SYN without one means
+    neither side scales; tshark 4.0.17 shows the RST-ACK that refuses it with
+    tcp.window_size_scalefactor -2 (this SYN, then that RST-ACK)."""
+    from pcapgen import pcap_bytes
+    from tcpsim import SYN, tcp_packet
+    from tracekit.store.db import connect
+    from tracekit.store.ingest import load_captures
+    c, s = [10, 0, 0, 1], [10, 0, 0, 2]
+    packets = [(10 ** 18, tcp_packet(c, s, 5000, 80, 100, 0, SYN, options=b"\x02\x04\x05\xb4")[0]),
+               (10 ** 18 + 10 ** 6, tcp_packet(s, c, 80, 5000, 0, 101, 0x14)[0])]
+    path = tmp_path / "refused.pcap"
+    path.write_bytes(pcap_bytes(packets))
+    con = connect(tmp_path / "s.duckdb")
+    load_captures(con, [path])
+    assert con.execute("SELECT frame, tcp_window_shift FROM packets ORDER BY frame").fetchall() == [
+        (1, -1), (2, -2)]
+    con.close()

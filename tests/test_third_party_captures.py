@@ -163,3 +163,25 @@ def test_one_datagram_captured_twice_one_hop_apart(tmp_path, name):
     kinds = dict(con.execute("SELECT frame, kind FROM retransmissions").fetchall())
     assert {f for f, k in kinds.items() if k == "duplicate"} >= carrying
     assert not {f for f, k in kinds.items() if k == "retransmission"} & copies
+
+
+@pytest.mark.parametrize("name", ["ndpi-tcp-scan.pcapng", "zeek-pop3.pcap"])
+def test_window_scaling_of_refused_and_retried_syns(tmp_path, name):
+    """A RST-ACK refusing a SYN without window scaling is not scaled (-2, as
+    tshark says; it was "unknown"); a SYN retried with the same ISN after a
+    RST-ACK (zeek's pop3: three SYNs per port, the third without the option)
+    is the same connection, whose first SYN decided the scaling (tshark: one
+    tcp.stream, -1 for the server's RST-ACKs). Oracle: tshark 4.0.17's
+    tcp.window_size_scalefactor and tcp.stream (NAME.tshark.json)."""
+    import json
+    frames = json.loads((DATA / f"{name}.tshark.json").read_text())["frames"]
+    con = store(tmp_path, name)
+    mine = {f: (shift, flow) for f, shift, flow in con.execute(
+        "SELECT frame, tcp_window_shift, flow_id FROM packets WHERE tcp_seq IS NOT NULL").fetchall()}
+    assert sorted(mine) == [f for f, _, _ in frames]
+    for frame, factor, _ in frames:
+        # tshark prints the factor (2^shift), -1 (unknown), -2 (not scaled) or nothing (a SYN)
+        want = -1 if factor is None else factor if factor < 0 else factor.bit_length() - 1
+        assert mine[frame][0] == want, (frame, factor, mine[frame])
+    pairs = {(stream, mine[frame][1]) for frame, _, stream in frames}
+    assert len(pairs) == len({s for s, _ in pairs}) == len({f for _, f in pairs})

@@ -16,12 +16,16 @@ Rules (the contract documented in the README):
 - TCP client: the sender of the SYN; if the first packet seen is a SYN-ACK,
   its receiver; otherwise the first sender. UDP client: the first sender.
 - Port reuse: a SYN without ACK that follows a FIN or RST of the current
-  connection on the same endpoints starts a new flow.
+  connection on the same endpoints starts a new flow, unless it carries the
+  same sequence number as the connection's last SYN (the same attempt sent
+  again after a RST, as Windows retries a refused SYN: one connection, as
+  Wireshark's tcp.stream has it).
 - Window scaling (RFC 7323 sec. 2.2-2.3), as Wireshark applies it
   (tcp.window_size_scalefactor): each side's shift is unknown (-1) until its
-  SYN is seen; a SYN with the option sets that side's shift, and a SYN or
-  SYN-ACK without it sets -2 (not scaled) for both sides (RFC 7323: scaling
-  needs both; a RST-ACK refusing such a SYN is not scaled either). A
+  SYN is seen; the connection's first SYN with the option sets that side's
+  shift, and a first SYN or a SYN-ACK without it sets -2 (not scaled) for
+  both sides (RFC 7323: scaling needs both; a RST-ACK refusing such a SYN is
+  not scaled either); a SYN sent again changes nothing. A
   segment is scaled by its sender's shift when that is >= 0; SYN segments
   are never scaled (shift -1).
 - Handshake: SYN = SYN without ACK from the client. The first ACK is the
@@ -67,7 +71,8 @@ class FlowTable:
         self.ends = np.zeros((capacity, 6), np.uint64)  # a_hi, a_lo, a_port, b_hi, b_lo, b_port
 
     def _alloc(self, capacity):
-        self.key = np.zeros((capacity, 6), np.uint64)  # proto|ports, a_hi, a_lo, b_hi, b_lo, -
+        # proto|ports, a_hi, a_lo, b_hi, b_lo, the last SYN's seq + 1 (0: none)
+        self.key = np.zeros((capacity, 6), np.uint64)
         self.val = np.full((capacity, 6), EMPTY, np.int64)
         # val: flow_id, client_is_a, finrst_since_syn, client shift, server shift, used
         self.used = 0
@@ -100,6 +105,7 @@ class FlowTable:
                 cols["src_hi"], cols["src_lo"], cols["dst_hi"], cols["dst_lo"],
                 cols["src_port"].astype(np.int64), cols["dst_port"].astype(np.int64),
                 cols["tcp_flags"].astype(np.int64), cols["tcp_wscale"].astype(np.int64),
+                cols["tcp_seq"].astype(np.int64),
                 cols["tcp_ack"].astype(np.int64), cols["tcp_mss"].astype(np.int64),
                 cols["tcp_sack_permitted"], cols["tcp_fast_open"],
                 np.maximum(cols["payload_bytes"], 0), wire_bytes.astype(np.int64),
@@ -142,7 +148,7 @@ def _rehash(old_key, old_val, key, val):
 
 @kernel
 def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
-           flags, wscale, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
+           flags, wscale, tcp_seq, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
            begin, key, val, used, next_flow_id, st, ends, flow_id, from_client, scale):
     """Process packets from `begin`; returns (next flow id, keys added, where it stopped).
 
@@ -182,8 +188,12 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         syn = (f & TH_SYN) != 0
         ack = (f & TH_ACK) != 0
         pure_syn = syn and not ack
+        # a SYN after a FIN or RST starts a new connection, unless it is the
+        # same attempt sent again (the same ISN: Windows retries a refused SYN)
+        isn = np.uint64(tcp_seq[i]) + np.uint64(1) if pure_syn else np.uint64(0)
+        reuse = is_tcp[i] and pure_syn and val[h, 5] != EMPTY and val[h, 2] == 1 and key[h, 5] != isn
         new = False
-        if val[h, 5] == EMPTY or (is_tcp[i] and pure_syn and val[h, 2] == 1):
+        if val[h, 5] == EMPTY or reuse:
             if 2 * (used + added + 1) > len(key) or next_flow_id >= len(st):
                 return next_flow_id, added, i
         if val[h, 5] == EMPTY:
@@ -195,7 +205,7 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
             val[h, 5] = 1
             added += 1
             new = True
-        elif is_tcp[i] and pure_syn and val[h, 2] == 1:
+        elif reuse:
             new = True  # port reuse after FIN/RST
         frame = first_frame + i
         if new:
@@ -258,13 +268,18 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         if (f & TH_RST) != 0 and st[fid, 29] == NONE:
             st[fid, 29] = ts[i]
         # port reuse and window scaling
+        if new:
+            key[h, 5] = 0
         if pure_syn:
             val[h, 2] = 0
+            key[h, 5] = isn
         side = 3 if fc else 4
         if syn:
-            if wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
+            if not ack and val[h, side] != UNKNOWN:
+                pass  # a SYN sent again: the connection's first SYN decided
+            elif wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
                 val[h, side] = min(wscale[i], 14)
-            else:  # either SYN without the option: neither side scales
+            else:  # the first SYN, or the SYN-ACK, without the option: neither side scales
                 val[h, 3] = NOT_SCALED
                 val[h, 4] = NOT_SCALED
             scale[i] = UNKNOWN
