@@ -153,7 +153,6 @@ class PayloadKeeper:
             "frame": pa.array(batch.first_frame + keep.astype(np.int64)),
             "payload": payload.cast(pa.binary())})
 
-
     def _follow(self, batch, which, f, s, region, pos, got, wanted):
         """Follow the record headers of the directions still in their handshake
         through this batch's segments, in capture order, extending the region
