@@ -69,3 +69,20 @@ def test_the_readme_is_short_and_its_links_resolve():
             assert (page.parent / target).exists(), f"{page.name}: {target} does not exist"
         # the project's own pages only: no notes that live outside the repository
         assert "DOMAIN.md" not in text and "DESIGN.md" not in text, page.name
+
+
+@pytest.mark.parametrize("sql", sorted((analyses_dir() / "views").glob("*.sql")), ids=lambda p: p.name)
+def test_view_files_name_their_command_and_parameters(sql):
+    """Each view's SQL says which command shows it (one that exists) and, in
+    its header, every $parameter its body uses."""
+    import re
+    from tracekit.cli import main
+    text = sql.read_text()
+    assert text.startswith(f"-- The `tracekit {sql.stem}` view: "), sql.name
+    assert sql.stem in main.commands, sql.stem
+    header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
+    (params,) = re.findall(r"^-- Parameters: (.*)$", header, re.M)
+    used = set(re.findall(r"\$([a-z_]+)", "\n".join(
+        line for line in text.splitlines() if not line.startswith("--"))))
+    named = set(re.findall(r"\$([a-z_]+)", params))
+    assert used == named, (sql.name, used, named)
