@@ -63,3 +63,23 @@ def test_bottleneck_rate_and_tail_drop():
     rate = (len(delivered) - 1) * 1000 * 8 / (delivered[-1] - delivered[0])
     assert rate == pytest.approx(10e6, rel=0.01)
     assert sum(1 for _, _, r in got if r == "queue") / len(got) == pytest.approx(0.5, abs=0.01)
+
+
+def test_runs_held_up_are_named_from_their_own_records():
+    """`lab run` names the runs during which the forwarder ran late, or the
+    disturbance probe saw the machine away, by more than 5 ms at a time; and
+    the probe's record of a finished run sums what overlaps an interval."""
+    from tracekit.lab.disturbance import PERIOD_NS, Probe
+    from tracekit.lab.experiment import disturbed
+    manifests = [{"run": "quiet", "forwarder": {"max_late_ms": 0.3, "machine": {"max_late_ms": 4.9}}},
+                 {"run": "late", "forwarder": {"max_late_ms": 5.1, "machine": {"max_late_ms": 0.0}}},
+                 {"run": "away", "forwarder": {"max_late_ms": 0.2, "machine": {"max_late_ms": 11.0}}},
+                 {"run": "no-path", "forwarder": None}]
+    assert disturbed(manifests) == ["late", "away"]
+    probe = Probe("unused")
+    # CPU 0 slept at 100 and woke 8 ms late; CPU 1 slept at 200 and woke 3 ms late
+    probe.late = [(0, 100, 100 + PERIOD_NS + 8_000_000), (1, 200, 200 + PERIOD_NS + 3_000_000)]
+    assert probe.held_back(0, 150) == 8_000_000
+    assert probe.held_back(0, 10 ** 9) == 11_000_000
+    assert probe.held_back(10 ** 9, 2 * 10 ** 9) == 0
+    assert probe.summary() == {"late_wakeups": 2, "max_late_ms": 8.0, "late_ms_total": 11.0}
