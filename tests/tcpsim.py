@@ -23,8 +23,11 @@ FIN, SYN, ACK, PSH = 0x01, 0x02, 0x10, 0x08
 
 
 def tcp_packet(src, dst, sport, dport, seq, ack, flags, payload_len=0, window=65535,
-               options=b"", snap=None, ip_id=1):
-    """Ethernet + IPv4 + TCP bytes; the payload is zeros (cut at `snap` bytes)."""
+               options=b"", snap=None, ip_id=1, payload=None):
+    """Ethernet + IPv4 + TCP bytes; the payload is `payload`, else `payload_len`
+    zeros (cut at `snap` bytes)."""
+    if payload is not None:
+        payload_len = len(payload)
     options += b"\x00" * (-len(options) % 4)
     tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & M32, ack & M32,
                       (5 + len(options) // 4) << 4, flags, window, 0, 0) + options
@@ -34,7 +37,8 @@ def tcp_packet(src, dst, sport, dport, seq, ack, flags, payload_len=0, window=65
     frame = ETH + ip + tcp
     wire = len(frame) + payload_len
     keep = wire if snap is None else min(snap, wire)
-    return (frame + b"\x00" * max(0, keep - len(frame)))[:keep], wire
+    body = payload if payload is not None else b"\x00" * payload_len
+    return (frame + body)[:keep], wire
 
 
 def sack_option(blocks):

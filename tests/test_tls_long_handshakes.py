@@ -15,12 +15,12 @@ import duckdb
 from click.testing import CliRunner
 
 from pcapgen import pcap_bytes
+from tcpsim import ACK, PSH, SYN, tcp_packet
 from tracekit.cli import main
 from tracekit.decode.payloads import WINDOW
 from tracekit.transport.tls import HANDSHAKE
 
 DATA = Path(__file__).parent / "data" / "pcap"
-ETH = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
 
 
 def analysed(tmp_path, path):
@@ -65,13 +65,6 @@ def test_a_certificate_chain_past_64_kib(tmp_path):
     assert con.execute("SELECT bool_and(complete) FROM tls_messages").fetchone() == (True,)
 
 
-def _segment(src, dst, sport, dport, seq, ack, flags, payload=b""):
-    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4,
-                      flags, 65535, 0, 0)
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 1, 0x4000, 64, 6, 0, src, dst)
-    return ETH + ip + tcp + payload
-
-
 def _record(ctype, body):
     return bytes([ctype, 3, 3]) + struct.pack(">H", len(body)) + body
 
@@ -85,7 +78,7 @@ def test_a_record_header_split_between_two_segments(tmp_path):
     bytes in by a segment boundary, then ServerHelloDone and two application
     data records. Everything up to the end of the first application data
     record is kept and read; the second, past 64 KiB, is not kept."""
-    c, s = bytes([198, 18, 0, 1]), bytes([198, 19, 0, 1])
+    c, s = [198, 18, 0, 1], [198, 19, 0, 1]
     hello = _record(22, _handshake(1, b"\x03\x03" + bytes(32) + b"\x00\x00\x02\x00\x2f\x01\x00"))
     cert = _handshake(11, bytes(70_000))
     server = _record(22, _handshake(2, b"\x03\x03" + bytes(32) + b"\x00\x00\x2f\x00"))
@@ -99,12 +92,13 @@ def test_a_record_header_split_between_two_segments(tmp_path):
     server += _record(23, bytes(3000)) + _record(23, bytes(20_000))
     cuts = sorted(set(range(0, len(server), 1400)) | {heads[2] + 2})
     packets, t = [], 1_000_000_000
-    packets.append(_segment(c, s, 40000, 443, 100, 0, 0x02))
-    packets.append(_segment(s, c, 443, 40000, 500, 101, 0x12))
-    packets.append(_segment(c, s, 40000, 443, 101, 501, 0x10))
-    packets.append(_segment(c, s, 40000, 443, 101, 501, 0x18, hello))
+    packets.append(tcp_packet(c, s, 40000, 443, 100, 0, SYN)[0])
+    packets.append(tcp_packet(s, c, 443, 40000, 500, 101, SYN | ACK)[0])
+    packets.append(tcp_packet(c, s, 40000, 443, 101, 501, ACK)[0])
+    packets.append(tcp_packet(c, s, 40000, 443, 101, 501, PSH | ACK, payload=hello)[0])
     for a, b in zip(cuts, cuts[1:] + [len(server)]):
-        packets.append(_segment(s, c, 443, 40000, 501 + a, 101 + len(hello), 0x10, server[a:b]))
+        packets.append(tcp_packet(s, c, 443, 40000, 501 + a, 101 + len(hello), ACK,
+                                  payload=server[a:b])[0])
     path = tmp_path / "split.pcap"
     path.write_bytes(pcap_bytes([(t + k * 1000, p) for k, p in enumerate(packets)]))
     con = analysed(tmp_path, path)

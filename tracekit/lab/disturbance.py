@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+from . import netns
+
 PERIOD_NS = 1_000_000
 PR_SET_PDEATHSIG = 1
 PRIORITY = 20
@@ -62,30 +64,24 @@ class Probe:
 
     def __exit__(self, *exc):
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            netns.stop(proc)
             proc.stdout.close()
-        for path in self.paths:
-            if os.path.exists(path):
-                with open(path) as f:
-                    self.late += [tuple(json.loads(line)) for line in f]
+        self._load(self.paths)
         return False
 
     @classmethod
     def read(cls, workdir):
         """The probe's record of a finished run, from the files it left in `workdir`."""
         probe = cls(workdir)
-        for name in sorted(os.listdir(workdir)):
-            if name.startswith("disturbance-cpu") and name.endswith(".jsonl"):
-                with open(os.path.join(workdir, name)) as f:
-                    probe.late += [tuple(json.loads(line)) for line in f]
+        probe._load(os.path.join(workdir, name) for name in sorted(os.listdir(workdir))
+                    if name.startswith("disturbance-cpu") and name.endswith(".jsonl"))
         return probe
+
+    def _load(self, paths):
+        for path in paths:
+            if os.path.exists(path):
+                with open(path) as f:
+                    self.late += [tuple(json.loads(line)) for line in f]
 
     def held_back(self, start_ns, end_ns):
         """ns by which due wake-ups were late within [start_ns, end_ns], all CPUs summed."""
@@ -104,8 +100,7 @@ class Probe:
 
 def _sleep_and_log(cpu, path):
     """The probe process: sleep PERIOD_NS at a time on `cpu`, log late wake-ups."""
-    import ctypes
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # the lab died: end too
+    netns.libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)  # the lab died: end too
     os.sched_setaffinity(0, {cpu})
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))

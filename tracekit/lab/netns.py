@@ -2,6 +2,7 @@
 
 import ctypes
 import fcntl
+import functools
 import os
 import struct
 import subprocess
@@ -43,19 +44,17 @@ def in_ns(ns, *cmd):
 # each second for ordinary processes (sched_rt_runtime_us), so a lab program
 # that spins cannot lock the machine up.
 ENDPOINT_PRIORITY = 5
-_realtime_ok = []
 
 
+@functools.cache
 def realtime_prefix():
-    """["chrt", "-r", "5"] where real-time scheduling is allowed, else []."""
-    if not _realtime_ok:
-        try:
-            ok = subprocess.run(["chrt", "-r", str(ENDPOINT_PRIORITY), "true"],
-                                capture_output=True).returncode == 0
-        except OSError:  # no chrt (util-linux)
-            ok = False
-        _realtime_ok.append(ok)
-    return ["chrt", "-r", str(ENDPOINT_PRIORITY)] if _realtime_ok[0] else []
+    """["chrt", "-r", "5"] where real-time scheduling is allowed, else [] (asked once)."""
+    prefix = ["chrt", "-r", str(ENDPOINT_PRIORITY)]
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True).returncode == 0
+    except OSError:  # no chrt (util-linux)
+        ok = False
+    return prefix if ok else []
 
 
 def in_ns_realtime(ns, *cmd):
