@@ -9,14 +9,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# (then compile the kernels once, so the first real capture does not pay for it)
+# (then compile the kernels once, so the first real capture does not pay for
+# it, and the lab's path forwarder, which is C: tracekit/lab/forwarder.c)
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[charts]"
 	$(BIN)/python -m tracekit.jit captures/lossy-download-server.pcap captures/udp-echo.pcapng
+	$(BIN)/python -m tracekit.lab.wan --build
 
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/python -m tracekit.jit captures/lossy-download-server.pcap captures/udp-echo.pcapng
+	$(BIN)/python -m tracekit.lab.wan --build
 
 # Ingest the sample captures and event logs in captures/, analyse them, show
 # what the transport and the application did, and draw two charts.

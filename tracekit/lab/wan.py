@@ -2,32 +2,38 @@
 
 Strategy: each namespace gets a TUN device; one forwarder process holds both
 devices' file descriptors and moves every IP packet across in user space.
-What happens to a packet is decided by `Link` (one per direction), a pure
-object that is given the time (`now`) instead of reading a clock: a seeded
-Bernoulli loss, then an optional bottleneck (serialisation at `rate_mbps`
-behind a tail-drop queue of `queue_bytes`), then the one-way delay. The
-forwarder logs every dropped packet (JSON lines: time, direction, reason,
-IP and TCP identifiers) and every forwarded one (when it was read, when it
-was written, how late against its schedule), and counts late packets, so a
-test can tell whether the emulator kept up and by how much it did not.
+What happens to a packet is decided per direction by the model in this
+module -- `Link`, a pure object that is given the time (`now`) instead of
+reading a clock: a seeded Bernoulli (or Gilbert-Elliott) loss, then an
+optional bottleneck (serialisation at `rate_mbps` behind a tail-drop queue
+of `queue_bytes`), then the one-way delay and jitter; and `ScriptedLoss`,
+chosen segments dropped by sequence number.
+
+The forwarder that runs is forwarder.c, the same model written in C so that
+a path of hundreds of Mbit/s keeps its schedule (this model run in Python
+kept up with about 40 Mbit/s): its draws come from the same generator
+(`Rng`) in the same order and its times from the same double-precision
+expressions, so both decide the same for every packet (tests/test_forwarder.py
+holds them to it). It is compiled once per version of its source
+(`forwarder_binary`). It logs every dropped packet (JSON lines: time,
+direction, reason, IP and TCP identifiers) and every forwarded one (when it
+was read, when it was written, how late against its schedule), and counts
+late packets, so a test can tell whether the emulator kept up and by how
+much it did not.
 
 Addresses: client 198.18.0.1, server 198.19.0.1 (RFC 2544's benchmarking
 range), each reaching the other's /16 through its TUN device `tk0`.
 """
 
-import gc
-import heapq
 import json
 import os
-import random
-import select
 import signal
 import struct
 import subprocess
 import sys
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from . import netns
 from .disturbance import Probe
@@ -36,10 +42,8 @@ CLIENT_ADDR = "198.18.0.1"
 SERVER_ADDR = "198.19.0.1"
 DEVICE = "tk0"
 MTU = 1500
-READ_BURST = 8
-SPIN_S = 0.002  # poll instead of sleeping when the next packet is due this soon
 PR_SET_TIMERSLACK = 29
-HEAD = 60  # bytes of each forwarded packet kept for the delivery log
+MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -73,11 +77,27 @@ class PathSpec:
     down: Direction = field(default_factory=Direction)  # server -> client
     seed: int = 1
 
+
+class Rng:
+    """splitmix64 (Steele, Lea and Flood 2014): the loss and jitter draws of one
+    direction, the same sequence in this model and in forwarder.c.
+
+    `random()` is uniform on [0, 1) with 53 bits, like random.random().
+    """
+
+    def __init__(self, state):
+        self.state = state & MASK64
+
     @classmethod
-    def from_dict(cls, d):
-        def direction(x):
-            return Direction(**{**x, "drop_segments": tuple(map(tuple, x.get("drop_segments", ())))})
-        return cls(up=direction(d["up"]), down=direction(d["down"]), seed=d["seed"])
+    def for_direction(cls, seed, direction):
+        return cls((seed << 1) | (direction == "down"))
+
+    def random(self):
+        self.state = z = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        return (z >> 11) * 2.0 ** -53
 
 
 class ScriptedLoss:
@@ -185,84 +205,77 @@ def describe(packet):
     return out
 
 
-def forward(fd_client, fd_server, spec, log, deliveries=None, clock=time.monotonic,
-            wall=time.time_ns):
-    """Move packets between the two TUN fds until SIGTERM; return statistics.
-
-    `deliveries`, if given, receives one tuple per forwarded packet:
-    (direction, wall ns when read, wall ns when handed to the write, ns late,
-    first bytes).
-    """
-    links = {"up": Link(spec.up, random.Random(f"{spec.seed}/up")),
-             "down": Link(spec.down, random.Random(f"{spec.seed}/down"))}
-    scripted = {"up": ScriptedLoss(spec.up.drop_segments),
-                "down": ScriptedLoss(spec.down.drop_segments)}
-    route = {fd_client: ("up", fd_server), fd_server: ("down", fd_client)}
-    fds = [fd_client, fd_server]
-    heap = []
-    seq = 0
-    stats = {"forwarded": {"up": 0, "down": 0}, "dropped": {"up": {}, "down": {}},
-             "late_over_0_2ms": 0, "late_over_1ms": 0, "max_late_ms": 0.0}
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    while not stop:
-        # sleep until SPIN_S before the next packet is due, then poll without
-        # sleeping: waking from a timed sleep can take far longer than a
-        # packet's schedule allows on a busy machine
-        wait = heap[0][0] - clock() if heap else 0.2
-        timeout = 0.0 if wait < SPIN_S else min(0.2, wait - SPIN_S)
-        try:
-            readable, _, _ = select.select(fds, [], [], timeout)
-        except InterruptedError:
-            continue
-        for fd in readable:
-            direction, out = route[fd]
-            for _ in range(READ_BURST):  # then deliver what is due before reading more
-                try:
-                    packet = os.read(fd, 65535)
-                except BlockingIOError:
-                    break
-                read_ns = wall()
-                if scripted[direction].drop(packet):
-                    arrive, reason = None, "scripted"
-                else:
-                    arrive, reason = links[direction].admit(clock(), len(packet))
-                if reason:
-                    counts = stats["dropped"][direction]
-                    counts[reason] = counts.get(reason, 0) + 1
-                    log.write(json.dumps({"t_ns": read_ns, "direction": direction,
-                                          "reason": reason, **describe(packet)}) + "\n")
-                    continue
-                heapq.heappush(heap, (arrive, seq, out, packet, direction, read_ns))
-                seq += 1
-        now = clock()
-        while heap and heap[0][0] <= now:
-            due, _, out, packet, direction, read_ns = heapq.heappop(heap)
-            late = (now - due) * 1000.0
-            if late > 0.2:
-                stats["late_over_0_2ms"] += 1
-                if late > 1.0:
-                    stats["late_over_1ms"] += 1
-            stats["max_late_ms"] = max(stats["max_late_ms"], late)
-            sent_ns = wall()
-            try:
-                os.write(out, packet)
-            except OSError:  # the device's queue is full: the kernel drops it there
-                continue
-            stats["forwarded"][direction] += 1
-            if deliveries is not None:
-                deliveries.append((direction, read_ns, sent_ns, int(late * 1e6), packet[:HEAD]))
-            now = clock()
-    log.flush()
-    return stats
+DROP_RECORD = struct.Struct("=BBHIq60s4x")  # forwarder.c's drop_rec
+DELIVERY_RECORD = struct.Struct("=BBHIqqq60s4x")  # forwarder.c's delivery_rec
+REASONS = ("", "loss", "burst_loss", "queue", "scripted", "forwarder_full")
+DIRECTIONS = ("up", "down")
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forwarder.c")
 
 
-def write_deliveries(deliveries, path):
+def forwarder_binary():
+    """The compiled forwarder (forwarder.c), built once per version of its
+    source into the user's cache (`make setup` builds it ahead)."""
+    import hashlib
+    import shutil
+    with open(SOURCE, "rb") as f:
+        version = hashlib.sha256(f.read()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    binary = os.path.join(base, "tracekit", f"forwarder-{version}")
+    if os.path.exists(binary):
+        return binary
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise netns.TracekitError("the lab's path forwarder is C and needs a compiler: "
+                                  "apt-get install gcc")
+    os.makedirs(os.path.dirname(binary), exist_ok=True)
+    tmp = f"{binary}.{os.getpid()}"
+    r = subprocess.run([cc, "-O2", "-Wall", "-o", tmp, SOURCE], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise netns.TracekitError(f"building {SOURCE} failed: {r.stderr.strip()}")
+    os.replace(tmp, binary)
+    return binary
+
+
+def write_config(spec, path):
+    """The path's settings as forwarder.c reads them: `direction key value` lines
+    (floats as repr, which reads back to the same double)."""
+    with open(path, "w") as f:
+        for name, d in (("up", spec.up), ("down", spec.down)):
+            values = {"delay_ms": d.delay_ms, "loss": d.loss, "jitter_ms": d.jitter_ms,
+                      "burst_p": d.burst_p, "burst_r": d.burst_r, "burst_loss": d.burst_loss,
+                      "rate_mbps": d.rate_mbps or 0.0, "queue_bytes": d.queue_bytes,
+                      "rng_state": Rng.for_direction(spec.seed, name).state}
+            for key, value in values.items():
+                f.write(f"{name} {key} {float(value)!r}\n" if key not in ("queue_bytes", "rng_state")
+                        else f"{name} {key} {int(value)}\n")
+            for rule in d.drop_segments:
+                seq, times, *which = rule
+                f.write(f"{name} rule {seq} {times} {which[0] if which else -1}\n")
+
+
+def read_records(path, record):
+    with open(path, "rb") as f:
+        data = f.read()
+    return record.iter_unpack(data[:len(data) - len(data) % record.size])
+
+
+def write_drop_log(binary_path, path):
+    """One JSON line per dropped packet: when, which way, why, what it was."""
+    with open(path, "w") as f:
+        for direction, reason, size, _, t_ns, head in read_records(binary_path, DROP_RECORD):
+            f.write(json.dumps({"t_ns": t_ns, "direction": DIRECTIONS[direction],
+                                "reason": REASONS[reason], **describe(head[:size]),
+                                "bytes": size}) + "\n")
+
+
+def write_deliveries(binary_path, path):
     """One JSON line per forwarded packet: when it was read and written, how late."""
     with open(path, "w") as f:
-        for direction, read_ns, sent_ns, late_ns, head in deliveries:
-            f.write(json.dumps({"direction": direction, "read_ns": read_ns, "sent_ns": sent_ns,
-                                "late_ns": late_ns, **describe(head)}) + "\n")
+        for direction, _, size, _, read_ns, sent_ns, late_ns, head in read_records(binary_path,
+                                                                                    DELIVERY_RECORD):
+            f.write(json.dumps({"direction": DIRECTIONS[direction], "read_ns": read_ns,
+                                "sent_ns": sent_ns, "late_ns": late_ns, **describe(head[:size]),
+                                "bytes": size}) + "\n")
 
 
 def _realtime():
@@ -280,21 +293,19 @@ def _realtime():
 
 
 def _serve(argv):
-    """Forwarder process: python -m tracekit.lab.wan CLIENT_NS SERVER_NS SPEC LOG DELIVERIES STATS."""
-    client_ns, server_ns, spec_json, log_path, deliveries_path, stats_path = argv
-    spec = PathSpec.from_dict(json.loads(spec_json))
+    """Forwarder process: python -m tracekit.lab.wan CLIENT_NS SERVER_NS CONFIG DROPS DELIVERIES STATS.
+
+    Opens the two TUN devices (in their namespaces), takes real-time priority
+    and becomes the compiled forwarder, which inherits both.
+    """
+    client_ns, server_ns, config, drops, deliveries, stats = argv
+    binary = forwarder_binary()
     fd_c = netns.open_tun_in(client_ns, DEVICE)
     fd_s = netns.open_tun_in(server_ns, DEVICE)
-    gc.disable()  # the loop makes no reference cycles: never pause to collect
-    realtime = _realtime()
-    print("ready", flush=True)
-    deliveries = []
-    with open(log_path, "w") as log:
-        stats = forward(fd_c, fd_s, spec, log, deliveries)
-    stats["realtime"] = realtime
-    write_deliveries(deliveries, deliveries_path)
-    with open(stats_path, "w") as f:
-        json.dump(stats, f)
+    _realtime()
+    os.set_inheritable(fd_c, True)
+    os.set_inheritable(fd_s, True)
+    os.execv(binary, [binary, str(fd_c), str(fd_s), config, drops, deliveries, stats])
 
 
 class EmulatedPath:
@@ -316,6 +327,8 @@ class EmulatedPath:
         self.drop_log = os.path.join(workdir, "drops.jsonl")
         self.deliveries = os.path.join(workdir, "deliveries.jsonl")
         self.stats_path = os.path.join(workdir, "forwarder.json")
+        self.config = os.path.join(workdir, "forwarder.conf")
+        self.records = {name: os.path.join(workdir, f".{name}.bin") for name in ("drops", "deliveries")}
         self.forwarder = None
         self.stats = None
         self.probe = Probe(workdir)  # how long the machine took the CPU from the lab
@@ -344,9 +357,11 @@ class EmulatedPath:
             netns.add(self.client_ns)
             netns.add(self.server_ns)
             self.probe.__enter__()
+            forwarder_binary()  # built here, so that a missing compiler is said plainly
+            write_config(self.spec, self.config)
             self.forwarder = subprocess.Popen(
                 [sys.executable, "-m", "tracekit.lab.wan", self.client_ns, self.server_ns,
-                 json.dumps(asdict(self.spec)), self.drop_log, self.deliveries, self.stats_path],
+                 self.config, self.records["drops"], self.records["deliveries"], self.stats_path],
                 stdout=subprocess.PIPE, text=True)
             self._record()
             if self.forwarder.stdout.readline().strip() != "ready":
@@ -374,6 +389,12 @@ class EmulatedPath:
                 if os.path.exists(self.stats_path):
                     with open(self.stats_path) as f:
                         self.stats = json.load(f)
+                for binary, write, out in ((self.records["drops"], write_drop_log, self.drop_log),
+                                           (self.records["deliveries"], write_deliveries,
+                                            self.deliveries)):
+                    if os.path.exists(binary):
+                        write(binary, out)
+                        os.remove(binary)
             self.probe.__exit__(None, None, None)
             if self.stats is not None:
                 self.stats["machine"] = self.probe.summary()
@@ -387,6 +408,9 @@ class EmulatedPath:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--build"]:  # `make setup`: compile the forwarder ahead
+        print(forwarder_binary())
+        sys.exit(0)
     # Ctrl-C is the lab's to handle: it stops this process (SIGTERM) and cleans up
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _serve(sys.argv[1:])
