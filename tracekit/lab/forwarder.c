@@ -23,19 +23,22 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #define SLOT 2048          /* a TUN read never exceeds the MTU (1500) */
 #define SLOTS 65536        /* per direction: 131 MB of address space, touched as used */
 #define READ_BURST 64      /* packets read from one device before delivering what is due */
-#define SPIN_S 0.0002      /* poll without sleeping when the next packet is due this soon */
+#define WRITE_BURST 8      /* packets delivered before reading again */
+#define SPIN_S 0.00002     /* poll without sleeping when the next packet is due this soon */
 #define HEAD 60            /* bytes of each packet kept in the logs */
 #define MAX_RULES 64
 #define MAX_CONNS 4096
@@ -219,8 +222,7 @@ typedef struct { int64_t read_ns; double due; int len; uint8_t data[SLOT - 24]; 
 typedef struct { uint8_t direction, reason; uint16_t len; uint32_t pad; int64_t t_ns; uint8_t head[HEAD]; } drop_rec;
 typedef struct { uint8_t direction, pad; uint16_t len; uint32_t pad2; int64_t read_ns, sent_ns, late_ns; uint8_t head[HEAD]; } delivery_rec;
 
-static volatile sig_atomic_t stopping;
-static void on_term(int sig) { (void)sig; stopping = 1; }
+static volatile int stopping;
 
 static double mono(void)
 {
@@ -236,7 +238,93 @@ static int64_t wall_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-typedef struct { slot_t *slots; long head, len; } line_t;  /* a direction's delay line */
+/* One direction: its own thread reads from `in`, holds packets in its delay
+ * line and writes them to `out` when due. The two directions share nothing,
+ * so the kernel's work that each write sets off (the receiving TCP, the
+ * reply it sends, the captures' copies) runs on both CPUs. */
+typedef struct {
+    int d, in, out;
+    link_t *link;
+    slot_t *slots; long head, len;
+    FILE *drops, *deliveries;
+    long forwarded, dropped[NREASONS], device_full, late_02, late_1;
+    double max_late_ms;
+} lane_t;
+
+/* a packet just read into `s`: into the delay line (its next slot), or dropped */
+static void receive(lane_t *ln, slot_t *s, int line_full)
+{
+    int reason = scripted(ln->link, s->data, s->len) ? SCRIPTED : admit(ln->link, mono(), s->len, &s->due);
+    if (reason == PASS && line_full) reason = FULL;
+    if (reason == PASS) {
+        ln->len++;
+        return;
+    }
+    drop_rec r = {ln->d, reason, (uint16_t)s->len, 0, s->read_ns, {0}};
+    memcpy(r.head, s->data, s->len < HEAD ? s->len : HEAD);
+    fwrite(&r, sizeof r, 1, ln->drops);
+    ln->dropped[reason]++;
+}
+
+static void *run_lane(void *arg)
+{
+    lane_t *ln = arg;
+    struct pollfd pfd = {ln->in, POLLIN, 0};
+    static __thread slot_t scratch;
+    while (!stopping) {
+        int moved = 0;
+        for (int i = 0; i < READ_BURST; i++) {  /* read what has come, up to a burst */
+            slot_t *s = ln->len < SLOTS ? &ln->slots[(ln->head + ln->len) % SLOTS] : &scratch;
+            ssize_t n = read(ln->in, s->data, sizeof s->data);
+            if (n <= 0) break;
+            s->read_ns = wall_ns();
+            s->len = (int)n;
+            receive(ln, s, s == &scratch);
+            moved = 1;
+        }
+        double now = mono();
+        /* deliver what is due, a few at a time: a write can cost tens of
+         * microseconds (it runs the receiving TCP), and what arrives meanwhile
+         * must be read, and its time taken, without waiting for a backlog */
+        for (int i = 0; i < WRITE_BURST && ln->len && ln->slots[ln->head].due <= now; i++) {
+            slot_t *s = &ln->slots[ln->head];
+            double late = (now - s->due) * 1000.0;
+            if (late > 0.2) { ln->late_02++; if (late > 1.0) ln->late_1++; }
+            if (late > ln->max_late_ms) ln->max_late_ms = late;
+            int64_t sent_ns = wall_ns();
+            if (write(ln->out, s->data, s->len) == s->len) {
+                ln->forwarded++;
+                delivery_rec r = {ln->d, 0, (uint16_t)s->len, 0, s->read_ns, sent_ns, (int64_t)(late * 1e6), {0}};
+                memcpy(r.head, s->data, s->len < HEAD ? s->len : HEAD);
+                fwrite(&r, sizeof r, 1, ln->deliveries);
+            } else {
+                ln->device_full++;  /* the receiving device's queue is full: dropped there */
+            }
+            ln->head = (ln->head + 1) % SLOTS;
+            ln->len--;
+            moved = 1;
+            now = mono();
+        }
+        if (moved) continue;
+        double wait = ln->len ? ln->slots[ln->head].due - now : 0.05;
+        if (wait < SPIN_S) continue;  /* spin: a timed sleep can wake too late */
+        wait -= SPIN_S;
+        if (wait > 0.05) wait = 0.05;  /* and look at `stopping` now and then */
+        struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        ppoll(&pfd, 1, &ts, NULL);
+    }
+    return NULL;
+}
+
+static FILE *open_log(const char *base, int d)
+{
+    char name[4096];
+    snprintf(name, sizeof name, "%s.%s", base, dir_name[d]);
+    FILE *f = fopen(name, "wb");
+    if (!f) { perror(name); exit(2); }
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    return f;
+}
 
 int main(int argc, char **argv)
 {
@@ -252,104 +340,55 @@ int main(int argc, char **argv)
     }
     int fd[2] = {atoi(argv[1]), atoi(argv[2])};  /* read from fd[d], write to fd[!d] */
     configure(argv[3], links);
-    FILE *drops = fopen(argv[4], "wb"), *deliveries = fopen(argv[5], "wb");
-    if (!drops || !deliveries) { perror("log"); return 2; }
-    setvbuf(deliveries, NULL, _IOFBF, 1 << 20);
-    line_t line[2];
-    for (int d = 0; d < 2; d++) {
-        line[d].slots = malloc((size_t)SLOTS * sizeof(slot_t));
-        line[d].head = line[d].len = 0;
-        if (!line[d].slots) { perror("malloc"); return 2; }
-    }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_term;
-    sigaction(SIGTERM, &sa, NULL);
+    static lane_t lanes[2];
+    sigset_t term;  /* SIGTERM ends the run: the main thread waits for it, the lanes never see it */
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, NULL);
     signal(SIGINT, SIG_IGN);  /* Ctrl-C is the lab's: it ends us with SIGTERM */
-
-    long forwarded[2] = {0, 0}, dropped[2][NREASONS] = {{0}}, device_full[2] = {0, 0};
-    long late_02 = 0, late_1 = 0;
-    double max_late_ms = 0;
-    struct pollfd pfd[2] = {{fd[0], POLLIN, 0}, {fd[1], POLLIN, 0}};
+    pthread_t threads[2];
+    for (int d = 0; d < 2; d++) {
+        lane_t *ln = &lanes[d];
+        ln->d = d; ln->in = fd[d]; ln->out = fd[!d]; ln->link = &links[d];
+        ln->slots = malloc((size_t)SLOTS * sizeof(slot_t));
+        if (!ln->slots) { perror("malloc"); return 2; }
+        ln->drops = open_log(argv[4], d);
+        ln->deliveries = open_log(argv[5], d);
+        if (pthread_create(&threads[d], NULL, run_lane, ln)) { perror("pthread_create"); return 2; }
+    }
     printf("ready\n");
     fflush(stdout);
-
-    while (!stopping) {
-        int moved = 0;
-        for (int d = 0; d < 2; d++) {  /* read what has come, up to a burst per device */
-            for (int i = 0; i < READ_BURST; i++) {
-                line_t *ln = &line[d];
-                slot_t scratch, *s = ln->len < SLOTS ? &ln->slots[(ln->head + ln->len) % SLOTS] : &scratch;
-                ssize_t n = read(fd[d], s->data, sizeof s->data);
-                if (n <= 0) break;
-                moved = 1;
-                s->read_ns = wall_ns();
-                s->len = (int)n;
-                int reason = scripted(&links[d], s->data, s->len) ? SCRIPTED
-                           : admit(&links[d], mono(), s->len, &s->due);
-                if (reason == PASS && s == &scratch) reason = FULL;
-                if (reason != PASS) {
-                    drop_rec r = {d, reason, (uint16_t)n, 0, s->read_ns, {0}};
-                    memcpy(r.head, s->data, n < HEAD ? n : HEAD);
-                    fwrite(&r, sizeof r, 1, drops);
-                    dropped[d][reason]++;
-                    continue;
-                }
-                ln->len++;
-            }
-        }
-        double now = mono();
-        for (int d = 0; d < 2; d++) {  /* deliver what is due */
-            line_t *ln = &line[d];
-            while (ln->len && ln->slots[ln->head].due <= now) {
-                slot_t *s = &ln->slots[ln->head];
-                double late = (now - s->due) * 1000.0;
-                if (late > 0.2) { late_02++; if (late > 1.0) late_1++; }
-                if (late > max_late_ms) max_late_ms = late;
-                int64_t sent_ns = wall_ns();
-                if (write(fd[!d], s->data, s->len) == s->len) {
-                    forwarded[d]++;
-                    delivery_rec r = {d, 0, (uint16_t)s->len, 0, s->read_ns, sent_ns, (int64_t)(late * 1e6), {0}};
-                    memcpy(r.head, s->data, s->len < HEAD ? s->len : HEAD);
-                    fwrite(&r, sizeof r, 1, deliveries);
-                } else {
-                    device_full[d]++;  /* the receiving device's queue is full: dropped there */
-                }
-                ln->head = (ln->head + 1) % SLOTS;
-                ln->len--;
-                moved = 1;
-                now = mono();
-            }
-        }
-        if (moved) continue;
-        double next = -1;
-        for (int d = 0; d < 2; d++)
-            if (line[d].len && (next < 0 || line[d].slots[line[d].head].due < next))
-                next = line[d].slots[line[d].head].due;
-        double wait = next < 0 ? 0.2 : next - now;
-        if (wait < SPIN_S) continue;  /* spin: a timed sleep can wake too late */
-        wait -= SPIN_S;
-        if (wait > 0.2) wait = 0.2;
-        struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
-        ppoll(pfd, 2, &ts, NULL);
+    int sig;
+    sigwait(&term, &sig);
+    stopping = 1;
+    for (int d = 0; d < 2; d++) {
+        pthread_join(threads[d], NULL);
+        fclose(lanes[d].drops);
+        fclose(lanes[d].deliveries);
     }
-    fclose(drops);
-    fclose(deliveries);
     FILE *st = fopen(argv[6], "w");
     if (!st) { perror(argv[6]); return 2; }
-    fprintf(st, "{\"forwarded\": {\"up\": %ld, \"down\": %ld}, \"dropped\": {", forwarded[UP], forwarded[DOWN]);
+    fprintf(st, "{\"forwarded\": {\"up\": %ld, \"down\": %ld}, \"dropped\": {",
+            lanes[UP].forwarded, lanes[DOWN].forwarded);
     for (int d = 0; d < 2; d++) {
         fprintf(st, "%s\"%s\": {", d ? ", " : "", dir_name[d]);
         int first = 1;
         for (int r = 1; r < NREASONS; r++)
-            if (dropped[d][r]) {
-                fprintf(st, "%s\"%s\": %ld", first ? "" : ", ", reason_name[r], dropped[d][r]);
+            if (lanes[d].dropped[r]) {
+                fprintf(st, "%s\"%s\": %ld", first ? "" : ", ", reason_name[r], lanes[d].dropped[r]);
                 first = 0;
             }
         fprintf(st, "}");
     }
-    fprintf(st, "}, \"device_full\": {\"up\": %ld, \"down\": %ld}, \"late_over_0_2ms\": %ld, "
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double max_late = lanes[UP].max_late_ms > lanes[DOWN].max_late_ms ? lanes[UP].max_late_ms : lanes[DOWN].max_late_ms;
+    fprintf(st, "}, \"cpu_user_s\": %.3f, \"cpu_system_s\": %.3f",
+            ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6);
+    fprintf(st, ", \"device_full\": {\"up\": %ld, \"down\": %ld}, \"late_over_0_2ms\": %ld, "
                 "\"late_over_1ms\": %ld, \"max_late_ms\": %.6f, \"realtime\": %s}\n",
-            device_full[UP], device_full[DOWN], late_02, late_1, max_late_ms,
+            lanes[UP].device_full, lanes[DOWN].device_full, lanes[UP].late_02 + lanes[DOWN].late_02,
+            lanes[UP].late_1 + lanes[DOWN].late_1, max_late,
             sched_getscheduler(0) == SCHED_FIFO ? "true" : "false");
     fclose(st);
     return 0;

@@ -229,7 +229,7 @@ def forwarder_binary():
                                   "apt-get install gcc")
     os.makedirs(os.path.dirname(binary), exist_ok=True)
     tmp = f"{binary}.{os.getpid()}"
-    r = subprocess.run([cc, "-O2", "-Wall", "-o", tmp, SOURCE], capture_output=True, text=True)
+    r = subprocess.run([cc, "-O2", "-Wall", "-pthread", "-o", tmp, SOURCE], capture_output=True, text=True)
     if r.returncode != 0:
         raise netns.TracekitError(f"building {SOURCE} failed: {r.stderr.strip()}")
     os.replace(tmp, binary)
@@ -253,16 +253,25 @@ def write_config(spec, path):
                 f.write(f"{name} rule {seq} {times} {which[0] if which else -1}\n")
 
 
-def read_records(path, record):
-    with open(path, "rb") as f:
-        data = f.read()
-    return record.iter_unpack(data[:len(data) - len(data) % record.size])
+def read_records(base, record, key):
+    """Both directions' records (forwarder.c writes BASE.up and BASE.down), in
+    time order (`key` picks the time), and the files removed."""
+    rows = []
+    for direction in DIRECTIONS:
+        path = f"{base}.{direction}"
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            rows.extend(record.iter_unpack(data[:len(data) - len(data) % record.size]))
+            os.remove(path)
+    return sorted(rows, key=key)
 
 
 def write_drop_log(binary_path, path):
     """One JSON line per dropped packet: when, which way, why, what it was."""
     with open(path, "w") as f:
-        for direction, reason, size, _, t_ns, head in read_records(binary_path, DROP_RECORD):
+        for direction, reason, size, _, t_ns, head in read_records(binary_path, DROP_RECORD,
+                                                                   key=lambda r: r[4]):
             f.write(json.dumps({"t_ns": t_ns, "direction": DIRECTIONS[direction],
                                 "reason": REASONS[reason], **describe(head[:size]),
                                 "bytes": size}) + "\n")
@@ -271,8 +280,8 @@ def write_drop_log(binary_path, path):
 def write_deliveries(binary_path, path):
     """One JSON line per forwarded packet: when it was read and written, how late."""
     with open(path, "w") as f:
-        for direction, _, size, _, read_ns, sent_ns, late_ns, head in read_records(binary_path,
-                                                                                    DELIVERY_RECORD):
+        for direction, _, size, _, read_ns, sent_ns, late_ns, head in read_records(
+                binary_path, DELIVERY_RECORD, key=lambda r: r[5]):
             f.write(json.dumps({"direction": DIRECTIONS[direction], "read_ns": read_ns,
                                 "sent_ns": sent_ns, "late_ns": late_ns, **describe(head[:size]),
                                 "bytes": size}) + "\n")
@@ -328,7 +337,7 @@ class EmulatedPath:
         self.deliveries = os.path.join(workdir, "deliveries.jsonl")
         self.stats_path = os.path.join(workdir, "forwarder.json")
         self.config = os.path.join(workdir, "forwarder.conf")
-        self.records = {name: os.path.join(workdir, f".{name}.bin") for name in ("drops", "deliveries")}
+        self.records = {name: os.path.join(workdir, f".{name}") for name in ("drops", "deliveries")}
         self.forwarder = None
         self.stats = None
         self.probe = Probe(workdir)  # how long the machine took the CPU from the lab
@@ -392,9 +401,7 @@ class EmulatedPath:
                 for binary, write, out in ((self.records["drops"], write_drop_log, self.drop_log),
                                            (self.records["deliveries"], write_deliveries,
                                             self.deliveries)):
-                    if os.path.exists(binary):
-                        write(binary, out)
-                        os.remove(binary)
+                    write(binary, out)
             self.probe.__exit__(None, None, None)
             if self.stats is not None:
                 self.stats["machine"] = self.probe.summary()
