@@ -19,7 +19,8 @@ levels, trials and a seed:
     burst_r_down = 0.3          #   good->bad, bad->good, loss in the bad state
     burst_loss_down = 0.8
     [factors]
-    path = ["direct", "tunnel"]           # tunnel: kcptun with FEC (tracekit.lab.tunnel)
+    path = ["direct", "tunnel"]           # tunnel: kcptun with FEC (tracekit.lab.tunnel);
+                                          # tunnel-<name>: another configuration of it
     connection = ["fresh", "persistent"]  # a connection per request, or one for all
     [fixed]                     # settings every run has (recorded as labels too)
     congestion = "cubic"
@@ -36,7 +37,9 @@ loss_down, rtt_ms, rate_mbps (path settings), initcwnd (the server's route),
 slow_start_after_idle (both), rcvbuf (the client's tcp_rmem ceiling),
 socks (tunnel: reach it through a SOCKS5 proxy, microsocks, as Queqiao
 presents itself),
-quickack (the client's route: 1 = no delayed ACKs), warmup, processing_ms
+quickack (the client's route: 1 = no delayed ACKs), fec (tunnel: "auto",
+FEC and windows sized for the path's loss, or "none", ARQ only; unset:
+kcptun's settings of tracekit.lab.tunnel), warmup, processing_ms
 (the TTS server's model time per request, 30 ms by default); any
 other factor is recorded as a label only. Each round runs every combination
 of levels once, in an order that reverses every other round (A B, B A, ...)
@@ -145,6 +148,29 @@ def _path_spec(s, seed):
                     seed=seed)
 
 
+def is_tunnel(s):
+    """A run through the tunnel: path level `tunnel`, or `tunnel-<name>` for
+    another configuration of it (e.g. tunnel-arq with fec = "none")."""
+    return str(s["path"]).split("-")[0] == "tunnel"
+
+
+def _tunnel_sizing(s):
+    """The tunnel's FEC and windows: kcptun's defaults, or with `fec = "auto"`
+    (or "none": ARQ only) sized for the run's path (tunnel.sized_for)."""
+    from .tunnel import sized_for
+    fec = s.get("fec")
+    if fec is None:
+        return {}
+    if fec not in ("auto", "none"):
+        raise TracekitError(f"fec = {fec!r}: 'auto' (sized for the loss) or 'none' (ARQ only)")
+    if not s.get("rate_mbps"):
+        raise TracekitError("fec = 'auto' or 'none' sizes the tunnel's window for the path: "
+                            "the experiment's [path] needs rate_mbps")
+    queue = int(s["queue_bytes"]) if "queue_bytes" in s else None
+    return sized_for(float(s.get("loss_down", 0)), float(s["rate_mbps"]), float(s["rtt_ms"]),
+                     fec=fec == "auto", queue_bytes=queue)
+
+
 def _tune(path, s):
     """Kernel settings a run asks for, inside its namespaces."""
     if "congestion" in s:
@@ -182,11 +208,12 @@ def run_one(spec, trial, order, combo, workdir):
     protocol = s.get("protocol", "tcp")
     if protocol not in PROTOCOLS:
         raise TracekitError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
-    if protocol == "h3" and s["path"] == "tunnel":
+    if protocol == "h3" and is_tunnel(s):
         raise TracekitError("h3 (QUIC) does not go through the kcptun tunnel (TCP only)")
     tunnel_settings = (TunnelSettings(target_port=SERVER_PORT,
-                                      socks_port=SOCKS_PORT if s.get("socks") else 0)
-                       if s["path"] == "tunnel" else None)
+                                      socks_port=SOCKS_PORT if s.get("socks") else 0,
+                                      **_tunnel_sizing(s))
+                       if is_tunnel(s) else None)
     snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
     server_extra, client_extra = [], []
     if protocol in ("tls", "h2"):
@@ -301,7 +328,8 @@ def _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, star
     n = int(spec["requests"])
     chunks = int(s.get("chunks", spec.get("chunks", 100)))
     buffer_ms = float(s.get("initial_buffer_ms", 60))
-    tunnel_settings = TunnelSettings(target_port=STREAM_PORT) if s["path"] == "tunnel" else None
+    tunnel_settings = (TunnelSettings(target_port=STREAM_PORT, **_tunnel_sizing(s))
+                       if is_tunnel(s) else None)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server_cmd = [sys.executable, "-m", "tracekit.lab.streaming", "server", "--addr", "0.0.0.0",

@@ -14,7 +14,20 @@ default fast3), datashard, parityshard, sndwnd, rcvwnd, the target port of
 the server, and socks_port: when set, microsocks listens there on the
 client's loopback and the client reaches the tunnel through a SOCKS5
 CONNECT, as Queqiao presents itself to applications.
+
+`sized_for(loss, rate_mbps, rtt_ms, fec)` chooses the FEC and the windows
+from the path, as a deployment tuned for it would: parity shards enough
+that a group of 10 data shards survives the loss with probability 0.999
+(tracekit.model.fec_repair_symbols: 8 at 14 %, 3 at 3.6 %), or none (ARQ
+only); windows (KCP's, in data segments; kcptun adds the parity below it)
+that fill a bandwidth-delay product with data and parity, and room for the
+expected retransmissions. kcptun has no pacer: what keeps it from
+overrunning the bottleneck is that its window, so sized, stays within the
+bandwidth-delay product plus the queue (one more product) -- `sized_for`
+says so in `sizing`, or raises when it cannot.
 """
+
+import math
 
 import shutil
 import subprocess
@@ -22,10 +35,14 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..errors import TracekitError
+from ..model import fec_repair_symbols
 from . import netns
 from .wan import SERVER_ADDR
 
 LOCAL_ADDR = "127.0.0.1"
+SEGMENT = 1350  # kcptun's --mtu default: bytes of one KCP datagram
+DATA_SHARDS = 10
+GROUP_SURVIVAL = 0.999
 
 
 @dataclass(frozen=True)
@@ -39,9 +56,34 @@ class TunnelSettings:
     sndwnd: int = 1024
     rcvwnd: int = 1024
     socks_port: int = 0  # > 0: a SOCKS5 proxy (microsocks) in front, as Queqiao presents one
+    sizing: str = ""  # how the FEC and windows were chosen (sized_for), for the manifest
 
     def as_dict(self):
         return {"tool": "kcptun", **asdict(self)}
+
+
+def sized_for(loss, rate_mbps, rtt_ms, fec=True, queue_bytes=None):
+    """TunnelSettings fields (datashard, parityshard, sndwnd, rcvwnd, sizing)
+    for a path with downstream `loss`, a bottleneck of `rate_mbps` and `rtt_ms`."""
+    data = DATA_SHARDS if fec else 0
+    parity = fec_repair_symbols(DATA_SHARDS, loss, GROUP_SURVIVAL) if fec else 0
+    bdp = rate_mbps * 1e6 / 8 * rtt_ms / 1e3
+    queue = bdp if queue_bytes is None else queue_bytes
+    stretch = (data + parity) / data if data else 1.0
+    # KCP's window counts data segments; kcptun adds the parity below it
+    window = max(1024, math.ceil(bdp / (SEGMENT * stretch) / (1 - loss)))
+    flight = window * SEGMENT * stretch
+    if flight > bdp + queue:
+        raise TracekitError(f"a kcptun window of {window} segments ({flight} bytes) would overrun "
+                            f"the path's {bdp:.0f}-byte pipe and {queue}-byte queue")
+    how = (f"FEC {data}+{parity} (a group survives {loss:.1%} loss with p>={GROUP_SURVIVAL})"
+           if fec else "no FEC (ARQ only)")
+    sizing = (f"{how}; window {window} segments of {SEGMENT} B, {flight / 1e6:.1f} MB on the "
+              f"wire: a {bdp / 1e6:.1f} MB bandwidth-delay product of data"
+              f"{' and parity' if fec else ''}, / {1 - loss:.2f} for retransmissions, within pipe + queue "
+              f"({(bdp + queue) / 1e6:.1f} MB), so no pacer is needed")
+    return {"datashard": data, "parityshard": parity, "sndwnd": window, "rcvwnd": window,
+            "sizing": sizing}
 
 
 class Tunnel:
