@@ -1,4 +1,4 @@
-"""The emulated path holds the chapter's path (DOMAIN.md section 7): 333 Mbit/s
+"""The emulated path holds the chapter's path (docs/timing-model.md, the motivating case): 333 Mbit/s
 with a 200 ms round trip, its queue one bandwidth-delay product (8.3 MB).
 
 Measured from outside the forwarder (tracekit.lab.calibrate): a real kernel

@@ -204,8 +204,9 @@ static int model(link_t links[2])
     for (;;) {
         double now; uint8_t d; uint16_t len;
         if (fread(&now, 8, 1, stdin) != 1) break;
-        if (fread(&d, 1, 1, stdin) != 1 || fread(&len, 2, 1, stdin) != 1 || fread(buf, 1, len, stdin) != len) {
-            fprintf(stderr, "truncated model input\n");
+        if (fread(&d, 1, 1, stdin) != 1 || d > DOWN || fread(&len, 2, 1, stdin) != 1
+            || fread(buf, 1, len, stdin) != len) {
+            fprintf(stderr, "truncated or bad model input\n");
             return 2;
         }
         double arrival = 0;

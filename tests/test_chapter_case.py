@@ -1,0 +1,83 @@
+"""The chapter's case (docs/timing-model.md, the motivating case) as the lab ran it: the runs of
+experiments/chapter-case.toml kept in captures/chapter-case (client-side
+captures, headers only, event logs, drop logs, manifests), ingested and
+analysed here. The README's chapter table is what tools/chapter_table.py
+prints on them, and the lab's results keep the shape the chapter and
+physics require."""
+
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNS = os.path.join(ROOT, "captures", "chapter-case")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import chapter_table  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(RUNS, "chapter-case.runs.json")),
+                                reason="captures/chapter-case is not there")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    import tracekit
+    from tracekit.lab.experiment import ingest_runs
+    with open(os.path.join(RUNS, "chapter-case.runs.json")) as f:
+        manifests = json.load(f)
+    with tracekit.open(str(tmp_path_factory.mktemp("chapter") / "chapter.duckdb")) as s:
+        ingest_runs(s.con, manifests, RUNS)
+        s.analyze()
+        yield s
+
+
+@pytest.fixture(scope="module")
+def cells(store):
+    data, irreducible = chapter_table.cells(store.con, "chapter-case")
+    return {k: float(np.median(v[0])) for k, v in data.items()}, data, irreducible
+
+
+def test_the_readme_table_is_the_scripts_output(store):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    block = re.search(r"<!-- chapter-table -->\n(.*?)<!-- /chapter-table -->", readme, re.S)
+    assert block, "README.md has no chapter table between its markers"
+    assert block.group(1) == chapter_table.table(store.con)
+
+
+def test_every_cell_has_its_rounds_and_nothing_beats_the_serial_budget(cells):
+    medians, data, _ = cells
+    assert len(data) == 12
+    for key, (durations, _) in data.items():
+        assert len(durations) == 40, key  # 20 rounds x 2 requests
+        assert durations.min() >= chapter_table.budget() - 0.005, key
+
+
+def test_the_tunnel_wins_on_fresh_connections_as_in_the_chapter(cells):
+    medians, _, _ = cells
+    # chapter: direct ~1.19 s vs via Queqiao ~0.30 s, direct ~3.9x
+    assert medians[("0.14", "fresh", "direct")] / medians[("0.14", "fresh", "tunnel")] > 3
+    assert medians[("0.14", "fresh", "tunnel")] == pytest.approx(0.30, rel=0.15)
+
+
+def test_fec_is_what_the_tunnel_gains_at_14_percent(cells):
+    """ARQ alone (tunnel-arq) pays retransmission round trips that FEC avoids."""
+    medians, _, _ = cells
+    for connection in ("fresh", "persistent"):
+        fec, arq = (medians[("0.14", connection, p)] for p in ("tunnel", "tunnel-arq"))
+        assert arq - fec > chapter_table.RTT, connection
+
+
+def test_loss_recovery_is_what_keeps_direct_tcp_from_the_chapters_persistent_time(cells):
+    """At 14 % loss a persistent, tuned TCP connection cannot hold the
+    chapter's 0.24 s: its largest waiting span is loss recovery."""
+    medians, data, irreducible = cells
+    durations, spans = data[("0.14", "persistent", "direct")]
+    waiting = {n for s in spans for n in s if not irreducible.get(n, False)}
+    largest = max(waiting, key=lambda n: np.median([s.get(n, 0) for s in spans]))
+    assert largest == "loss_recovery"
+    assert medians[("0.14", "persistent", "direct")] > 0.24 * 1.15
