@@ -98,8 +98,14 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
             FROM _tracekit_events""", [log_id, offset, parsed.format])
     finally:
         con.unregister("_tracekit_events")
-    (n, first, last), = con.execute(
-        "SELECT count(*), min(ts_ns), max(ts_ns) FROM events WHERE log_id = ?", [log_id]).fetchall()
+    # what was just inserted, from the table itself (a query of events would
+    # scan every log's rows, again for each log of a command)
+    n = parsed.table.num_rows
+    first = last = None
+    if n:
+        import pyarrow.compute as pc
+        lo, hi = pc.min_max(parsed.table.column("ts_ns")).values()
+        first, last = lo.as_py() + offset, hi.as_py() + offset
     lines = [line for line, _ in parsed.malformed[:MALFORMED_KEPT]]
     con.execute("""
         INSERT INTO event_logs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
