@@ -81,3 +81,16 @@ def test_loss_recovery_is_what_keeps_direct_tcp_from_the_chapters_persistent_tim
     largest = max(waiting, key=lambda n: np.median([s.get(n, 0) for s in spans]))
     assert largest == "loss_recovery"
     assert medians[("0.14", "persistent", "direct")] > 0.24 * 1.15
+
+
+def test_what_the_readme_says_of_the_runs():
+    """The README's figures that are not in the table: the answer's segments
+    and the forwarder's lateness over the runs (from their manifests)."""
+    import math
+    segments = math.ceil(354_640 / 1448)
+    assert (segments, round(segments * 0.14)) == (245, 34)
+    with open(os.path.join(RUNS, "chapter-case.runs.json")) as f:
+        late = sorted(m["forwarder"]["max_late_ms"] for m in json.load(f))
+    assert len(late) == 240
+    assert round(late[len(late) // 2], 2) == 0.87
+    assert round(late[int(0.9 * (len(late) - 1))]) == 11

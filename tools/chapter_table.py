@@ -5,11 +5,10 @@
 Reads an analysed store holding the runs of experiments/chapter-case.toml
 and prints, per loss level, connection and path: the chapter's median (for
 the 14 % period it reports), the lab's median with a bootstrap 95 %
-interval, the closed-form prediction of tracekit.model, and for every cell
-that differs from the chapter by more than 15 % the attribution spans
-(their median per request) that are not part of the serial budget -- the
-waiting that explains the difference -- and their total beside the
-chapter's time above the budget.
+interval, the closed-form prediction of tracekit.model, and the attribution
+spans (their median per request) that are not part of the serial budget --
+the waiting -- with, for every cell that differs from the chapter by more
+than 15 %, their total beside the chapter's time above the budget.
 The README's chapter table is this script's output on captures/chapter-case.
 """
 
@@ -113,7 +112,7 @@ def table(con, experiment="chapter-case"):
                     off = median / chapter - 1
                     differs = abs(off) > DIFFERS
                     row += [f"{off:+.0%}" + ("" if differs else " (within 15 %)"),
-                            explain(spans, irreducible, chapter - budget()) if differs else ""]
+                            explain(spans, irreducible, chapter - budget() if differs else None)]
                 lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
