@@ -14,7 +14,7 @@ by the host: 1-11 ms at a time here) or in the catch-up after it.
 
 A run during which the host took more than 5 % of the machine's CPU time
 (/proc/stat's steal; seen here: 0.5-2 % on a quiet day, 25-50 % on a busy
-one) cannot judge an emulator that needs 1.4 of the 2 CPUs: the test tries
+one) cannot judge an emulator that needs 1.3 of the 2 CPUs: the test tries
 three times and skips, saying so, if every run was taken.
 
 Once on a quiet machine, once beside two busy loops (ordinary processes: the

@@ -229,7 +229,8 @@ def forwarder_binary():
                                   "apt-get install gcc")
     os.makedirs(os.path.dirname(binary), exist_ok=True)
     tmp = f"{binary}.{os.getpid()}"
-    r = subprocess.run([cc, "-O2", "-Wall", "-pthread", "-o", tmp, SOURCE], capture_output=True, text=True)
+    r = subprocess.run([cc, "-O2", "-Wall", "-pthread", "-o", tmp, SOURCE],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise netns.TracekitError(f"building {SOURCE} failed: {r.stderr.strip()}")
     os.replace(tmp, binary)
@@ -246,8 +247,8 @@ def write_config(spec, path):
                       "rate_mbps": d.rate_mbps or 0.0, "queue_bytes": d.queue_bytes,
                       "rng_state": Rng.for_direction(spec.seed, name).state}
             for key, value in values.items():
-                f.write(f"{name} {key} {float(value)!r}\n" if key not in ("queue_bytes", "rng_state")
-                        else f"{name} {key} {int(value)}\n")
+                integer = key in ("queue_bytes", "rng_state")
+                f.write(f"{name} {key} {int(value) if integer else repr(float(value))}\n")
             for rule in d.drop_segments:
                 seq, times, *which = rule
                 f.write(f"{name} rule {seq} {times} {which[0] if which else -1}\n")
