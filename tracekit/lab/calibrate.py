@@ -117,7 +117,7 @@ def measure(spec, client_pcap, server_pcap):
     arrived = {key: t for t, src, key, _, _ in client if src == down_src}
     link = Link(dataclasses.replace(spec.down, loss=0.0, jitter_ms=0.0, burst_p=0.0,
                                     queue_bytes=1 << 62), Rng(0))
-    down_error, runs = [], [[]]
+    down_error, runs, start = [], [[]], (0.0, 0.0)
     # (times from the first packet: a double holding seconds since 1970 is only
     # good to 0.24 us, and a schedule that adds 36 us per packet would drift)
     t0 = server[0][0] if server else 0.0
@@ -125,9 +125,12 @@ def measure(spec, client_pcap, server_pcap):
         if src == down_src and key in arrived:
             queued = link.busy_until > t - t0  # the bottleneck was still sending the one before
             due, _ = link.admit(t - t0, length)
-            down_error.append((arrived[key], (arrived[key] - t0 - due) * 1e3))
-            if not queued:
+            late = (arrived[key] - t0 - due) * 1e3
+            if not queued:  # a busy stretch begins
                 runs.append([])
+                start = (arrived[key], late)
+            # (arrival, ms late, and the same of the packet that began its busy stretch)
+            down_error.append((arrived[key], late, *start))
             runs[-1].append((arrived[key], length))
     # rate: the longest stretch in which, by the schedule, the bottleneck never
     # idled, timed at the client's end
@@ -136,7 +139,7 @@ def measure(spec, client_pcap, server_pcap):
     rate = sum(length for _, length in busy[1:]) * 8 / span / 1e6 if span > 0 else 0.0
     return {"rate_mbps": rate, "busy_s": span, "busy_packets": len(busy),
             "up_error_ms": summary(sorted(e for _, e in up)),
-            "down_error_ms": summary(sorted(e for _, e in down_error)),
+            "down_error_ms": summary(sorted(x[1] for x in down_error)),
             "packets": {"client": len(client), "server": len(server)},
             # (arrival, ms after its schedule) of every packet more than 0.5 ms late
             "late": {"up": [x for x in up if x[1] > LATE_MS],
@@ -161,15 +164,27 @@ def unexplained(late, probe):
     A packet due while the probe saw the machine away (a late wake-up from
     `start` to `end`, on any CPU) or while the forwarder was catching up
     afterwards (until end + CATCH_UP x (end - start)) is explained: its
-    lateness is the machine's, not the emulator's.
+    lateness is the machine's, not the emulator's. So is a packet that
+    queued behind the start of a busy stretch that came late for such a
+    reason, when it is no later than that start (+ 0.5 ms): the bottleneck
+    serves from when the stretch really began.
     """
     away = sorted((s + PERIOD_NS, w) for _, s, w in probe.late)
-    out = []
-    for arrival, late_ms in late:
+
+    def held(arrival, late_ms):
         due_ns, arrival_ns = (arrival - late_ms / 1e3) * 1e9, arrival * 1e9
-        if not any(start <= arrival_ns and due_ns <= end + CATCH_UP * (end - start)
-                   for start, end in away):
-            out.append((arrival, late_ms))
+        return any(start <= arrival_ns and due_ns <= end + CATCH_UP * (end - start)
+                   for start, end in away)
+
+    out = []
+    for arrival, late_ms, *stretch in late:
+        if held(arrival, late_ms):
+            continue
+        # a packet that queued behind a late start is as late as that start:
+        # explained with it, if that is all its lateness
+        if stretch and late_ms - stretch[1] <= LATE_MS and held(*stretch):
+            continue
+        out.append((arrival, late_ms))
     return out
 
 
