@@ -4,9 +4,10 @@ One bulk TCP download of real kernel TCP over the path, recorded by tcpdump
 in both namespaces; then, from the two captures alone (read by tshark, not
 by tracekit):
 
-- rate: the bytes the client's side received while the bottleneck was never
-  idle (the longest run of arrivals spaced no wider than two full packets'
-  serialisation), over that run's duration;
+- rate: the bytes the client's side received during the longest stretch in
+  which, by the model's schedule (wan.Link replayed on the server's
+  capture), the bottleneck never idled, over that stretch's duration at the
+  client;
 - delay, upstream: each ACK's one-way time, from the client's capture to the
   server's (one clock: the namespaces share the machine's), less the
   configured delay;
@@ -18,16 +19,19 @@ by tracekit):
 tests/test_lab_emulator.py use it.
 """
 
+import bisect
 import dataclasses
+import itertools
 import os
 import statistics
 import subprocess
 import sys
 import time
 
+from ..errors import TracekitError
+from .disturbance import PERIOD_NS
 from .netns import in_ns
 from .record import running, tcpdump
-from .disturbance import PERIOD_NS
 from .wan import SERVER_ADDR, EmulatedPath, Link, Rng
 
 PORT = 9100
@@ -42,6 +46,7 @@ SEND_BUFFER = "4096 1048576 134217728"
 def receive_buffer(spec):
     bdp = spec.down.rate_mbps * 1e6 / 8 * (spec.up.delay_ms + spec.down.delay_ms) / 1e3
     return f"4096 1048576 {int(2.4 * bdp)}"
+
 
 SERVER = f"""
 import socket, sys
@@ -83,12 +88,13 @@ def bulk(path, workdir, nbytes, congestion="cubic"):
         got = subprocess.run(path.client([sys.executable, "-c", CLIENT]), check=True,
                              capture_output=True, text=True, timeout=600).stdout
     if int(got) != nbytes:
-        raise AssertionError(f"the bulk download received {got.strip()} of {nbytes} bytes")
+        raise TracekitError(f"the bulk download received {got.strip()} of {nbytes} bytes")
     return outs
 
 
 def packets(pcap):
-    """[(time s, ip src, (ip id, tcp seq, tcp ack), ip length, tcp payload length)] as tshark reads them."""
+    """[(time s, ip src, (ip id, tcp seq, tcp ack), ip length, tcp payload bytes)],
+    as tshark reads them."""
     out = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-e", "frame.time_epoch",
                           "-e", "ip.src", "-e", "ip.id", "-e", "tcp.seq_raw", "-e", "tcp.ack_raw",
                           "-e", "ip.len", "-e", "tcp.len"],
@@ -141,7 +147,8 @@ def measure(spec, client_pcap, server_pcap):
             "up_error_ms": summary(sorted(e for _, e in up)),
             "down_error_ms": summary(sorted(x[1] for x in down_error)),
             "packets": {"client": len(client), "server": len(server)},
-            # (arrival, ms after its schedule) of every packet more than 0.5 ms late
+            # every packet more than 0.5 ms late: (arrival s, ms after its
+            # schedule), downstream also the same of its busy stretch's first
             "late": {"up": [x for x in up if x[1] > LATE_MS],
                      "down": [x for x in down_error if x[1] > LATE_MS]}}
 
@@ -170,11 +177,15 @@ def unexplained(late, probe):
     serves from when the stretch really began.
     """
     away = sorted((s + PERIOD_NS, w) for _, s, w in probe.late)
+    starts = [start for start, _ in away]
+    # the latest end of catch-up among the spells that began by each start
+    reach = list(itertools.accumulate((end + CATCH_UP * (end - start) for start, end in away),
+                                      max))
 
     def held(arrival, late_ms):
         due_ns, arrival_ns = (arrival - late_ms / 1e3) * 1e9, arrival * 1e9
-        return any(start <= arrival_ns and due_ns <= end + CATCH_UP * (end - start)
-                   for start, end in away)
+        began = bisect.bisect_right(starts, arrival_ns)  # spells that began before it arrived
+        return began > 0 and reach[began - 1] >= due_ns
 
     out = []
     for arrival, late_ms, *stretch in late:
