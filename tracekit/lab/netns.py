@@ -64,6 +64,10 @@ def in_ns_realtime(ns, *cmd):
 def add(ns):
     run("ip", "netns", "add", ns)
     run(*in_ns(ns, "ip", "link", "set", "lo", "up"))
+    # the lab's paths are IPv4: no router solicitations or MLD reports of a
+    # device's own, which would cross the path (or meet a peer not yet up)
+    run(*in_ns(ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
+               "net.ipv6.conf.default.disable_ipv6=1"))
 
 
 def delete(ns):

@@ -207,7 +207,7 @@ def describe(packet):
 
 DROP_RECORD = struct.Struct("=BBHIq60s4x")  # forwarder.c's drop_rec
 DELIVERY_RECORD = struct.Struct("=BBHIqqq60s4x")  # forwarder.c's delivery_rec
-REASONS = ("", "loss", "burst_loss", "queue", "scripted", "forwarder_full")
+REASONS = ("", "loss", "burst_loss", "queue", "scripted", "forwarder_full", "device_refused")
 DIRECTIONS = ("up", "down")
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forwarder.c")
 
