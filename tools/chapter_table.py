@@ -19,8 +19,8 @@ import sys
 import numpy as np
 
 from tracekit.ablation import ablation, bootstrap_median_ci
-from tracekit.model import (RetransmissionRounds, fec_repair_symbols, serial_time,
-                            slow_start_rounds)
+from tracekit.model import (RetransmissionRounds, _binom_cdf, fec_repair_symbols,
+                            serial_time, slow_start_rounds)
 from tracekit.lab.tunnel import DATA_SHARDS, GROUP_SURVIVAL, SEGMENT
 
 RTT = 0.200
@@ -64,13 +64,9 @@ def predicted(loss, connection, path):
     if path == "tunnel":
         parity = fec_repair_symbols(DATA_SHARDS, loss, GROUP_SURVIVAL)
         groups = math.ceil(segments / DATA_SHARDS)
-        failed = 1 - binom_cdf(DATA_SHARDS + parity, loss, parity)
+        failed = 1 - _binom_cdf(DATA_SHARDS + parity, loss, parity)
         return t + min(1.0, groups * failed) * RTT
     return t + (RetransmissionRounds(segments, loss).mean - 1) * RTT
-
-
-def binom_cdf(n, p, r):
-    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(r + 1))
 
 
 def cells(con, experiment):
