@@ -80,7 +80,7 @@ def test_inferred_client_finished_is_the_decrypted_one(tmp_path):
     load_captures(con, [pcap])
     analyze(con)
     query = ("SELECT version, sni, done_ns, first_data_c2s_ns, first_data_s2c_ns, timing_source, "
-             "round_trips, measured_round_trips FROM handshakes WHERE protocol = 'tls'")
+             "round_trips, measured_round_trips, duration_ns FROM handshakes WHERE protocol = 'tls'")
     inferred = con.execute(query).fetchall()
     assert len(inferred) == 1 and inferred[0][:2] == ("TLS 1.3", "tracekit.test")
     assert inferred[0][5] == "records"
@@ -90,7 +90,12 @@ def test_inferred_client_finished_is_the_decrypted_one(tmp_path):
     assert decrypted[0][5] == "decrypted"
     assert decrypted[0][2] == inferred[0][2]  # the same packet: the client's Finished
     assert decrypted[0][3] == inferred[0][3] is not None  # and the client's first data
-    assert decrypted[0][6] == 1 and 0.95 <= decrypted[0][7] < 1.6  # one round trip
+    # one round trip: never shorter than the configured 20 ms (the emulator is never
+    # early), and measured against the handshake's own RTT neither none nor two; the
+    # ratio may sit below 1 when the SYN-ACK that measured the RTT was delivered late
+    # on a busy machine (CI saw 0.92)
+    assert decrypted[0][6] == 1 and decrypted[0][8] >= 20_000_000
+    assert 0.5 < decrypted[0][7] < 1.6
     # without keys a late session ticket can pass for the server's first data:
     # the inference is never later than the truth
     assert inferred[0][4] <= decrypted[0][4]
