@@ -315,8 +315,9 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     logs_all = log_summaries + [lg for _, _, ls in run_results for lg in ls]
     total_packets = total_flows = 0
     skipped = {}
+    own = {id(x) for x in summaries}  # a run's files are summed in its line
     for s in summaries_all:
-        shown = any(s is x for x in summaries)  # a run's files are summed in its line
+        shown = id(s) in own
         name = os.path.basename(s.path) if shown else s.path
         if s.outcome == "duplicate":
             click.echo(f"{name}: already in the store as capture {s.duplicate_of} "

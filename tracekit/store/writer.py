@@ -20,6 +20,7 @@ import pyarrow as pa
 from .arrow import append
 
 ROW_GROUP = 122_880  # DuckDB's row group size
+COMPACT = 64  # small tables held before they are copied into one
 
 
 class AppendWriter(threading.Thread):
@@ -28,7 +29,7 @@ class AppendWriter(threading.Thread):
         self.con = con
         self.row_group = row_group
         self.queue = queue.Queue(maxsize=1)
-        self.pending = {}  # table -> ([Arrow tables], rows)
+        self.pending = {}  # table -> ([Arrow tables], rows, tables put since the last compaction)
         self.error = None
 
     def run(self):
@@ -44,7 +45,7 @@ class AppendWriter(threading.Thread):
                 self.error = e
 
     def _flush(self):
-        for name, (tables, _) in self.pending.items():
+        for name, (tables, _, _) in self.pending.items():
             if tables:
                 append(self.con, name, pa.concat_tables(tables, promote_options="permissive"))
         self.pending = {}
@@ -57,16 +58,25 @@ class AppendWriter(threading.Thread):
             self._flush()
             target(self.con)
             return
-        tables, rows = self.pending.get(target, ([], 0))
+        tables, rows, fresh = self.pending.get(target, ([], 0, 0))
         tables.append(table)
         rows += table.num_rows
+        fresh += 1
         if rows >= self.row_group:
             whole = rows - rows % self.row_group
             joined = pa.concat_tables(tables, promote_options="permissive")
             append(self.con, target, joined.slice(0, whole))
             rest = joined.slice(whole)
-            tables, rows = ([rest] if rest.num_rows else []), rest.num_rows
-        self.pending[target] = (tables, rows)
+            tables, rows, fresh = ([rest] if rest.num_rows else []), rest.num_rows, 0
+        elif fresh >= COMPACT:
+            # many small files put many small tables, each holding its buffers
+            # (and the decoded batch they are views of) until a row group fills:
+            # ~110 kB a file with 50-packet captures. The last COMPACT are copied
+            # into one, so what is held grows with rows, not with files.
+            tables[-fresh:] = [pa.concat_tables(tables[-fresh:], promote_options="permissive")
+                               .combine_chunks()]
+            fresh = 0
+        self.pending[target] = (tables, rows, fresh)
 
     def put(self, target, table):
         if self.error is not None:

@@ -1,0 +1,50 @@
+"""The store's append thread (tracekit/store/writer.py): whole row groups,
+every row once and in order, and memory held by rows, not by puts."""
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from tracekit.store import writer
+from tracekit.store.schema import storage
+
+
+def _table(start, n):
+    return pa.table({"k": pa.array(np.arange(start, start + n, dtype=np.int64)),
+                     "v": pa.array([f"r{i}" for i in range(start, start + n)]).dictionary_encode()})
+
+
+def _store():
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE {storage('t')} (k BIGINT, v VARCHAR)")
+    return con
+
+
+def test_many_small_puts_are_held_compacted_and_all_appended():
+    con = _store()
+    w = writer.AppendWriter(con, row_group=10_000)
+    w.start()
+    sizes = [1 + (i % 7) for i in range(3_000)]  # 3,000 puts of 1-7 rows, 12,000 rows
+    start = 0
+    for n in sizes:
+        w.put("t", _table(start, n))
+        start += n
+    w.finish()
+    rows = con.execute(f"SELECT k, v FROM {storage('t')}").fetchall()
+    assert sorted(rows) == [(k, f"r{k}") for k in range(start)]  # each row once, as put
+
+
+def test_held_tables_stay_few_between_row_groups():
+    con = _store()
+    w = writer.AppendWriter(con, row_group=1_000_000)
+    for i in range(1_000):  # on this thread: _take is what the thread runs
+        w._take("t", _table(i * 3, 3))
+    tables, rows, _ = w.pending["t"]
+    assert rows == 3_000
+    # 1,000 puts held as 15 tables of 64 compacted and the 40 put since
+    assert writer.COMPACT == 64 and len(tables) == 15 + 40
+    assert [t.num_rows for t in tables[:15]] == [192] * 15
+    assert all(t.column("k").num_chunks == 1 for t in tables)
+    w._flush()
+    assert con.execute(f"SELECT count(DISTINCT k), min(k), max(k) FROM {storage('t')}").fetchone() \
+        == (3_000, 0, 2_999)
