@@ -48,3 +48,4 @@ def test_held_tables_stay_few_between_row_groups():
     w._flush()
     assert con.execute(f"SELECT count(DISTINCT k), min(k), max(k) FROM {storage('t')}").fetchone() \
         == (3_000, 0, 2_999)
+

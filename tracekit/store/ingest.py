@@ -168,7 +168,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         if command is None:  # (a command's earlier calls have markers that are not orphans)
             recover_unfinished(con)
         # many small files together pay the compiled scanners' start-up once
-        prefer_compiled(sum(_size(p) for p in paths))
+        prefer_compiled(sum(file_size(p) for p in paths))
         run = _Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = [_load_one(run, path, labels or {}, replace, progress,
                                batch_packets, chunk_bytes) for path in paths]
@@ -187,7 +187,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         con.execute(f"SET memory_limit = '{keep_limit}'")
 
 
-def _size(path):
+def file_size(path):
     try:
         return os.stat(path).st_size
     except OSError:
