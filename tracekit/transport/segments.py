@@ -90,8 +90,6 @@ ever sent twice (Karn's rule, RFC 6298); `ts_rtt_ns` from the TSecr: the
 time since the peer first sent a segment with that TSval (RFC 7323 sec. 4).
 """
 
-import numpy as np
-
 from ..jit import kernel
 from .wireshark import alloc, release
 

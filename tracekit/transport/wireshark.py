@@ -57,8 +57,6 @@ Checked against tshark 4.0.17 on every TCP packet of the shared captures
 (tests/test_tcp_analysis.py).
 """
 
-import numpy as np
-
 from ..jit import kernel
 
 # tcp.analysis flags (bit values of `ws_flags`)
