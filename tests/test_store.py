@@ -140,7 +140,8 @@ def test_failure_in_the_middle_of_a_file_rolls_back(tmp_path, db, monkeypatch):
     pkts = frames(*[tcp(C, S, 1000 + i, 80, "S") for i in range(20)])
     path = write(tmp_path, "mid.pcap", pcap_bytes(pkts))
     calls = []
-    real = ingest_module.decode_packets
+    from tracekit.store import reading
+    real = reading.decode_packets
 
     def failing(*args, **kw):
         calls.append(1)
@@ -148,7 +149,7 @@ def test_failure_in_the_middle_of_a_file_rolls_back(tmp_path, db, monkeypatch):
             raise TracekitError("disk on fire")
         return real(*args, **kw)
 
-    monkeypatch.setattr(ingest_module, "decode_packets", failing)
+    monkeypatch.setattr(reading, "decode_packets", failing)
     monkeypatch.setattr(ingest_module, "INSERT_ROWS", 2)  # rows reach DuckDB before the failure
     with pytest.raises(TracekitError, match="disk on fire"):
         load_captures(db, [path], batch_packets=4)

@@ -5,7 +5,8 @@ Strategy: each file streams through in batches: read (capture/), decode
 batches), then Arrow appends to `packets` on a writer thread, so decoding and
 DuckDB's writing overlap on two cores. The file's SHA-256 is computed in a
 third thread, and a file already in the store is abandoned as soon as the
-hash is known.
+hash is known. Small files are read ahead and decoded together
+(store/reading.py); the rest of their work stays per file.
 
 All or nothing, in bounded memory: one DuckDB transaction holding millions of
 appended rows keeps growing in memory, so packets are appended in their own
@@ -33,12 +34,12 @@ from ..capture.base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
 from ..decode.addresses import address_dictionary
 from ..decode.flows import FlowTable
 from ..decode.link import SUPPORTED_LINK_TYPES, link_type_name
-from ..decode.packets import decode_packets
 from ..decode.payloads import PayloadKeeper
 from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
 from .arrow import flows_table, packets_table
+from .reading import decoded_batches, open_file, prefetch, small_file_groups
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import AppendWriter
 
@@ -170,8 +171,20 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(file_size(p) for p in paths))
         run = _Run(con, paths, command.digests if command else None, first_capture_id)
-        summaries = [_load_one(run, path, labels or {}, replace, progress,
-                               batch_packets, chunk_bytes) for path in paths]
+        summaries = []
+        for group in small_file_groups(paths, chunk_bytes):
+            # small files are read ahead and decoded together: one decode of
+            # many packets costs little more than one of a few
+            prepared = (prefetch(group, chunk_bytes, batch_packets) if len(group) > 1
+                        else [None])
+            try:
+                summaries += [_load_one(run, path, labels or {}, replace, progress,
+                                        batch_packets, chunk_bytes, ahead)
+                              for path, ahead in zip(group, prepared)]
+            finally:  # (each file is closed once loaded; the rest, after a failure)
+                for ahead in prepared:
+                    if ahead is not None:
+                        ahead[0].close()
         if command is not None:
             run.writer.finish()  # every row appended now (still hidden): no memory held
             command.runs.append(run)
@@ -326,23 +339,25 @@ def _insert_finals(con, finals):
             con.unregister("_tracekit_interfaces")
 
 
-def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes):
+def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, prepared=None):
+    """One file; `prepared` is what `prefetch` read and decoded of it, if anything."""
     started = time.perf_counter()
     summary = CaptureSummary(path=os.path.abspath(path))
-    try:
-        size = os.stat(path).st_size
-        fileobj = open(path, "rb")
-    except OSError as e:
-        raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
+    if prepared is None:
+        fileobj, size = open_file(path)
+        reader, decoded = None, None
+    else:
+        fileobj, size, reader, decoded = prepared
     with fileobj:
-        reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
+        if reader is None:
+            reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
         hasher = _Hasher(path, size)
         hasher.start()
         capture_id = run.new_capture_id()
         summary.capture_id = capture_id
         try:
             totals = _load_packets(run, reader, capture_id, summary, hasher, size, progress,
-                                   replace)
+                                   replace, decoded)
         except _Duplicate as d:
             run.drop(capture_id)
             summary.outcome = "duplicate"
@@ -397,22 +412,17 @@ class _DuplicateCheck:
             self.found = self.run.stored.get(h.digest)
 
 
-def _load_packets(run, reader, capture_id, summary, hasher, size, progress, replace):
+def _load_packets(run, reader, capture_id, summary, hasher, size, progress, replace,
+                  decoded=None):
     table = FlowTable(jit=reader.jit)
     keeper = PayloadKeeper()
     address_cache = {}
     status_counts = np.zeros(len(STATUS), np.int64)
-    link_types = None
     writer = run.writer
     check = _DuplicateCheck(hasher, run, replace)
     per_interface = np.zeros(1, np.int64)
     first_ts, last_ts = None, None
-    for batch in reader.batches():
-        if link_types is None or len(link_types) != len(reader.interfaces) + 1:
-            link_types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
-        link_type = link_types[batch.interface_id]
-        cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
-                              batch.wire_bytes, link_type)
+    for batch, link_type, cols in (decoded_batches(reader) if decoded is None else decoded):
         bad = batch.ts_bad
         if bad is not None and bad.any():
             cols["status"][bad] = CODE["timestamp_out_of_range"]
