@@ -355,3 +355,22 @@ def _same_rows(con, a, b):
         SELECT (SELECT count(*) FROM (SELECT * FROM {a} EXCEPT ALL SELECT * FROM {b})) = 0
            AND (SELECT count(*) FROM (SELECT * FROM {b} EXCEPT ALL SELECT * FROM {a})) = 0
            AND (SELECT count(*) FROM {a}) = (SELECT count(*) FROM {b})""").fetchall()[0][0]
+
+
+def test_ingest_does_not_import_pandas(tmp_path):
+    """A fixed cost of every ingest: pyarrow's array() imports pandas (0.65-1 s)
+    to probe its argument. Ingest builds its Arrow arrays from numpy buffers
+    and its catalogue rows in SQL; a TLS capture exercises the kept payloads."""
+    tls = os.path.join(os.path.dirname(__file__), "data", "pcap", "tls12-long-handshake.pcap")
+    code = textwrap.dedent(f"""
+        import sys
+        from tracekit.store.db import connect
+        from tracekit.store.ingest import load_captures
+        con = connect({str(tmp_path / 's.duckdb')!r})
+        load_captures(con, [{tls!r}], labels={{"path": "direct"}})
+        kept = con.execute("SELECT count(*) FROM payloads").fetchone()[0]
+        print(kept, "pandas" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    kept, pandas = out.stdout.split()
+    assert int(kept) > 0 and pandas == "False"
