@@ -29,11 +29,11 @@ class Store:
         time of their own (bench reports, harness TSV, bare /metrics scrapes).
         Returns (capture summaries, log summaries)."""
         from .capture.formats import split_inputs
-        from .events import read_log
+        from .events import read_logs
         from .store.events import load_logs
         from .store.ingest import command, load_captures
         captures, logs = split_inputs(files)
-        parsed = [read_log(p, log_format, time_ns) for p in logs]  # before anything is written
+        parsed = read_logs(logs, log_format, time_ns)  # before anything is written
         with command(self.con) as c:
             caps = (load_captures(self.con, captures, labels=labels, replace=replace, command=c)
                     if captures else [])

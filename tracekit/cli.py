@@ -247,7 +247,7 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
       tracekit ingest captures/lossy-download-client.pcap captures/lossy-download-server.pcap --label path=direct
       tracekit ingest captures/streaming-stalls-client.pcap captures/streaming-stalls-client-events.jsonl
     """
-    from .events import read_log
+    from .events import read_logs
     from .store.db import connect
     from .store.events import load_logs
     from .store.ingest import command, load_captures
@@ -260,8 +260,7 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     capture_paths, log_paths = split_inputs(files, input_format)
     started = time.perf_counter()
     time_ns = None if stated_time is None else _parse_time_ns(stated_time)
-    parsed = [read_log(p, None if input_format == "auto" else input_format, time_ns)
-              for p in log_paths]
+    parsed = read_logs(log_paths, None if input_format == "auto" else input_format, time_ns)
     runs = []
     if manifests:
         from .store.runs import read_manifest

@@ -89,11 +89,11 @@ def _report(run, where):
 def ingest_dataset(directory, capture_paths, parsed, runs, labels, clock_offset_ns,
                    workers, cluster):
     from . import cluster as engine
-    from .events import read_log
+    from .events import read_logs
     items = [(p, labels) for p in capture_paths]
     items += [(p, run_labels) for caps, _, run_labels in runs for p in caps]
     logs = [(parsed, labels, clock_offset_ns)] if parsed else []
-    logs += [([read_log(p) for p in run_logs], run_labels, None)
+    logs += [(read_logs(run_logs), run_labels, None)
              for _, run_logs, run_labels in runs if run_logs]
     with client_for(workers, cluster) as (client, where):
         run = engine.ingest(directory, items, logs, client, progress=_progress)

@@ -57,7 +57,7 @@ def ingest_run_inputs(con, runs, command=None):
     written; then each run's captures and logs go in with its labels, all runs
     in one transaction (`command`, or one of their own).
     Returns [(labels, capture summaries, log summaries)], one per run."""
-    from ..events import read_log
+    from ..events import read_logs
     from .events import load_logs
     from ..jit import prefer_compiled
     from .ingest import file_size, command as new_command, load_captures
@@ -65,7 +65,8 @@ def ingest_run_inputs(con, runs, command=None):
     if command is None:
         with new_command(con) as c:
             return ingest_run_inputs(con, runs, c)
-    parsed = [[read_log(p) for p in logs] for _, logs, _ in runs]
+    every = iter(read_logs([p for _, logs, _ in runs for p in logs]))
+    parsed = [[next(every) for _ in logs] for _, logs, _ in runs]
     # the runs' captures together decide whether compiled kernels pay for their
     # start-up (one run's are small: 240 runs of the chapter's case scanned as
     # Python took 25 s of a 45 s ingest)
