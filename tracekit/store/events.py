@@ -96,6 +96,12 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
             SELECT ?, line, ts_ns + ?, ts_ns, ?, kind, run, request, stream,
                    local_addr, local_port, remote_addr, remote_port, fields
             FROM _tracekit_events""", [log_id, offset, parsed.format])
+        # (from the log's own rows: a query of events would scan every log's)
+        (portless,), = con.execute("""
+            SELECT count(*) FROM (SELECT request FROM _tracekit_events WHERE request IS NOT NULL
+                                  GROUP BY request
+                                  HAVING count(*) FILTER (kind = 'request_start') > 0
+                                     AND count(local_port) = 0)""").fetchall()
     finally:
         con.unregister("_tracekit_events")
     # what was just inserted, from the table itself (a query of events would
@@ -121,11 +127,7 @@ def _load_one(con, parsed, labels, clock_offset_ns, replace):
     summary.log_id = log_id
     summary.events = n
     summary.trace_clock_events = parsed.trace_clock_events if clock_offset_ns is None else 0
-    (summary.portless_requests,), = con.execute("""
-        SELECT count(*) FROM (SELECT request FROM events WHERE log_id = ? AND request IS NOT NULL
-                              GROUP BY request
-                              HAVING count(*) FILTER (kind = 'request_start') > 0
-                                 AND count(local_port) = 0)""", [log_id]).fetchall()
+    summary.portless_requests = portless
     return summary
 
 

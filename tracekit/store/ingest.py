@@ -149,6 +149,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
                   command=None, first_capture_id=None):
     """Ingest capture files, all or nothing; return one CaptureSummary each.
 
+    `labels` is a dict for every file, or a list of dicts, one per path.
     `progress(path, done_bytes, total_bytes)` is called after every batch.
     With `command` (a Command) the captures become visible when it commits.
     `first_capture_id` numbers them from there instead of after the store's
@@ -164,6 +165,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     con.execute("SET preserve_insertion_order = false")
     con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
     paths = [str(p) for p in paths]
+    per_path = iter(labels if isinstance(labels, list) else [labels or {}] * len(paths))
     run = None
     try:
         if command is None:  # (a command's earlier calls have markers that are not orphans)
@@ -178,7 +180,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
             prepared = (prefetch(group, chunk_bytes, batch_packets) if len(group) > 1
                         else [None])
             try:
-                summaries += [_load_one(run, path, labels or {}, replace, progress,
+                summaries += [_load_one(run, path, next(per_path), replace, progress,
                                         batch_packets, chunk_bytes, ahead)
                               for path, ahead in zip(group, prepared)]
             finally:  # (each file is closed once loaded; the rest, after a failure)

@@ -59,22 +59,23 @@ def ingest_run_inputs(con, runs, command=None):
     Returns [(labels, capture summaries, log summaries)], one per run."""
     from ..events import read_logs
     from .events import load_logs
-    from ..jit import prefer_compiled
-    from .ingest import file_size, command as new_command, load_captures
+    from .ingest import command as new_command, load_captures
 
     if command is None:
         with new_command(con) as c:
             return ingest_run_inputs(con, runs, c)
     every = iter(read_logs([p for _, logs, _ in runs for p in logs]))
     parsed = [[next(every) for _ in logs] for _, logs, _ in runs]
-    # the runs' captures together decide whether compiled kernels pay for their
-    # start-up (one run's are small: 240 runs of the chapter's case scanned as
-    # Python took 25 s of a 45 s ingest)
-    prefer_compiled(sum(file_size(p) for captures, _, _ in runs for p in captures))
+    # every run's captures in one call: one writer, one set of appends, and
+    # together they decide whether compiled kernels pay for their start-up
+    # (one run's are small: 240 runs of the chapter's case, each alone,
+    # were scanned as Python, 25 s of a 45 s ingest)
+    paths = [p for captures, _, _ in runs for p in captures]
+    labels = [run_labels for captures, _, run_labels in runs for _ in captures]
+    summaries = iter(load_captures(con, paths, labels=labels, command=command) if paths else [])
     out = []
     for (capture_paths, _, labels), run_logs in zip(runs, parsed):
-        captures = (load_captures(con, capture_paths, labels=labels, command=command)
-                    if capture_paths else [])
+        captures = [next(summaries) for _ in capture_paths]
         logs = load_logs(con, run_logs, labels, command=command) if run_logs else []
         out.append((labels, captures, logs))
     return out
