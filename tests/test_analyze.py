@@ -138,3 +138,30 @@ def test_compiled_and_python_kernels_agree(tmp_path, monkeypatch, table):
         results.append(con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall())
         con.close()
     assert results[0] == results[1] and len(results[0]) > 0
+
+
+def test_analyze_does_not_import_pandas(tmp_path):
+    """A fixed cost of every analyze: pyarrow's array() and to_numpy() import
+    pandas (about half a second). The analyses read with fetchnumpy and build
+    Arrow arrays from numpy buffers; requests and loss rounds are exercised."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[1] / "captures"
+    files = [str(samples / n) for n in ("lossy-download-client.pcap", "http-fresh-vs-persistent.pcap")]
+    code = textwrap.dedent(f"""
+        import sys
+        from tracekit.analyze import analyze
+        from tracekit.store.db import connect
+        from tracekit.store.ingest import load_captures
+        con = connect({str(tmp_path / 's.duckdb')!r})
+        load_captures(con, {files!r})
+        analyze(con)
+        n = con.execute("SELECT count(*) FROM request_phases").fetchone()[0]
+        print(n, "pandas" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    requests, pandas = out.stdout.split()
+    assert int(requests) > 0 and pandas == "False"

@@ -45,6 +45,17 @@ def _col(values, null, typ):
     return pa.Array.from_buffers(typ, n, [_validity(null), data])
 
 
+def numpy_array(values, null=None, typ=pa.int64()):
+    """An Arrow array of a numpy column (`null` a mask or None), without
+    pyarrow's array(), which imports pandas (half a second) to probe it."""
+    return _col(np.asarray(values), null, typ)
+
+
+def string_array(items):
+    """An Arrow string array of a sequence of str (pa.array would import pandas)."""
+    return _strings(items)
+
+
 def numpy_table(columns, values):
     """An Arrow table from {name: (numpy values, null mask or None)} in the order
     of `columns` (schema Column tuples); a VARCHAR column is given as

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..jit import PYTHON_COST, kernel, use_jit
-from ..store.arrow import append
+from ..store.arrow import append, numpy_array, string_array
 from ..store.schema import create_table_sql
 from .stalls import STATES
 
@@ -335,18 +335,18 @@ def _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode, 
     nulls = ~has_flow
 
     def col(values, typ=pa.int64(), mask=nulls):
-        return pa.array(values, typ, mask=mask)
+        return numpy_array(values, mask, typ)
 
     # one list of (episode, round, ns) per request, in order
     order = np.lexsort((pair_round, pair_episode, pair_request))
     pr, pe, prd, pn = pair_request[order], pair_episode[order], pair_round[order], pair_ns[order]
     offsets = np.searchsorted(pr, np.arange(n + 1)).astype(np.int32)
-    rounds = pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays(
-        [pa.array(pe, pa.int64()), pa.array(prd, pa.int64()), pa.array(pn, pa.int64())],
+    rounds = pa.ListArray.from_arrays(numpy_array(offsets, None, pa.int32()), pa.StructArray.from_arrays(
+        [numpy_array(pe, None), numpy_array(prd, None), numpy_array(pn, None)],
         names=["episode", "round", "ns"]))
     columns = {
-        "request_key": pa.array(np.asarray(r["request_key"], dtype=object).astype(str)),
-        "capture_id": pa.array(r["capture_id"], pa.int32(), mask=nulls),
+        "request_key": string_array([str(k) for k in r["request_key"]]),
+        "capture_id": numpy_array(r["capture_id"], nulls, pa.int32()),
         "flow_id": col(np.where(has_flow, r["flow_id"], 0)),
         "a_ns": col(a, mask=None), "b_ns": col(b, mask=None), "c_ns": col(c, mask=None),
         "d_ns": col(d, mask=None),

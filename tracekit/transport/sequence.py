@@ -38,7 +38,11 @@ PACKETS_SQL = """
 SELECT frame, ts_ns, flow_id, from_client, tcp_seq, tcp_ack, tcp_flags,
        payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_window_bytes, -1) AS window_bytes,
        coalesce(tcp_tsval, -1) AS tsval, coalesce(tcp_tsecr, -1) AS tsecr,
-       coalesce(ip_id, -1) AS ip_id, tcp_sack_left, tcp_sack_right
+       coalesce(ip_id, -1) AS ip_id, coalesce(len(tcp_sack_left), 0) AS sack_n,
+       coalesce(tcp_sack_left[1], 0) AS sl1, coalesce(tcp_sack_left[2], 0) AS sl2,
+       coalesce(tcp_sack_left[3], 0) AS sl3, coalesce(tcp_sack_left[4], 0) AS sl4,
+       coalesce(tcp_sack_right[1], 0) AS sr1, coalesce(tcp_sack_right[2], 0) AS sr2,
+       coalesce(tcp_sack_right[3], 0) AS sr3, coalesce(tcp_sack_right[4], 0) AS sr4
 FROM packets
 WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
   AND protocol = 6 AND flow_id IS NOT NULL AND tcp_flags IS NOT NULL
@@ -51,41 +55,23 @@ SELECT flow_id, last_frame FROM flows WHERE capture_id = $capture_id AND protoco
 FRAMES_SQL = "SELECT packets FROM captures WHERE capture_id = $capture_id"
 
 
-def _blocks(column):
-    """A list<uint32> Arrow column -> (count per row, (n, 4) int64 edges)."""
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    n = len(column)
-    edges = np.zeros((n, 4), np.int64)
-    if n == 0:
-        return np.zeros(0, np.int64), edges
-    offsets = column.offsets.to_numpy()
-    values = column.values.to_numpy(zero_copy_only=False).astype(np.int64)
-    count = np.diff(offsets)
-    if column.null_count:
-        count = np.where(column.is_null().to_numpy(zero_copy_only=False), 0, count)
-    for k in range(4):
-        rows = np.nonzero(count > k)[0]
-        edges[rows, k] = values[offsets[rows] + k]
-    return count.astype(np.int64), edges
-
-
 def read_chunk(con, capture_id, lo, hi):
     """The TCP packets of frames [lo, hi) as int64 numpy columns in frame order
-    (SACK edges as (n, 4))."""
-    table = con.sql(PACKETS_SQL, params={"capture_id": capture_id, "lo": lo,
-                                         "hi": hi}).to_arrow_table()
+    (SACK edges as (n, 4), up to the 4 blocks a TCP header holds). Read with
+    fetchnumpy: pyarrow's to_numpy() imports pandas (half a second)."""
+    cols = con.execute(PACKETS_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi}).fetchnumpy()
+    cols = {k: np.asarray(v) for k, v in cols.items()}
+    frame = cols["frame"]
     order = None
-    frame = table.column("frame").to_numpy()
     if len(frame) > 1 and (np.diff(frame) < 0).any():
         order = np.argsort(frame, kind="stable")
     out = {}
-    for name in table.column_names:
-        if name.startswith("tcp_sack"):
+    for name, col in cols.items():
+        if name[:2] in ("sl", "sr") and name[2:].isdigit():
             continue
-        col = table.column(name).to_numpy()
         out[name] = col.astype(bool if name == "from_client" else np.int64)
-    out["sack_n"], out["sack_l"] = _blocks(table.column("tcp_sack_left"))
-    _, out["sack_r"] = _blocks(table.column("tcp_sack_right"))
+    out["sack_l"] = np.stack([cols[f"sl{k}"] for k in range(1, 5)], axis=1).astype(np.int64)
+    out["sack_r"] = np.stack([cols[f"sr{k}"] for k in range(1, 5)], axis=1).astype(np.int64)
     if order is not None:
         out = {k: v[order] for k, v in out.items()}
     return out
@@ -411,7 +397,9 @@ def _apply_late(con, capture_id, late):
             continue
         _, first = np.unique(sel[:, 0], return_index=True)  # one update per packet
         sel = sel[np.sort(first)]
-        table = pa.table({"frame": sel[:, 0], "value": sel[:, 2]})
+        table = pa.table({name: pa.Array.from_buffers(pa.int64(), len(sel), [
+            None, pa.py_buffer(np.ascontiguousarray(sel[:, k], np.int64))])
+            for name, k in (("frame", 0), ("value", 2))})  # (pa.array would import pandas)
         con.register("_tracekit_late", table)
         try:
             con.execute(sql, {"capture_id": capture_id})
