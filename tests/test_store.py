@@ -360,17 +360,24 @@ def _same_rows(con, a, b):
 def test_ingest_does_not_import_pandas(tmp_path):
     """A fixed cost of every ingest: pyarrow's array() imports pandas (0.65-1 s)
     to probe its argument. Ingest builds its Arrow arrays from numpy buffers
-    and its catalogue rows in SQL; a TLS capture exercises the kept payloads."""
+    and its catalogue rows in SQL; a TLS capture exercises the kept payloads,
+    an event log the logs' normalisation (its line numbers read from Arrow)."""
     tls = os.path.join(os.path.dirname(__file__), "data", "pcap", "tls12-long-handshake.pcap")
+    log = os.path.join(os.path.dirname(__file__), os.pardir, "captures",
+                       "streaming-stalls-client-events.jsonl")
     code = textwrap.dedent(f"""
         import sys
         from tracekit.store.db import connect
         from tracekit.store.ingest import load_captures
+        from tracekit.events import read_logs
+        from tracekit.store.events import load_logs
         con = connect({str(tmp_path / 's.duckdb')!r})
         load_captures(con, [{tls!r}], labels={{"path": "direct"}})
+        load_logs(con, read_logs([{log!r}]))
         kept = con.execute("SELECT count(*) FROM payloads").fetchone()[0]
-        print(kept, "pandas" in sys.modules)
+        events = con.execute("SELECT count(*) FROM events").fetchone()[0]
+        print(kept, events, "pandas" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    kept, pandas = out.stdout.split()
-    assert int(kept) > 0 and pandas == "False"
+    kept, events, pandas = out.stdout.split()
+    assert int(kept) > 0 and int(events) > 100 and pandas == "False"

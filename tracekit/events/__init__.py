@@ -162,7 +162,7 @@ def read_logs(paths, fmt=None, time_ns=None):
     query costs about 20 ms whatever its size, more than a lab run's log of a
     few kB (a manifest of 480 such logs spent 10 s there)."""
     con = _connection()
-    out, pending = [], []
+    out, pending, held = [], [], 0
 
     def flush():
         _normalise_together(con, pending)
@@ -175,8 +175,10 @@ def read_logs(paths, fmt=None, time_ns=None):
         except TracekitError:
             flush()  # what is wrong with an earlier log is said first
             raise
-        if sum(p.size for p in pending) >= BATCH_BYTES:
+        held += pending[-1].size
+        if held >= BATCH_BYTES:
             flush()
+            held = 0
     flush()
     return out
 
@@ -262,7 +264,10 @@ def _normalise_together(con, pending):
     trail = np.concatenate([np.zeros(len(n), np.int8) if tr is None else np.asarray(tr, np.int8)
                             for _, (n, _, tr) in jobs])
     out = _normalise(con, numbers, texts, trail)
-    line = np.asarray(out.column("line").combine_chunks().to_numpy(zero_copy_only=False))
+    # (int64, never null: read from its buffer, as to_numpy() imports pandas)
+    lines = out.column("line").combine_chunks()
+    line = (np.frombuffer(lines.buffers()[1], np.int64, len(lines), lines.offset * 8)
+            if len(lines) else np.zeros(0, np.int64))
     key = line >> LOG_SHIFT
     if len(key) > 1 and (np.diff(key) < 0).any():  # (DuckDB keeps insertion order; if not)
         order = np.argsort(key, kind="stable")

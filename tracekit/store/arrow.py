@@ -51,11 +51,6 @@ def numpy_array(values, null=None, typ=pa.int64()):
     return _col(np.asarray(values), null, typ)
 
 
-def string_array(items):
-    """An Arrow string array of a sequence of str (pa.array would import pandas)."""
-    return _strings(items)
-
-
 def numpy_table(columns, values):
     """An Arrow table from {name: (numpy values, null mask or None)} in the order
     of `columns` (schema Column tuples); a VARCHAR column is given as
@@ -64,14 +59,14 @@ def numpy_table(columns, values):
     for c in columns:
         v = values[c.name]
         if len(v) == 3:
-            arrays.append(_dict(v[0], _strings(v[2])))
+            arrays.append(_dict(v[0], string_array(v[2])))
         else:
             arrays.append(_col(*v, _ARROW[c.sql.replace(" NOT NULL", "")]))
     return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
 
 
-def _strings(items):
-    """A string array from a Python sequence of str."""
+def string_array(items):
+    """A string array from a Python sequence of str (pa.array would import pandas)."""
     encoded = [x.encode() for x in items]
     offsets = np.zeros(len(encoded) + 1, np.int32)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
@@ -79,8 +74,8 @@ def _strings(items):
                                  [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
-_STATUS_DICT = _strings([s or "" for s in STATUS])
-_QUIC_DICT = _strings(QUIC_TYPE_NAMES)
+_STATUS_DICT = string_array([s or "" for s in STATUS])
+_QUIC_DICT = string_array(QUIC_TYPE_NAMES)
 
 
 def _dict(indices, dictionary):
@@ -112,7 +107,7 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
     shift_known = shift >= 0
     window = cols["tcp_window"].astype(np.int64)
     window_bytes = np.where(shift_known, window << np.maximum(shift, 0).astype(np.int64), window)
-    addr_dict = _strings(addresses)
+    addr_dict = string_array(addresses)
     iface = batch.interface_id
     v = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
@@ -216,10 +211,10 @@ def flows_table(capture_id, stats, ends, address_cache):
     for field in FLOWS_SCHEMA:
         name = field.name
         if name == "protocol":
-            arrays.append(_dict(np.where(tcp, 0, 1), _strings(["tcp", "udp"])))
+            arrays.append(_dict(np.where(tcp, 0, 1), string_array(["tcp", "udp"])))
         elif name in ("client_addr", "server_addr"):
             pick_a = client_is_a if name == "client_addr" else ~client_is_a
-            arrays.append(_dict(np.where(pick_a, a_idx, b_idx), _strings(names)))
+            arrays.append(_dict(np.where(pick_a, a_idx, b_idx), string_array(names)))
         elif name in derived:
             values, null = derived[name]
             arrays.append(_col(values, null, field.type))

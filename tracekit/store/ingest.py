@@ -39,7 +39,7 @@ from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
 from .arrow import flows_table, packets_table
-from .reading import decoded_batches, open_file, prefetch, small_file_groups
+from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import AppendWriter
 
@@ -171,7 +171,7 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         if command is None:  # (a command's earlier calls have markers that are not orphans)
             recover_unfinished(con)
         # many small files together pay the compiled scanners' start-up once
-        prefer_compiled(sum(file_size(p) for p in paths))
+        prefer_compiled(sum(file_size(p) or 0 for p in paths))
         run = _Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = []
         for group in small_file_groups(paths, chunk_bytes):
@@ -200,13 +200,6 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     finally:
         con.execute(f"SET preserve_insertion_order = {bool(keep_order)}")
         con.execute(f"SET memory_limit = '{keep_limit}'")
-
-
-def file_size(path):
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 def recover_unfinished(con):

@@ -32,6 +32,14 @@ def open_file(path):
         raise TracekitError(f"{path}: cannot read: {e.strerror}") from None
 
 
+def file_size(path):
+    """A file's size, or None when it cannot be read (said when it is loaded)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
 def link_types_of(reader, batch):
     """The link type of each packet of a batch (-1: an interface never described)."""
     types = np.array([i.link_type for i in reader.interfaces] + [-1], np.int32)
@@ -51,11 +59,8 @@ def small_file_groups(paths, chunk_bytes):
     limit = min(SMALL_FILE, chunk_bytes)
     group, held = [], 0
     for path in paths:
-        try:
-            size = os.stat(path).st_size
-        except OSError:  # said by the ingest of that file, in its turn
-            size = None
-        if size is None or size > limit:
+        size = file_size(path)
+        if size is None or size > limit:  # (an unreadable file alone: its error in its turn)
             if group:
                 yield group
                 group, held = [], 0

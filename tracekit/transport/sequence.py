@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..jit import PYTHON_COST, use_jit
-from ..store.arrow import numpy_table
+from ..store.arrow import numpy_array, numpy_table
 from ..store.writer import AppendWriter
 from ..store.schema import EXCHANGES, FLIGHTS, TCP_ANALYSIS
 from . import segments as sg
@@ -397,9 +397,7 @@ def _apply_late(con, capture_id, late):
             continue
         _, first = np.unique(sel[:, 0], return_index=True)  # one update per packet
         sel = sel[np.sort(first)]
-        table = pa.table({name: pa.Array.from_buffers(pa.int64(), len(sel), [
-            None, pa.py_buffer(np.ascontiguousarray(sel[:, k], np.int64))])
-            for name, k in (("frame", 0), ("value", 2))})  # (pa.array would import pandas)
+        table = pa.table({"frame": numpy_array(sel[:, 0]), "value": numpy_array(sel[:, 2])})
         con.register("_tracekit_late", table)
         try:
             con.execute(sql, {"capture_id": capture_id})
