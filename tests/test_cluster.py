@@ -129,6 +129,25 @@ def test_a_capture_that_kills_every_worker_is_reported_and_the_next_run_complete
     assert_same_store(small_store, ds)
 
 
+def test_a_capture_task_run_again_leaves_the_published_folder_as_it_is(small_store, tmp_path):
+    """Dask runs a finished task again when the worker holding its result dies
+    (one killed by another capture). That run must not swap the published
+    folder: the coordinator may be reading it (a full-suite run here lost capture 1's
+    rows that way)."""
+    from tracekit.cluster.tasks import capture_task
+    from tracekit.store.dataset import capture_dir
+    ds = str(tmp_path / "ds") + "/"
+    r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    folder = capture_dir(os.path.abspath(ds), 1)
+    before = os.stat(folder).st_ino
+    again = capture_task(SMALL[0], 1, {}, os.path.abspath(ds))
+    assert again["capture_id"] == 1 and again["packets"] > 0
+    assert os.stat(folder).st_ino == before  # not swapped
+    assert not _leftovers(ds)
+    assert_same_store(small_store, ds)
+
+
 def test_analyze_on_the_cluster_redoes_what_a_changed_threshold_changes(tmp_path):
     from tracekit.cluster import local_cluster
     ds = str(tmp_path / "ds") + "/"

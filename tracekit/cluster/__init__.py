@@ -114,6 +114,11 @@ def _collect(futures, out, progress):
             result = None
         else:
             out.captures.append(result)
+        # Released once read: a result held on a worker that dies later (one
+        # killed by another capture) is otherwise computed again, and that
+        # run's publishing overlapped the store-wide steps (a full-suite run
+        # here lost capture 1's rows from the dataset that way)
+        future.release()
         if progress:
             progress(n, len(futures), path, cid, result)
 

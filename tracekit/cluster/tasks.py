@@ -74,8 +74,10 @@ def capture_task(path, capture_id, labels, directory, params=None):
         try:
             summary, = load_captures(con, [path], labels=labels, first_capture_id=capture_id)
             steps = analyze(con, params=params, scope="capture", checkpoint=False)
+            # (run again when the worker holding its result died: what the
+            # first run published stays, never swapped under a reader)
             dataset.write_capture(con, capture_id, directory, _partitioned(con),
-                                  before_publish=_fault_before_publish)
+                                  before_publish=_fault_before_publish, replace=False)
         finally:
             con.close()
     finally:

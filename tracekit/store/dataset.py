@@ -95,9 +95,14 @@ def partial_path(directory, name):
     return os.path.join(directory, PARTIAL, f"{name}.{uuid.uuid4().hex}")
 
 
-def write_capture(con, capture_id, directory, partitioned, before_publish=None):
+def write_capture(con, capture_id, directory, partitioned, before_publish=None,
+                  replace=True):
     """Write one capture's rows of the per-capture tables ({name: {column: type}})
-    as a new folder of `directory` and publish it (replacing an older one)."""
+    as a new folder of `directory` and publish it, replacing an older one; with
+    `replace` false a folder already published stays as it is (a task run
+    again after its first run had published: the same rows) and this one is
+    dropped. Returns whether this folder was published."""
+    target = capture_dir(directory, capture_id)
     part = partial_path(directory, f"capture_id={int(capture_id)}")
     os.makedirs(part)
     try:
@@ -106,7 +111,11 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None):
                        os.path.join(part, name + ".parquet"), f"capture_id = {int(capture_id)}")
         if before_publish:
             before_publish(capture_id)
-        _publish_folder(part, capture_dir(directory, capture_id), directory)
+        if not replace and os.path.exists(target):
+            shutil.rmtree(part, ignore_errors=True)
+            return False
+        _publish_folder(part, target, directory)
+        return True
     except BaseException:
         shutil.rmtree(part, ignore_errors=True)
         raise
