@@ -333,31 +333,42 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
-long AS (
-    UNPIVOT (SELECT * EXCLUDE (duration_ns, loss_total, s_loss, from_client_side, rate_known,
-                                processing_source, rtt_source) FROM spans_wide)
-    ON COLUMNS(* EXCLUDE (request_key)) INTO NAME col VALUE ns
+long AS (  -- (what each span's detail needs kept beside it: no join back to spans_wide)
+    UNPIVOT (SELECT * EXCLUDE (duration_ns, loss_total, s_loss) FROM spans_wide)
+    ON COLUMNS(* EXCLUDE (request_key, from_client_side, rate_known, processing_source,
+                          rtt_source))
+    INTO NAME col VALUE ns
+),
+
+lookup AS (  -- the catalogue as one row of lists, read by position: a join on the span's
+             -- name built its hash table on the many rows, not the 26 (DuckDB cannot
+             -- estimate a CTE's rows: 0.6 of 1.3 s per part of 100 k requests)
+    SELECT list(col ORDER BY col) AS cols,
+        list(struct_pack(span_order, span, phase, irreducible, detail) ORDER BY col) AS entries
+    FROM catalogue
 ),
 
 spans AS (
-    SELECT l.request_key, c.span_order, c.span, c.phase, l.ns,
-        c.irreducible AND (c.span NOT IN ('download_transfer', 'upload_transfer') OR sw.rate_known)
+    SELECT c.request_key, c.span_order, c.span, c.phase, c.ns,
+        c.irreducible AND (c.span NOT IN ('download_transfer', 'upload_transfer') OR c.rate_known)
             AS irreducible,
-        CASE WHEN c.span = 'download_transfer' AND NOT sw.rate_known
+        CASE WHEN c.span = 'download_transfer' AND NOT c.rate_known
                  THEN 'B unknown: the transfer and the window waiting together'
-             WHEN c.span = 'download_transfer' AND sw.from_client_side AND c.phase = 'download'
+             WHEN c.span = 'download_transfer' AND c.from_client_side AND c.phase = 'download'
                  THEN 'S_d / B, out of the gaps the ACK clock explains'
-             WHEN c.span = 'window_waiting' AND sw.from_client_side
+             WHEN c.span = 'window_waiting' AND c.from_client_side
                  THEN 'the ACK clock: a full-sized segment, then the gap until 1.25 R after the client''s ACK'
-             WHEN c.span = 'processing' THEN 'T_c from ' || sw.processing_source
-             WHEN c.span = 'propagation' THEN 'R from ' || sw.rtt_source
-             WHEN c.span = 'server_idle' AND sw.from_client_side
+             WHEN c.span = 'processing' THEN 'T_c from ' || c.processing_source
+             WHEN c.span = 'propagation' THEN 'R from ' || c.rtt_source
+             WHEN c.span = 'server_idle' AND c.from_client_side
                  THEN 'the server''s events: the model was still generating'
              WHEN c.span = 'server_idle'
                  THEN 'at the sender: nothing in flight and nothing sent with the window open'
              ELSE c.detail END AS detail
-    FROM (SELECT * FROM long WHERE ns <> 0 OR col = 'download_transfer') l  -- (as final keeps)
-    JOIN catalogue c USING (col) JOIN spans_wide sw USING (request_key)
+    FROM (SELECT l.request_key, l.ns, l.from_client_side, l.rate_known, l.processing_source,
+                 l.rtt_source, unnest(k.entries[list_position(k.cols, l.col)])
+          FROM long l, lookup k
+          WHERE l.ns <> 0 OR l.col = 'download_transfer') c  -- (as final keeps)
     WHERE c.span <> 'loss_recovery'
 ),
 
