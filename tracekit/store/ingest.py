@@ -41,9 +41,9 @@ from ..errors import TracekitError
 from .arrow import flows_table, packets_table
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
 from .schema import CAPTURES, INTERFACES, storage
-from .writer import AppendWriter
+from .writer import ROW_GROUP, AppendWriter
 
-INSERT_ROWS = 4 * 122_880  # rows per DuckDB append: whole row groups (see store/writer.py)
+INSERT_ROWS = 4 * ROW_GROUP  # rows per DuckDB append: whole row groups (see store/writer.py)
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
