@@ -42,6 +42,7 @@ import duckdb
 from .errors import QueryError, TracekitError
 from .jit import PYTHON_COST, prefer_compiled
 from .runner import analysis_sql
+from .store.db import settings
 from .store.schema import STAGED, create_table_sql, storage
 
 FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
@@ -351,10 +352,12 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
     # compiled kernels pay a start-up cost once per process: worth it for the whole run
     # when the captures to analyse are large together, even if each is small
     prefer_compiled(sum(captures.values()) * PYTHON_COST)
-    (keep_limit,), = con.execute("SELECT current_setting('memory_limit')").fetchall()
-    con.execute(f"SET memory_limit = '{ANALYZE_MEMORY_LIMIT}'")
-    # one checkpoint at the end instead of one per step (each step commits)
-    con.execute("SET checkpoint_threshold = '16GB'")
+    # (one checkpoint at the end instead of one per step: each step commits)
+    with settings(con, memory_limit=ANALYZE_MEMORY_LIMIT, checkpoint_threshold="16GB"):
+        return _analyze_steps(con, captures, progress, params, scope, checkpoint, skip)
+
+
+def _analyze_steps(con, captures, progress, params, scope, checkpoint, skip):
     writer = con.cursor()
     try:
         results = []
@@ -380,8 +383,6 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
             con.execute("CHECKPOINT")
     finally:
         writer.close()
-        con.execute("RESET checkpoint_threshold")
-        con.execute(f"SET memory_limit = '{keep_limit}'")
     return results
 
 
@@ -408,30 +409,18 @@ def _build_capture_step(con, writer, step, version, captures, failed, progress):
         "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
     pending = [cid for cid in captures if cid not in done and cid not in failed]
     started = time.perf_counter()
-    with _appends_in_parallel(con, isinstance(step, CodeStep)):
+    # A code step's appends are written by both of DuckDB's threads, as
+    # ingest's are: with insertion order kept, one thread writes them, and
+    # the writer thread held tcp_analysis back (2 M rows of its 50 columns in
+    # appends of two row groups: 4.6 s in order, 2.4 s not; see
+    # store/writer.py APPEND_ROWS). Its readers sort what they read by frame
+    # (they must anyway).
+    parallel = (settings(con, preserve_insertion_order=False) if isinstance(step, CodeStep)
+                else contextlib.nullcontext())
+    with parallel:
         _build_batches(con, writer, step, version, captures, pending, result, progress)
     result.seconds = time.perf_counter() - started
     return result
-
-
-@contextlib.contextmanager
-def _appends_in_parallel(con, on):
-    """A code step's appends written by both of DuckDB's threads, as ingest
-    does (store/ingest.py): with insertion order kept, one thread writes
-    them, and the writer thread held tcp_analysis back (2 M rows of its 50
-    columns in appends of two row groups: 4.6 s in order, 2.4 s not; see
-    store/writer.py APPEND_ROWS). Its readers sort
-    what they read by frame (they must anyway); the setting is global to
-    the database, so it is put back after."""
-    if not on:
-        yield
-        return
-    (keep,), = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()
-    con.execute("SET preserve_insertion_order = false")
-    try:
-        yield
-    finally:
-        con.execute(f"SET preserve_insertion_order = {bool(keep)}")
 
 
 def _build_batches(con, writer, step, version, captures, pending, result, progress):

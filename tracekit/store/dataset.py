@@ -101,7 +101,7 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None,
     as a new folder of `directory` and publish it, replacing an older one; with
     `replace` false a folder already published stays as it is (a task run
     again after its first run had published: the same rows) and this one is
-    dropped. Returns whether this folder was published."""
+    dropped."""
     target = capture_dir(directory, capture_id)
     part = partial_path(directory, f"capture_id={int(capture_id)}")
     os.makedirs(part)
@@ -113,9 +113,8 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None,
             before_publish(capture_id)
         if not replace and os.path.exists(target):
             shutil.rmtree(part, ignore_errors=True)
-            return False
-        _publish_folder(part, target, directory)
-        return True
+        else:
+            _publish_folder(part, target, directory)
     except BaseException:
         shutil.rmtree(part, ignore_errors=True)
         raise

@@ -3,6 +3,7 @@
 The store is an ordinary DuckDB file: `duckdb tracekit.duckdb` opens it.
 """
 
+import contextlib
 import os
 import re
 from importlib import resources
@@ -15,6 +16,25 @@ from .schema import DERIVED, STAGED, TABLES, create_table_sql
 
 DEFAULT_DB = "tracekit.duckdb"
 MEMORY_LIMIT = "512MB"
+
+
+@contextlib.contextmanager
+def settings(con, **values):
+    """DuckDB settings for the length of a block, each put back as it was
+    after it (most are global to the database, not the connection's)."""
+    kept = {}
+    for name, value in values.items():
+        (kept[name],), = con.execute(f"SELECT current_setting('{name}')").fetchall()
+        con.execute(f"SET {name} = {_literal(value)}")
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            con.execute(f"SET {name} = {_literal(value)}")
+
+
+def _literal(value):
+    return str(value).lower() if isinstance(value, bool) else f"'{value}'"
 
 
 def default_db_path():

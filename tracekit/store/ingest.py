@@ -39,6 +39,7 @@ from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
 from .arrow import flows_table, packets_table
+from .db import settings
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import ROW_GROUP, AppendWriter
@@ -159,12 +160,13 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     # reordering them at checkpoint: halves the cost of persisting packets.
     # Row order on disk is then by batch, not strictly by frame: queries that
     # need capture order say ORDER BY frame (they must anyway).
-    (keep_order, keep_limit), = con.execute(
-        "SELECT current_setting('preserve_insertion_order'), "
-        "current_setting('memory_limit')").fetchall()
-    con.execute("SET preserve_insertion_order = false")
-    con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
-    paths = [str(p) for p in paths]
+    with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT):
+        return _load_all(con, [str(p) for p in paths], labels, replace, progress,
+                         batch_packets, chunk_bytes, command, first_capture_id)
+
+
+def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes, command,
+              first_capture_id):
     per_path = iter(labels if isinstance(labels, list) else [labels or {}] * len(paths))
     run = None
     try:
@@ -197,9 +199,6 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
         if run is not None:
             run.discard()
         raise
-    finally:
-        con.execute(f"SET preserve_insertion_order = {bool(keep_order)}")
-        con.execute(f"SET memory_limit = '{keep_limit}'")
 
 
 def recover_unfinished(con):

@@ -30,7 +30,7 @@ COMPACT = 64  # small tables held before they are copied into one
 
 
 class AppendWriter(threading.Thread):
-    def __init__(self, con, row_group=ROW_GROUP):
+    def __init__(self, con, row_group=APPEND_ROWS):
         super().__init__(daemon=True)
         self.con = con
         self.row_group = row_group

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..jit import PYTHON_COST, use_jit
 from ..store.arrow import numpy_array, numpy_table
-from ..store.writer import APPEND_ROWS, AppendWriter
+from ..store.writer import AppendWriter
 from ..store.schema import EXCHANGES, FLIGHTS, TCP_ANALYSIS
 from . import segments as sg
 from . import wireshark as ws
@@ -321,7 +321,7 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
     last = np.full(int(flows["flow_id"].max()) + 1 if len(flows["flow_id"]) else 0, -1, np.int64)
     last[flows["flow_id"].astype(np.int64)] = flows["last_frame"]
     state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
-    writer = AppendWriter(writer_con, row_group=APPEND_ROWS)
+    writer = AppendWriter(writer_con)
     writer.start()
     rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0}
 

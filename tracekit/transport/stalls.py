@@ -52,7 +52,7 @@ import numpy as np
 
 from ..jit import PYTHON_COST, kernel, use_jit
 from ..store.arrow import numpy_table
-from ..store.writer import APPEND_ROWS, AppendWriter
+from ..store.writer import AppendWriter
 from ..store.schema import STALL_STATES, STALLS
 from .pools import FlowSlots, Pool
 from .wireshark import alloc, release
@@ -358,7 +358,7 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     st = np.zeros((0, NSTATE), np.int64)
     pending = Pool(PENDING_FIELDS)
     rows = 0
-    out_writer = AppendWriter(writer, row_group=APPEND_ROWS)
+    out_writer = AppendWriter(writer)
     out_writer.start()
     try:
         rows = _runs(con, out_writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending,
