@@ -149,3 +149,60 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
     PartitionedStoreStep("attribution").write_all(store, "attribution")
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
+
+
+def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch, tmp_path):
+    """request_phases runs in partitions of flows (bounded memory), each reading
+    its own rows from a scratch folder: many partitions give the rows of one,
+    and the folder is gone afterwards."""
+    from tracekit.transport import phases
+    whole = store.execute("SELECT * FROM request_phases ORDER BY ALL").fetchall()
+    totals = store.execute("SELECT sum(gap_clocked_ns), sum(gap_beyond_ns), "
+                           "sum(down_loss_recovery_ns), sum(len(loss_rounds)) "
+                           "FROM request_phases").fetchone()
+    assert all(t > 0 for t in totals)  # gaps, loss and rounds are in what is compared
+    (flows,), = store.execute("SELECT count(DISTINCT (capture_id, flow_id)) FROM requests "
+                              "WHERE capture_id IS NOT NULL").fetchall()
+    monkeypatch.setattr(phases, "PART_RUNS", 1)  # a partition per flow
+    assert len(phases.partitions(store)) == flows + 1  # and the requests without a flow
+    folder = Path(store.execute("SELECT path FROM duckdb_databases() "
+                                "WHERE database_name = current_database()").fetchone()[0]).parent
+    before = set(folder.iterdir())
+    phases.build_all(store, "request_phases_parts")
+    assert set(folder.iterdir()) == before
+    assert store.execute("SELECT * FROM request_phases_parts ORDER BY ALL").fetchall() == whole
+    store.execute("DROP TABLE request_phases_parts")
+
+
+def test_download_gap_inputs_equal_their_definition_in_sql(store):
+    """The server's data packets that download_gaps reads (previous data packet,
+    the client's last packet before it, the full segment size) are computed
+    by a pass over each flow's packets; here the same from SQL windows."""
+    from tracekit.transport import phases
+    expected = store.execute("""
+        WITH n AS (SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
+                   FROM requests q JOIN flows f USING (capture_id, flow_id)
+                   WHERE q.vantage <> 'server' OR f.protocol = 'udp'),
+        p AS (
+            SELECT t.capture_id, t.flow_id, t.ts_ns, t.from_client, t.payload_bytes,
+                lag(t.ts_ns) OVER w AS prev_ns, lag(t.payload_bytes) OVER w AS prev_bytes,
+                coalesce(n.client_mss - 40, max(t.payload_bytes) OVER (
+                    PARTITION BY t.capture_id, t.flow_id, t.from_client)) AS full_bytes,
+                max(CASE WHEN t.from_client THEN t.ts_ns END) OVER (
+                    PARTITION BY t.capture_id, t.flow_id ORDER BY t.frame
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
+            FROM packets t JOIN n USING (capture_id, flow_id)
+            WHERE t.payload_bytes > 0 OR t.from_client
+            WINDOW w AS (PARTITION BY t.capture_id, t.flow_id, t.from_client ORDER BY t.frame))
+        SELECT capture_id * 4294967296 + flow_id, ts_ns, prev_ns, prev_bytes, full_bytes,
+               coalesce(last_client_ns, -9223372036854775807)
+        FROM p WHERE NOT from_client AND payload_bytes > 0 AND prev_ns IS NOT NULL
+        ORDER BY ALL""").fetchall()
+    assert len(expected) > 1000 and len({r[4] for r in expected}) > 1
+    phases.flow_parts(store, phases.partitions(store))
+    try:
+        got = phases.pauses(phases._fetch(store, phases.PACKETS_SQL))
+    finally:
+        store.execute("DROP TABLE temp._phase_flows; DROP TABLE temp._phase_parts")
+    cols = ("flow_key", "ts_ns", "prev_ns", "prev_bytes", "full_bytes", "last_client_ns")
+    assert sorted(zip(*(got[c].tolist() for c in cols))) == expected

@@ -20,6 +20,9 @@ life without overlapping), so the cost is the size of the inputs plus the
 overlaps actually found.
 """
 
+import os
+import tempfile
+
 import numpy as np
 import pyarrow as pa
 
@@ -38,7 +41,6 @@ WITH r AS (
         q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
     FROM requests q JOIN bounds b USING (request_key)
     LEFT JOIN flows f USING (capture_id, flow_id)
-    WHERE {part}
 ),
 cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
 cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
@@ -46,64 +48,94 @@ cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2)
 SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
            + coalesce(flow_id, 0) AS flow_key,
        capture_id IS NOT NULL AS has_flow, vantage, coalesce(quic, false) AS quic,
-       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d
-FROM cut3
+       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d,
+       coalesce(m.part, $no_flow) AS part
+FROM cut3 LEFT JOIN _phase_flows m USING (capture_id, flow_id)
 """
-# a partition: one capture's flows lo..hi ($capture_id NULL: the requests without a flow)
-IN_PART = """(CASE WHEN $capture_id IS NULL THEN {t}capture_id IS NULL
-      ELSE {t}capture_id = $capture_id AND {t}flow_id BETWEEN $lo AND $hi END)"""
 
 RUNS_SQL = """
 SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.direction = 'c2s' AS c2s,
-       s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state
-FROM stalls s
-WHERE s.capture_id = $capture_id AND s.flow_id BETWEEN $lo AND $hi
-  AND (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests
-                                    WHERE capture_id = $capture_id)
+       s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state, m.part
+FROM stalls s JOIN _phase_flows m USING (capture_id, flow_id)
 """
 
 # each download loss stretch (a loss_recovery or rto_wait run of the server's
 # data) belongs to the recovery round that had begun when it began
 LOSS_ROUNDS_SQL = """
 SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.start_ns, s.end_ns,
-       rr.episode, rr.round
-FROM (SELECT * FROM stalls
-      WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')
-        AND capture_id = $capture_id AND flow_id BETWEEN $lo AND $hi) s
+       rr.episode, rr.round, m.part
+FROM (SELECT * FROM stalls WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')) s
+JOIN _phase_flows m USING (capture_id, flow_id)
 ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
-           WHERE direction = 's2c' AND capture_id = $capture_id) rr
+           WHERE direction = 's2c') rr
   ON rr.capture_id = s.capture_id AND rr.flow_id = s.flow_id AND s.start_ns >= rr.first_ts_ns
 """
 
 # the server's data packets on flows seen from the client (or QUIC, whose ACKs
 # are encrypted), with what the ACK clock needs: the previous data packet of the
 # server (time, size), the client's last packet before, the full segment size
-PAUSES_SQL = """
-WITH flows_needed AS (
-    SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
-    FROM requests q JOIN flows f USING (capture_id, flow_id)
-    WHERE (q.vantage <> 'server' OR f.protocol = 'udp')
-      AND q.capture_id = $capture_id AND q.flow_id BETWEEN $lo AND $hi
-),
-p AS (
-    SELECT t.capture_id, t.flow_id, t.frame, t.ts_ns, t.from_client, t.payload_bytes,
-        lag(t.ts_ns) OVER w AS prev_ns, lag(t.payload_bytes) OVER w AS prev_bytes,
-        -- full-sized: within 40 option bytes of the MSS the client announced
-        coalesce(n.client_mss - 40,
-                 max(t.payload_bytes) OVER (PARTITION BY t.capture_id, t.flow_id, t.from_client))
-            AS full_bytes,
-        max(CASE WHEN t.from_client THEN t.ts_ns END) OVER (
-            PARTITION BY t.capture_id, t.flow_id ORDER BY t.frame
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_client_ns
-    FROM packets t JOIN flows_needed n USING (capture_id, flow_id)
-    WHERE (t.payload_bytes > 0 OR t.from_client) AND t.capture_id = $capture_id
-    WINDOW w AS (PARTITION BY t.capture_id, t.flow_id, t.from_client ORDER BY t.frame)
-)
-SELECT capture_id * 4294967296 + flow_id AS flow_key, ts_ns, prev_ns, prev_bytes, full_bytes,
-       coalesce(last_client_ns, -9223372036854775807) AS last_client_ns
-FROM p
-WHERE NOT from_client AND payload_bytes > 0 AND prev_ns IS NOT NULL
+NO_CLIENT = -9223372036854775807  # no packet of the client's yet
+PACKETS_SQL = """
+SELECT t.capture_id * 4294967296 + t.flow_id AS flow_key, t.frame, t.ts_ns, t.from_client,
+       t.payload_bytes, coalesce(m.client_mss - 40, -1) AS full_bytes, m.part
+FROM packets t JOIN _phase_flows m USING (capture_id, flow_id)
+WHERE m.pauses AND (t.payload_bytes > 0 OR t.from_client)
 """
+
+
+@kernel
+def pause_inputs(key, client, ts, size, full, out_has_prev, out_prev, out_prev_bytes,
+                 out_last_client):
+    """For the server's data packets: whether one came before on the flow, its
+    time and size, the client's last packet before (NO_CLIENT: none), and the size a
+    full segment has (within 40 option bytes of the MSS the client announced,
+    else the largest the server sent: `full` is -1 where no MSS was seen).
+    Packets sorted by (key, frame); the client's packets are all of them, the
+    server's those with data."""
+    n = len(key)
+    i = 0
+    while i < n:
+        end = i
+        largest = 0
+        while end < n and key[end] == key[i]:
+            if not client[end]:
+                largest = max(largest, size[end])
+            end += 1
+        prev = -1
+        last_client = NO_CLIENT
+        for k in range(i, end):
+            if client[k]:
+                last_client = max(last_client, ts[k])
+                continue
+            if full[k] < 0:
+                full[k] = largest
+            out_last_client[k] = last_client
+            if prev >= 0:
+                out_has_prev[k] = True
+                out_prev[k] = ts[prev]
+                out_prev_bytes[k] = size[prev]
+            prev = k
+        i = end
+
+
+def pauses(r):
+    """The server's data packets of a partition that follow another (download_gaps'
+    input), from its packets (PACKETS_SQL)."""
+    if not len(r.get("flow_key", ())):
+        return {x: np.zeros(0, np.int64) for x in ("flow_key", "ts_ns", "prev_ns", "prev_bytes",
+                                                   "full_bytes", "last_client_ns")}
+    order = np.lexsort((_i64(r["frame"]), _i64(r["flow_key"])))
+    key, ts = _i64(r["flow_key"])[order], _i64(r["ts_ns"])[order]
+    client = np.asarray(r["from_client"], bool)[order]
+    size, full = _i64(r["payload_bytes"])[order], _i64(r["full_bytes"])[order]
+    has_prev = np.zeros(len(key), bool)
+    prev, prev_bytes, last_client = (np.zeros(len(key), np.int64) for _ in range(3))
+    pause_inputs(use_jit(len(key) * PYTHON_COST), key, client, ts, size, full, has_prev, prev,
+                 prev_bytes, last_client)
+    keep = ~client & has_prev
+    return {"flow_key": key[keep], "ts_ns": ts[keep], "prev_ns": prev[keep],
+            "prev_bytes": prev_bytes[keep], "full_bytes": full[keep],
+            "last_client_ns": last_client[keep]}
 
 
 @kernel
@@ -253,38 +285,105 @@ def partitions(con):
 
 def build_all(con, target="request_phases"):
     """Create `request_phases` (under the name `target`) from the whole store, a
-    partition at a time, each committed on its own; return its rows."""
+    partition at a time, each committed on its own; return its rows.
+
+    Each input (the requests' instants, the stall runs, the download loss
+    stretches, the packets the download gaps need) is read once and written
+    out by partition (DuckDB's partitioned COPY into a scratch folder beside
+    the store): a partition then reads its own rows only. Filtering the
+    tables by a partition's flows would scan them whole for each partition
+    (their rows are in time order, every flow's spread over all of them):
+    a cost that grows with the square of the capture."""
     con.execute(f"DROP TABLE IF EXISTS {target}")
     con.execute(create_table_sql("request_phases").replace(
         "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
+    parts = partitions(con)
     rows = 0
-    for cid, lo, hi in partitions(con):
-        table = _partition(con, {"capture_id": cid, "lo": lo, "hi": hi})
-        append(con, target, table)
-        rows += table.num_rows
+    with tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=_scratch_dir(con)) as tmp:
+        try:
+            _spill(con, parts, tmp)
+            for k, part in enumerate(parts):
+                if _part_files(tmp, "instants", k) is None:  # no request (of no flow)
+                    continue
+                table = _partition(con, part, lambda name: _part_files(tmp, name, k))
+                append(con, target, table)
+                rows += table.num_rows
+        finally:
+            con.execute("DROP TABLE IF EXISTS temp._phase_parts")
+            con.execute("DROP TABLE IF EXISTS temp._phase_flows")
     return rows
 
 
-def _partition(con, part):
-    """The `request_phases` rows of one partition as an Arrow table."""
-    instants = INSTANTS_SQL.format(part=IN_PART.format(t="q."))
-    r = _fetch(con, instants, part)
-    n = len(r["request_key"])
+def _scratch_dir(con):
+    """The store's folder (where DuckDB spills too), or the system's for a store in memory."""
+    (path,), = con.execute("SELECT path FROM duckdb_databases() "
+                           "WHERE database_name = current_database()").fetchall()
+    return os.path.dirname(os.path.abspath(path)) if path else None
+
+
+def _spill(con, parts, tmp):
+    """Each input written to tmp/<name>/part=<k>/."""
+    flow_parts(con, parts)
+    for name, sql, params in (("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}),
+                              ("runs", RUNS_SQL, {"states": list(STATES)}),
+                              ("loss", LOSS_ROUNDS_SQL, {}), ("packets", PACKETS_SQL, {})):
+        path = os.path.join(tmp, name).replace("'", "''")
+        con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet, PARTITION_BY (part), "
+                    f"COMPRESSION uncompressed)", params)
+
+
+def flow_parts(con, parts):
+    """Each flow with requests and its partition (temp._phase_flows), with whether
+    its download gaps are wanted (seen from the client, or QUIC) and the MSS
+    its client announced."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _phase_parts "
+                "(capture_id INTEGER, lo BIGINT, hi BIGINT, part INTEGER)")
+    con.executemany("INSERT INTO _phase_parts VALUES (?, ?, ?, ?)",
+                    [(cid, lo, hi, k) for k, (cid, lo, hi) in enumerate(parts) if cid is not None])
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _phase_flows AS
+        WITH rf AS (
+            SELECT capture_id, flow_id, bool_or(vantage <> 'server') AS not_server
+            FROM requests WHERE capture_id IS NOT NULL GROUP BY ALL
+        )
+        SELECT rf.capture_id, rf.flow_id, p.part,
+            rf.not_server OR coalesce(f.protocol = 'udp', false) AS pauses, f.client_mss
+        FROM rf LEFT JOIN flows f USING (capture_id, flow_id)
+        JOIN _phase_parts p ON p.capture_id = rf.capture_id AND rf.flow_id BETWEEN p.lo AND p.hi""")
+
+
+def _part_files(tmp, name, k):
+    """A partition's files of one input (read_parquet's argument), or None: no rows."""
+    folder = os.path.join(tmp, name, f"part={k}")
+    quoted = folder.replace("'", "''")
+    return f"read_parquet('{quoted}/*.parquet', hive_partitioning = false)" \
+        if os.path.isdir(folder) else None
+
+
+def _read(con, files, sql="SELECT * FROM {files}"):
+    return _fetch(con, sql.format(files=files)) if files else {}
+
+
+def _partition(con, part, files):
+    """The `request_phases` rows of one partition as an Arrow table; `files(name)`
+    names its rows of each input."""
+    r = _read(con, files("instants"))
+    n = len(r.get("request_key", ()))
     jit = use_jit(n * PYTHON_COST)
-    key = _i64(r["flow_key"])
-    a, b, c, d = (_i64(r[x]) for x in "abcd")
-    has_flow = r["has_flow"].astype(bool)
+    key = _i64(r.get("flow_key", ()))
+    a, b, c, d = (_i64(r.get(x, ())) for x in "abcd")
+    has_flow = np.asarray(r.get("has_flow", ()), bool)
     nstates = len(STATES)
     up = np.zeros((n, nstates), np.int64)
     down = np.zeros((n, nstates), np.int64)
     qo = np.lexsort((c, key))
-    no_flow = part["capture_id"] is None
+    no_flow = part[0] is None
     if n and not no_flow:
         # upload and download: state totals
-        runs = _fetch(con, RUNS_SQL, {**part, "states": list(STATES)})
-        runs_c2s = runs["c2s"].astype(bool)
-        runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
-        runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
+        runs = _read(con, files("runs"))
+        runs_c2s = np.asarray(runs.get("c2s", ()), bool)
+        runs_key, runs_lo = _i64(runs.get("flow_key", ())), _i64(runs.get("start_ns", ()))
+        runs_hi, runs_state = _i64(runs.get("end_ns", ())), _i64(runs.get("state", ()))
         for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
             sel = runs_c2s == c2s
             rk, rlo, rhi = runs_key[sel], runs_lo[sel], runs_hi[sel]
@@ -296,8 +395,8 @@ def _partition(con, part):
                            tmp)
             out[order] = tmp
         # download loss stretches by recovery round
-        lr = _fetch(con, LOSS_ROUNDS_SQL, part)
-        lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
+        lr = _read(con, files("loss"))
+        lk, llo, lhi = (_i64(lr.get(x, ())) for x in ("flow_key", "start_ns", "end_ns"))
         lo_ord = np.lexsort((llo, lk))
         empty = np.zeros(0, np.int64)
         size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
@@ -306,11 +405,11 @@ def _partition(con, part):
         overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj,
                       pns)
         pair_request = qo[pr]
-        pair_episode = _i64(lr["episode"])[lo_ord][pj]
-        pair_round = _i64(lr["round"])[lo_ord][pj]
+        pair_episode = _i64(lr.get("episode", ()))[lo_ord][pj]
+        pair_round = _i64(lr.get("round", ()))[lo_ord][pj]
         # the download's gaps seen from the client, by what explains them
-        pk = _fetch(con, PAUSES_SQL, part)
-        pkk, pts, pprev = _i64(pk["flow_key"]), _i64(pk["ts_ns"]), _i64(pk["prev_ns"])
+        pk = pauses(_read(con, files("packets")))
+        pkk, pts, pprev = (_i64(pk.get(x, ())) for x in ("flow_key", "ts_ns", "prev_ns"))
         po = np.lexsort((pprev, pkk))
         s2c = ~runs_c2s
         rk, rlo = runs_key[s2c], runs_lo[s2c]
@@ -318,8 +417,8 @@ def _partition(con, part):
         gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
         tmp = np.zeros((n, len(GAP_CLASSES)), np.int64)
         download_gaps(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
-                      pprev[po], _i64(pk["prev_bytes"])[po], _i64(pk["full_bytes"])[po],
-                      _i64(pk["last_client_ns"])[po], rk[ro], rlo[ro], runs_hi[s2c][ro],
+                      pprev[po], _i64(pk.get("prev_bytes", ()))[po],
+                      _i64(pk.get("full_bytes", ()))[po], _i64(pk.get("last_client_ns", ()))[po], rk[ro], rlo[ro], runs_hi[s2c][ro],
                       runs_state[s2c][ro], tmp)
         gaps[qo] = tmp
     else:
