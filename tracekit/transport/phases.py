@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ..jit import PYTHON_COST, kernel, use_jit
 from ..store.arrow import append, numpy_array, string_array
+from ..store.db import settings
 from ..store.schema import create_table_sql
 from .stalls import STATES
 
@@ -324,12 +325,16 @@ def _scratch_dir(con):
 def _spill(con, parts, tmp):
     """Each input written to tmp/<name>/part=<k>/."""
     flow_parts(con, parts)
-    for name, sql, params in (("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}),
-                              ("runs", RUNS_SQL, {"states": list(STATES)}),
-                              ("loss", LOSS_ROUNDS_SQL, {}), ("packets", PACKETS_SQL, {})):
-        path = os.path.join(tmp, name).replace("'", "''")
-        con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet, PARTITION_BY (part), "
-                    f"COMPRESSION uncompressed)", params)
+    # each partition's rows written out every 64 k rows rather than DuckDB's
+    # 512 k: the stall runs of 29 M packets (101 partitions) took 9.4 s to
+    # write with the default, 4.1 s so
+    with settings(con, partitioned_write_flush_threshold=65536):
+        for name, sql, params in (("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}),
+                                  ("runs", RUNS_SQL, {"states": list(STATES)}),
+                                  ("loss", LOSS_ROUNDS_SQL, {}), ("packets", PACKETS_SQL, {})):
+            path = os.path.join(tmp, name).replace("'", "''")
+            con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet, PARTITION_BY (part), "
+                        f"COMPRESSION uncompressed)", params)
 
 
 def flow_parts(con, parts):
