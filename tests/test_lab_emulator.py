@@ -15,9 +15,12 @@ by the host: 1-11 ms at a time here) or in the catch-up after it.
 A run during which the host took more than 2 % of the machine's CPU time
 (/proc/stat's steal; seen here: 0-0.3 % in a quiet hour, 7-50 % in a busy
 one, when even a run with 2-5 % had busy stretches that began 2 ms late
-with nothing the probe saw) cannot judge an emulator that needs 1.3 of the
-2 CPUs: the test tries three times and skips, saying so, if every run was
-taken.
+with nothing the probe saw), or during which the probe, a real-time
+process, was kept from running for more than 10 ms at once (6-7 ms in
+quiet runs; a CI run that saw 45 ms, with 0.15 % steal, also had 356 ACKs
+1.1-1.5 ms late in a stretch the probe did not see; a run with 20 ms, 313),
+cannot judge an emulator that needs 1.3 of the 2 CPUs: the test tries
+three times and skips, saying so, if every run was taken.
 
 Once on a quiet machine, once beside two busy loops (ordinary processes: the
 path and the programs it carries run at real-time priority) -- the second is
@@ -59,6 +62,7 @@ def busy_loops(n):
 
 
 STEAL_SHARE = 0.02  # a run judges the emulator when the host took under 2 % of the CPUs
+AWAY_MS = 10  # and the probe was never kept from running longer than this
 ATTEMPTS = 3
 
 
@@ -77,12 +81,14 @@ def test_the_chapters_path_holds_its_rate_and_delay(hog, tmp_path):
         with busy_loops(hog):
             m, stats, probe = calibrate(CHAPTER, str(work), 80_000_000)
         share = m["steal_cpu_s"] / (m["wall_s"] * m["cpus"])
-        tried.append(round(share, 3))
-        if share <= STEAL_SHARE:
+        away = stats["machine"]["max_late_ms"]
+        tried.append((round(share, 3), round(away, 1)))
+        if share <= STEAL_SHARE and away <= AWAY_MS:
             break
     else:
-        pytest.skip(f"the host took {tried} of this machine's CPU time in each of "
-                    f"{ATTEMPTS} runs (/proc/stat steal): no run can judge the emulator")
+        pytest.skip(f"(steal share, longest time the probe was kept away in ms) of each of "
+                    f"{ATTEMPTS} runs: {tried}; the limits are {STEAL_SHARE} and {AWAY_MS} ms: "
+                    f"no run can judge the emulator")
     late = m.pop("late")
     report = f"{m} forwarder={stats}"
     assert sum(stats["dropped"]["down"].values()) == 0, report  # a path measure, not loss recovery
