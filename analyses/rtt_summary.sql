@@ -24,7 +24,10 @@
 --   client_leg_ns, server_leg_ns, path_rtt_ns (their sum)
 --   client_leg_fraction client_leg / path_rtt
 --   vantage             client | server | between | unknown
-WITH s AS (SELECT * FROM rtt_samples WHERE capture_id BETWEEN $first AND $last),
+-- read twice (counts, ranks) straight from the view: materialised once, its
+-- rows (every sample, with text columns) spilled under analyze's memory limit
+-- (29 M packets: 19.4 s as a materialised CTE, 15.4 s so; same rows)
+WITH s AS NOT MATERIALIZED (SELECT * FROM rtt_samples WHERE capture_id BETWEEN $first AND $last),
 
 -- median and p90 by rank (linear interpolation between the two nearest ranks,
 -- as quantile_cont): a sort, which spills to disk, where quantile_cont would

@@ -195,3 +195,29 @@ def test_analyze_does_not_import_pandas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     requests, pandas = out.stdout.split()
     assert int(requests) > 0 and pandas == "False"
+
+
+def test_rtt_summary_quantiles_equal_numpys(db):
+    """rtt_summary's median and p90 rank every sample of a flow direction and
+    interpolate between the two nearest ranks; numpy's percentile (linear
+    method) over the same samples gives the same to the nanosecond."""
+    import numpy as np
+    load_captures(db, [LOSSY, SAMPLES / "http-fresh-vs-persistent.pcap"])
+    analyze(db)
+    samples = {}
+    for cid, flow, direction, rtt in db.execute(
+            "SELECT capture_id, flow_id, direction, rtt_ns FROM rtt_samples "
+            "WHERE kind <> 'handshake'").fetchall():
+        samples.setdefault((cid, flow, direction), []).append(rtt)
+    rows = db.execute("SELECT capture_id, flow_id, direction, samples, median_rtt_ns, p90_rtt_ns "
+                      "FROM rtt_summary WHERE samples > 0").fetchall()
+    assert len(rows) == len(samples) and max(r[3] for r in rows) > 100
+    uneven = 0
+    for cid, flow, direction, n, median, p90 in rows:
+        values = np.array(samples[(cid, flow, direction)], np.float64)
+        assert n == len(values)
+        for got, q in ((median, 50), (p90, 90)):
+            want = np.percentile(values, q)
+            uneven += want != round(want)
+            assert abs(got - want) <= 0.5, (cid, flow, direction, q)
+    assert uneven > 0  # some quantile falls between two samples: the interpolation is tested
