@@ -52,7 +52,7 @@ demo: setup
 		--levels direct,tunnel --out demo-report.html
 
 test: setup-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs  # -rs: each skipped test and why
 
 clean:
 	rm -rf $(VENV) demo.duckdb demo-*.html demo-*.png .pytest_cache
