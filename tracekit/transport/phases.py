@@ -78,19 +78,20 @@ ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery
 NO_CLIENT = -9223372036854775807  # no packet of the client's yet
 PACKETS_SQL = """
 SELECT t.capture_id * 4294967296 + t.flow_id AS flow_key, t.frame, t.ts_ns, t.from_client,
-       t.payload_bytes, coalesce(m.client_mss - 40, -1) AS full_bytes, m.part
+       t.payload_bytes, m.client_mss IS NOT NULL AS has_mss,
+       coalesce(m.client_mss - 40, 0) AS full_bytes, m.part
 FROM packets t JOIN _phase_flows m USING (capture_id, flow_id)
 WHERE m.pauses AND (t.payload_bytes > 0 OR t.from_client)
 """
 
 
 @kernel
-def pause_inputs(key, client, ts, size, full, out_has_prev, out_prev, out_prev_bytes,
+def pause_inputs(key, client, ts, size, has_mss, full, out_has_prev, out_prev, out_prev_bytes,
                  out_last_client):
     """For the server's data packets: whether one came before on the flow, its
     time and size, the client's last packet before (NO_CLIENT: none), and the size a
     full segment has (within 40 option bytes of the MSS the client announced,
-    else the largest the server sent: `full` is -1 where no MSS was seen).
+    else the largest the server sent: `full` is set where `has_mss` is not).
     Packets sorted by (key, frame); the client's packets are all of them, the
     server's those with data."""
     n = len(key)
@@ -108,7 +109,7 @@ def pause_inputs(key, client, ts, size, full, out_has_prev, out_prev, out_prev_b
             if client[k]:
                 last_client = max(last_client, ts[k])
                 continue
-            if full[k] < 0:
+            if not has_mss[k]:
                 full[k] = largest
             out_last_client[k] = last_client
             if prev >= 0:
@@ -129,10 +130,11 @@ def pauses(r):
     key, ts = _i64(r["flow_key"])[order], _i64(r["ts_ns"])[order]
     client = np.asarray(r["from_client"], bool)[order]
     size, full = _i64(r["payload_bytes"])[order], _i64(r["full_bytes"])[order]
+    has_mss = np.asarray(r["has_mss"], bool)[order]
     has_prev = np.zeros(len(key), bool)
     prev, prev_bytes, last_client = (np.zeros(len(key), np.int64) for _ in range(3))
-    pause_inputs(use_jit(len(key) * PYTHON_COST), key, client, ts, size, full, has_prev, prev,
-                 prev_bytes, last_client)
+    pause_inputs(use_jit(len(key) * PYTHON_COST), key, client, ts, size, has_mss, full, has_prev,
+                 prev, prev_bytes, last_client)
     keep = ~client & has_prev
     return {"flow_key": key[keep], "ts_ns": ts[keep], "prev_ns": prev[keep],
             "prev_bytes": prev_bytes[keep], "full_bytes": full[keep],
