@@ -83,6 +83,8 @@ SELECT t.capture_id * 4294967296 + t.flow_id AS flow_key, t.frame, t.ts_ns, t.fr
 FROM packets t JOIN _phase_flows m USING (capture_id, flow_id)
 WHERE m.pauses AND (t.payload_bytes > 0 OR t.from_client)
 """
+PACKET_COLUMNS = ("flow_key", "frame", "ts_ns", "from_client", "payload_bytes", "has_mss",
+                  "full_bytes")
 
 
 @kernel
@@ -123,9 +125,6 @@ def pause_inputs(key, client, ts, size, has_mss, full, out_has_prev, out_prev, o
 def pauses(r):
     """The server's data packets of a partition that follow another (download_gaps'
     input), from its packets (PACKETS_SQL)."""
-    if not len(r.get("flow_key", ())):
-        return {x: np.zeros(0, np.int64) for x in ("flow_key", "ts_ns", "prev_ns", "prev_bytes",
-                                                   "full_bytes", "last_client_ns")}
     order = np.lexsort((_i64(r["frame"]), _i64(r["flow_key"])))
     key, ts = _i64(r["flow_key"])[order], _i64(r["ts_ns"])[order]
     client = np.asarray(r["from_client"], bool)[order]
@@ -367,19 +366,22 @@ def _part_files(tmp, name, k):
         if os.path.isdir(folder) else None
 
 
-def _read(con, files, sql="SELECT * FROM {files}"):
-    return _fetch(con, sql.format(files=files)) if files else {}
+def _read(con, files, columns):
+    """A partition's rows of one input; no files: each column empty."""
+    if files is None:
+        return {c: np.zeros(0, np.int64) for c in columns}
+    return _fetch(con, f"SELECT * FROM {files}")
 
 
 def _partition(con, part, files):
     """The `request_phases` rows of one partition as an Arrow table; `files(name)`
     names its rows of each input."""
-    r = _read(con, files("instants"))
-    n = len(r.get("request_key", ()))
+    r = _fetch(con, f"SELECT * FROM {files('instants')}")
+    n = len(r["request_key"])
     jit = use_jit(n * PYTHON_COST)
-    key = _i64(r.get("flow_key", ()))
-    a, b, c, d = (_i64(r.get(x, ())) for x in "abcd")
-    has_flow = np.asarray(r.get("has_flow", ()), bool)
+    key = _i64(r["flow_key"])
+    a, b, c, d = (_i64(r[x]) for x in "abcd")
+    has_flow = r["has_flow"].astype(bool)
     nstates = len(STATES)
     up = np.zeros((n, nstates), np.int64)
     down = np.zeros((n, nstates), np.int64)
@@ -387,10 +389,10 @@ def _partition(con, part, files):
     no_flow = part[0] is None
     if n and not no_flow:
         # upload and download: state totals
-        runs = _read(con, files("runs"))
-        runs_c2s = np.asarray(runs.get("c2s", ()), bool)
-        runs_key, runs_lo = _i64(runs.get("flow_key", ())), _i64(runs.get("start_ns", ()))
-        runs_hi, runs_state = _i64(runs.get("end_ns", ())), _i64(runs.get("state", ()))
+        runs = _read(con, files("runs"), ("flow_key", "c2s", "start_ns", "end_ns", "state"))
+        runs_c2s = runs["c2s"].astype(bool)
+        runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
+        runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
         for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
             sel = runs_c2s == c2s
             rk, rlo, rhi = runs_key[sel], runs_lo[sel], runs_hi[sel]
@@ -402,8 +404,8 @@ def _partition(con, part, files):
                            tmp)
             out[order] = tmp
         # download loss stretches by recovery round
-        lr = _read(con, files("loss"))
-        lk, llo, lhi = (_i64(lr.get(x, ())) for x in ("flow_key", "start_ns", "end_ns"))
+        lr = _read(con, files("loss"), ("flow_key", "start_ns", "end_ns", "episode", "round"))
+        lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
         lo_ord = np.lexsort((llo, lk))
         empty = np.zeros(0, np.int64)
         size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
@@ -412,11 +414,11 @@ def _partition(con, part, files):
         overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj,
                       pns)
         pair_request = qo[pr]
-        pair_episode = _i64(lr.get("episode", ()))[lo_ord][pj]
-        pair_round = _i64(lr.get("round", ()))[lo_ord][pj]
+        pair_episode = _i64(lr["episode"])[lo_ord][pj]
+        pair_round = _i64(lr["round"])[lo_ord][pj]
         # the download's gaps seen from the client, by what explains them
-        pk = pauses(_read(con, files("packets")))
-        pkk, pts, pprev = (_i64(pk.get(x, ())) for x in ("flow_key", "ts_ns", "prev_ns"))
+        pk = pauses(_read(con, files("packets"), PACKET_COLUMNS))
+        pkk, pts, pprev = pk["flow_key"], pk["ts_ns"], pk["prev_ns"]
         po = np.lexsort((pprev, pkk))
         s2c = ~runs_c2s
         rk, rlo = runs_key[s2c], runs_lo[s2c]
@@ -424,8 +426,8 @@ def _partition(con, part, files):
         gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
         tmp = np.zeros((n, len(GAP_CLASSES)), np.int64)
         download_gaps(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
-                      pprev[po], _i64(pk.get("prev_bytes", ()))[po],
-                      _i64(pk.get("full_bytes", ()))[po], _i64(pk.get("last_client_ns", ()))[po], rk[ro], rlo[ro], runs_hi[s2c][ro],
+                      pprev[po], pk["prev_bytes"][po], pk["full_bytes"][po],
+                      pk["last_client_ns"][po], rk[ro], rlo[ro], runs_hi[s2c][ro],
                       runs_state[s2c][ro], tmp)
         gaps[qo] = tmp
     else:
