@@ -151,7 +151,7 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
 
-def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch, tmp_path):
+def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     """request_phases runs in partitions of flows (bounded memory), each reading
     its own rows from a scratch folder: many partitions give the rows of one,
     and the folder is gone afterwards."""
