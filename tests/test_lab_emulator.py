@@ -23,8 +23,13 @@ cannot judge an emulator that needs 1.3 of the 2 CPUs: the test tries
 three times and skips, saying so, if every run was taken.
 
 Once on a quiet machine, once beside two busy loops (ordinary processes: the
-path and the programs it carries run at real-time priority) -- the second is
-an expected failure for now (BUSY says why).
+path and the programs it carries run at real-time priority), under the same
+rule. Beside the loops, 14 runs on 2026-12-02 left 0-48 packets unexplained
+of 29,483-29,929 up and 55,255-55,256 down (the bound lets 1 % through: ~300 and 552)
+and 16 more passed the test; the one failure on record beside them (CI,
+2026-12-01: 1,022 of 55,256 down, steal 0.3 %) was a run in which the host
+took the CPU in pieces the probe mostly did not see (docs/lab.md): should
+that come back, this test fails, as it should -- the path did not hold.
 """
 
 import contextlib
@@ -66,13 +71,7 @@ AWAY_MS = 10  # and the probe was never kept from running longer than this
 ATTEMPTS = 3
 
 
-BUSY = pytest.param(2, id="two-busy-loops", marks=pytest.mark.xfail(
-    strict=False, reason="known, not yet held: beside two busy loops a busy stretch can "
-    "begin 0.6 ms late with nothing the probe saw, and after the machine is away for "
-    "40 ms the forwarder took up to 15x as long to catch up (CI, 2026-12-01)"))
-
-
-@pytest.mark.parametrize("hog", [0, BUSY], ids=["quiet", "two-busy-loops"])
+@pytest.mark.parametrize("hog", [0, 2], ids=["quiet", "two-busy-loops"])
 def test_the_chapters_path_holds_its_rate_and_delay(hog, tmp_path):
     tried = []
     for attempt in range(ATTEMPTS):
