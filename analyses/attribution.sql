@@ -2,9 +2,11 @@
 -- exactly; every span named after a mechanism is backed by evidence, and what
 -- no evidence explains is `unexplained`.
 --
--- Built over the whole store, in parts of requests ($part of $parts, by a hash of
--- request_key: each request's spans depend on its own rows and its run's tunnel
--- packets only), so that memory is bounded by a part, not by the store. Sources: requests, bounds, handshakes, events,
+-- Built over the whole store, in parts of requests (by a hash of request_key:
+-- each request's spans depend on its own rows and its run's tunnel packets
+-- only), so that memory is bounded by a part, not by the store: the step
+-- (tracekit/analyze.py, PartitionedStoreStep) runs this query once per part
+-- with requests, bounds and request_phases holding that part's rows. Sources: requests, bounds, handshakes, events,
 -- request_phases (the four instants and what the transport did in each phase:
 -- tracekit/transport/phases.py, from stalls and recovery_rounds).
 -- Definitions (the method). A request [start, end] (requests) is cut at four
@@ -90,7 +92,7 @@ WITH inst AS (
     FROM requests q JOIN bounds b USING (request_key)
     JOIN request_phases ph USING (request_key)
     LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
-    WHERE q.flow_id IS NOT NULL AND hash(q.request_key) % $parts = $part
+    WHERE q.flow_id IS NOT NULL
 ),
 
 hs AS (
@@ -386,8 +388,7 @@ loss_rows AS (  -- loss recovery, one span per recovery round: each round's shar
                 CAST(sw.loss_total::HUGEINT * lr.ns
                      // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0) AS BIGINT) AS part
             FROM spans_wide sw
-            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases
-                  WHERE hash(request_key) % $parts = $part) lr
+            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases) lr
               USING (request_key)
             WHERE sw.loss_total > 0
         )
@@ -409,7 +410,7 @@ no_packets AS (
     SELECT q.request_key, 0 AS span_order, 'unattributed' AS span, 'request' AS phase,
         q.duration_ns AS ns, false AS irreducible,
         'no flow of this request was linked: nothing captured shows its time' AS detail
-    FROM requests q WHERE q.flow_id IS NULL AND hash(q.request_key) % $parts = $part
+    FROM requests q WHERE q.flow_id IS NULL
 ),
 
 final AS (

@@ -210,8 +210,7 @@ class PartitionedStoreStep(StoreStep):
     rows (DuckDB reads the temporary schema first), found by the bucket's zone
     map, so that a part costs its own size, not the store's (views, not
     copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL
-    itself is unchanged and runs with `$parts = 1` (its own filter is then a
-    no-op)."""
+    is the same for one part or many: it reads whatever those names hold."""
 
     PART_REQUESTS = 100_000
     PART_TABLES = ("requests", "bounds", "request_phases")
@@ -220,10 +219,9 @@ class PartitionedStoreStep(StoreStep):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
         (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
         parts = max(1, -(-n // self.PART_REQUESTS))
-        run = {"parts": 1, "part": 0}
         try:
             if parts == 1:
-                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)", run)
+                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)")
             else:
                 for t in self.PART_TABLES:
                     con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
@@ -235,7 +233,7 @@ class PartitionedStoreStep(StoreStep):
                                     f"FROM _bucketed_{t} WHERE _bucket = {part}")
                     head = (f"CREATE OR REPLACE TABLE main.{target} AS" if part == 0
                             else f"INSERT INTO main.{target}")
-                    con.execute(f"{head} SELECT * FROM (\n{sql}\n)", run)
+                    con.execute(f"{head} SELECT * FROM (\n{sql}\n)")
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
         finally:
