@@ -173,6 +173,35 @@ def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     store.execute("DROP TABLE request_phases_parts")
 
 
+def test_request_phases_that_fail_midway_leave_no_writer_or_scratch(store, monkeypatch):
+    """request_phases appends on a thread while the next partition is built: a
+    partition that fails raises its own error, the appending thread is
+    stopped and the scratch folder removed."""
+    import threading
+
+    import pytest
+
+    from tracekit.store.writer import AppendWriter
+    from tracekit.transport import phases
+    monkeypatch.setattr(phases, "PART_RUNS", 1)
+    built, real = [], phases._partition
+
+    def failing(con, part, files):
+        if len(built) == 2:
+            raise ValueError("an absurd partition")
+        built.append(part)
+        return real(con, part, files)
+    monkeypatch.setattr(phases, "_partition", failing)
+    folder = Path(store.execute("SELECT path FROM duckdb_databases() "
+                                "WHERE database_name = current_database()").fetchone()[0]).parent
+    with pytest.raises(ValueError, match="an absurd partition"):
+        phases.build_all(store, "request_phases_failed")
+    assert len(built) == 2
+    assert not [t for t in threading.enumerate() if isinstance(t, AppendWriter)]
+    assert not list(folder.glob(".tracekit-phases-*"))
+    store.execute("DROP TABLE request_phases_failed")
+
+
 def test_download_gap_inputs_equal_their_definition_in_sql(store):
     """The server's data packets that download_gaps reads (previous data packet,
     the client's last packet before it, the full segment size) are computed

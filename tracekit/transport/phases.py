@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..jit import PYTHON_COST, kernel, use_jit
-from ..store.arrow import append, numpy_array, string_array
+from ..store.arrow import numpy_array, string_array
 from ..store.db import settings
 from ..store.schema import create_table_sql
+from ..store.writer import AppendWriter
 from .stalls import STATES
 
 TABLES = ("request_phases",)
@@ -295,22 +296,30 @@ def build_all(con, target="request_phases"):
     the store): a partition then reads its own rows only. Filtering the
     tables by a partition's flows would scan them whole for each partition
     (their rows are in time order, every flow's spread over all of them):
-    a cost that grows with the square of the capture."""
+    a cost that grows with the square of the capture. A thread appends the
+    rows in whole row groups while the next partition is built (2.9 M
+    packets, 11 partitions: 6.6 -> 4.5-4.8 s; 125 MB more held)."""
     con.execute(f"DROP TABLE IF EXISTS {target}")
     con.execute(create_table_sql("request_phases").replace(
         "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
     parts = partitions(con)
     rows = 0
+    writer = AppendWriter(con.cursor())  # appends whole row groups while the next partition is built
     with tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=_scratch_dir(con)) as tmp:
         try:
             _spill(con, parts, tmp)
+            writer.start()
             for k, part in enumerate(parts):
                 if _part_files(tmp, "instants", k) is None:  # no request (of no flow)
                     continue
                 table = _partition(con, part, lambda name: _part_files(tmp, name, k))
-                append(con, target, table)
+                writer.put(target, table)
                 rows += table.num_rows
+            writer.finish()
         finally:
+            if writer.is_alive():
+                writer.abandon()
+            writer.con.close()
             con.execute("DROP TABLE IF EXISTS temp._phase_parts")
             con.execute("DROP TABLE IF EXISTS temp._phase_flows")
     return rows
