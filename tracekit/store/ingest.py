@@ -156,11 +156,18 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     `first_capture_id` numbers them from there instead of after the store's
     last (a dataset's task: the coordinator has chosen the id).
     """
-    # Let DuckDB write row groups from both threads as they fill instead of
-    # reordering them at checkpoint: halves the cost of persisting packets.
-    # Row order on disk is then by batch, not strictly by frame: queries that
-    # need capture order say ORDER BY frame (they must anyway).
-    with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT):
+    # Let DuckDB write row groups as they fill instead of reordering them at
+    # checkpoint: halves the cost of persisting packets. Row order on disk is
+    # then by batch, not strictly by frame: queries that need capture order
+    # say ORDER BY frame (they must anyway). One DuckDB thread: decoding has
+    # the other core, and an append of two row groups split between two
+    # threads leaves each a share under DuckDB's threshold for writing it
+    # straight to the file, so it went through memory and was compressed
+    # again at the checkpoint (2.9 M packets at 128 bytes: 10.3-11.5 ->
+    # 9.7-10.0 s, four alternated runs each; 8.7 M: 30.3 -> 24.5 s; full
+    # snaplen: 12.4-12.7 -> 12.9-13.0 s but 150 MB less held).
+    with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT,
+                  threads=1):
         return _load_all(con, [str(p) for p in paths], labels, replace, progress,
                          batch_packets, chunk_bytes, command, first_capture_id)
 
