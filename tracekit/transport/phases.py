@@ -305,8 +305,8 @@ def build_all(con, target="request_phases"):
         "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
     parts = partitions(con)
     rows = 0
-    writer = AppendWriter(con.cursor())  # appends whole row groups while the next partition is built
     with tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=_scratch_dir(con)) as tmp:
+        writer = AppendWriter(con.cursor())  # appends while the next partition is built
         try:
             _spill(con, parts, tmp)
             writer.start()
