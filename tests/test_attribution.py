@@ -151,6 +151,12 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
 
+def _store_folder(store):
+    """The folder of the store's file (where the docs say scratch folders go)."""
+    return Path(store.execute("SELECT path FROM duckdb_databases() "
+                              "WHERE database_name = current_database()").fetchone()[0]).parent
+
+
 def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     """request_phases runs in partitions of flows (bounded memory), each reading
     its own rows from a scratch folder: many partitions give the rows of one,
@@ -165,8 +171,7 @@ def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
                               "WHERE capture_id IS NOT NULL").fetchall()
     monkeypatch.setattr(phases, "PART_RUNS", 1)  # a partition per flow
     assert len(phases.partitions(store)) == flows + 1  # and the requests without a flow
-    folder = Path(store.execute("SELECT path FROM duckdb_databases() "
-                                "WHERE database_name = current_database()").fetchone()[0]).parent
+    folder = _store_folder(store)
     phases.build_all(store, "request_phases_parts")
     assert not list(folder.glob(".tracekit-phases-*"))  # its scratch folder is gone
     assert store.execute("SELECT * FROM request_phases_parts ORDER BY ALL").fetchall() == whole
@@ -179,8 +184,6 @@ def test_request_phases_that_fail_midway_leave_no_writer_or_scratch(store, monke
     stopped and the scratch folder removed."""
     import threading
 
-    import pytest
-
     from tracekit.store.writer import AppendWriter
     from tracekit.transport import phases
     monkeypatch.setattr(phases, "PART_RUNS", 1)
@@ -192,8 +195,7 @@ def test_request_phases_that_fail_midway_leave_no_writer_or_scratch(store, monke
         built.append(part)
         return real(con, part, files)
     monkeypatch.setattr(phases, "_partition", failing)
-    folder = Path(store.execute("SELECT path FROM duckdb_databases() "
-                                "WHERE database_name = current_database()").fetchone()[0]).parent
+    folder = _store_folder(store)
     with pytest.raises(ValueError, match="an absurd partition"):
         phases.build_all(store, "request_phases_failed")
     assert len(built) == 2
