@@ -49,3 +49,27 @@ def test_held_tables_stay_few_between_row_groups():
     assert con.execute(f"SELECT count(DISTINCT k), min(k), max(k) FROM {storage('t')}").fetchone() \
         == (3_000, 0, 2_999)
 
+
+
+def test_appends_reach_the_file_as_whole_row_groups(tmp_path):
+    """Puts cut at other sizes than a row group still leave both of DuckDB's
+    threads whole row groups to write straight to the file: before the
+    checkpoint only the tail (under a row group) is held in memory. Cut as
+    they came (batches of 50,000), each thread's share was under a row group
+    and all of it waited for the checkpoint, then took twice the space."""
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("SET threads = 2")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute(f"CREATE TABLE {storage('t')} (k BIGINT, v VARCHAR)")
+    w = writer.AppendWriter(con, row_group=2 * writer.ROW_GROUP)
+    w.start()
+    for i in range(7):  # 350,000 rows: one append of two row groups, then the tail
+        w.put("t", _table(i * 50_000, 50_000))
+    w.finish()
+    groups = con.execute(
+        "SELECT row_group_id, bool_and(persistent), max(\"count\") FROM pragma_storage_info(?) "
+        "WHERE column_name = 'k' GROUP BY ALL ORDER BY 1", [storage("t")]).fetchall()
+    assert [p for _, p, _ in groups] == [True, True, False]
+    assert [n for *_, n in groups][:2] == [writer.ROW_GROUP] * 2
+    assert con.execute(f"SELECT count(DISTINCT k), min(k), max(k) FROM {storage('t')}").fetchone() \
+        == (350_000, 0, 349_999)

@@ -44,7 +44,7 @@ from .reading import decoded_batches, file_size, open_file, prefetch, small_file
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import ROW_GROUP, AppendWriter
 
-INSERT_ROWS = 4 * ROW_GROUP  # rows per DuckDB append: whole row groups (see store/writer.py)
+INSERT_ROWS = 2 * ROW_GROUP  # rows per DuckDB append: a row group per thread (store/writer.py)
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
@@ -159,15 +159,13 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     # Let DuckDB write row groups as they fill instead of reordering them at
     # checkpoint: halves the cost of persisting packets. Row order on disk is
     # then by batch, not strictly by frame: queries that need capture order
-    # say ORDER BY frame (they must anyway). One DuckDB thread: decoding has
-    # the other core, and an append of two row groups split between two
-    # threads leaves each a share under DuckDB's threshold for writing it
-    # straight to the file, so it went through memory and was compressed
-    # again at the checkpoint (2.9 M packets at 128 bytes: 10.3-11.5 ->
-    # 9.7-10.0 s, four alternated runs each; 8.7 M: 30.3 -> 24.5 s; full
-    # snaplen: 12.4-12.7 -> 12.9-13.0 s but 150 MB less held).
-    with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT,
-                  threads=1):
+    # say ORDER BY frame (they must anyway). Appends of two row groups, cut
+    # into batches of one (store/writer.py): each of DuckDB's two threads
+    # writes a whole row group straight to the file while decoding goes on
+    # (2.9 M packets at 128 bytes, three alternated runs: 7.9-8.5 s and
+    # 793-797 MB with one DuckDB thread and appends of four groups as they
+    # came; 6.0-7.9 s and 735-749 MB now).
+    with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT):
         return _load_all(con, [str(p) for p in paths], labels, replace, progress,
                          batch_packets, chunk_bytes, command, first_capture_id)
 
