@@ -72,3 +72,22 @@ def test_a_bad_file_among_small_ones_fails_the_ingest_and_names_it(tmp_path):
         load_captures(con, paths[:3] + [str(bad)] + paths[3:])
     assert con.execute("SELECT count(*) FROM packets").fetchone() == (0,)
     con.close()
+
+
+def test_small_files_make_one_table_per_group_not_one_per_file(tmp_path, monkeypatch):
+    """A table costs ~90 array constructions whatever its rows: the packets and
+    flows of a group of small files are put to the writer as one table each
+    (the rows are the same: the test above)."""
+    from tracekit.store import writer
+
+    paths = _inputs(tmp_path)[:-1]  # (no duplicate: it flushes early, by design)
+    groups = list(reading.small_file_groups(paths, 1 << 25))
+    puts = []
+    put = writer.AppendWriter.put
+    monkeypatch.setattr(writer.AppendWriter, "put",
+                        lambda self, target, table: (puts.append(target), put(self, target, table)))
+    con = connect(tmp_path / "g.duckdb")
+    load_captures(con, paths)
+    con.close()
+    assert len(paths) > 2 * len(groups)
+    assert puts.count("packets") == len(groups) and puts.count("flows") == len(groups)

@@ -76,6 +76,7 @@ def string_array(items):
 
 _STATUS_DICT = string_array([s or "" for s in STATUS])
 _QUIC_DICT = string_array(QUIC_TYPE_NAMES)
+_PROTOCOL_DICT = string_array(["tcp", "udp"])
 
 
 def _dict(indices, dictionary):
@@ -93,9 +94,19 @@ def _sack(values, count, null):
                                  [_validity(null), pa.py_buffer(offsets)], children=[flat])
 
 
-def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shift,
-                  src_idx, dst_idx, addresses):
-    """Build the Arrow table of one batch (column order of `packets`)."""
+class _Dict(tuple):
+    """A text column as (indices, names): index -1 is NULL; `names` a list of
+    str or an Arrow string array shared by every part that uses it."""
+
+
+class _Sack(tuple):
+    """A SACK edge column as (values (n, 4), blocks per packet, null mask)."""
+
+
+def packet_columns(capture_id, batch, link_type, cols, flow_id, from_client, shift,
+                   src_idx, dst_idx, addresses):
+    """The `packets` columns of one batch as numpy: {name: (values, null mask)},
+    `_Dict` or `_Sack` (for `gathered_table`)."""
     n = len(batch)
     status = cols["status"]
     is_ip = cols["addr_ok"]
@@ -107,7 +118,6 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
     shift_known = shift >= 0
     window = cols["tcp_window"].astype(np.int64)
     window_bytes = np.where(shift_known, window << np.maximum(shift, 0).astype(np.int64), window)
-    addr_dict = string_array(addresses)
     iface = batch.interface_id
     v = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
@@ -159,29 +169,18 @@ def packets_table(capture_id, batch, link_type, cols, flow_id, from_client, shif
         "quic_dcid_len": (np.maximum(cols["quic_dcid_len"], 0).astype(np.uint8), cols["quic_type"] < 0),
         "quic_scid_len": (np.maximum(cols["quic_scid_len"], 0).astype(np.uint8), cols["quic_type"] < 0),
     }
-    arrays = []
-    for field in PACKETS_SCHEMA:
-        name = field.name
-        if name == "decode_status":
-            arrays.append(_dict(np.where(status == 0, -1, status.astype(np.int32)), _STATUS_DICT))
-        elif name == "src_addr":
-            arrays.append(_dict(src_idx, addr_dict))
-        elif name == "dst_addr":
-            arrays.append(_dict(dst_idx, addr_dict))
-        elif name == "quic_type":
-            arrays.append(_dict(cols["quic_type"].astype(np.int32), _QUIC_DICT))
-        elif name == "tcp_sack_left":
-            arrays.append(_sack(cols["tcp_sack_left"], cols["tcp_sack_count"], cols["tcp_sack_count"] == 0))
-        elif name == "tcp_sack_right":
-            arrays.append(_sack(cols["tcp_sack_right"], cols["tcp_sack_count"], cols["tcp_sack_count"] == 0))
-        else:
-            values, null = v[name]
-            arrays.append(_col(values, null, field.type))
-    return pa.Table.from_arrays(arrays, schema=PACKETS_SCHEMA)
+    v["decode_status"] = _Dict((np.where(status == 0, -1, status.astype(np.int32)), _STATUS_DICT))
+    v["src_addr"] = _Dict((src_idx, addresses))
+    v["dst_addr"] = _Dict((dst_idx, addresses))
+    v["quic_type"] = _Dict((cols["quic_type"].astype(np.int32), _QUIC_DICT))
+    for side in ("left", "right"):
+        count = cols["tcp_sack_count"]
+        v[f"tcp_sack_{side}"] = _Sack((cols[f"tcp_sack_{side}"], count, count == 0))
+    return v
 
 
-def flows_table(capture_id, stats, ends, address_cache):
-    """Build the Arrow table of `flows` from the flow tracker's counters."""
+def flow_columns(capture_id, stats, ends, address_cache):
+    """The `flows` columns of one capture as numpy (see `packet_columns`)."""
     from ..decode.addresses import address_dictionary
 
     n = len(stats)
@@ -207,21 +206,60 @@ def flows_table(capture_id, stats, ends, address_cache):
     for name in ("client_sack_permitted", "server_sack_permitted"):
         v = stats[:, S[name]]
         derived[name] = (v == 1, v == NONE)
-    arrays = []
+    derived["protocol"] = _Dict((np.where(tcp, 0, 1), _PROTOCOL_DICT))
+    derived["client_addr"] = _Dict((np.where(client_is_a, a_idx, b_idx), names))
+    derived["server_addr"] = _Dict((np.where(client_is_a, b_idx, a_idx), names))
     for field in FLOWS_SCHEMA:
-        name = field.name
-        if name == "protocol":
-            arrays.append(_dict(np.where(tcp, 0, 1), string_array(["tcp", "udp"])))
-        elif name in ("client_addr", "server_addr"):
-            pick_a = client_is_a if name == "client_addr" else ~client_is_a
-            arrays.append(_dict(np.where(pick_a, a_idx, b_idx), string_array(names)))
-        elif name in derived:
-            values, null = derived[name]
-            arrays.append(_col(values, null, field.type))
+        if field.name not in derived:
+            v = stats[:, S[field.name]]
+            derived[field.name] = (v, v == NONE)
+    return derived
+
+
+def gathered_table(schema, parts):
+    """One Arrow table of `schema` from the columns of many batches or files
+    (`packet_columns`, `flow_columns`). A table costs some ninety small
+    array constructions whatever its rows: a directory of small captures
+    makes one table per group of files, not one per file."""
+    arrays = []
+    for field in schema:
+        specs = [part[field.name] for part in parts]
+        first = specs[0]
+        if isinstance(first, _Dict):
+            arrays.append(_gathered_dict(specs))
+        elif isinstance(first, _Sack):
+            values, count, null = (_cat([s[k] for s in specs]) for k in range(3))
+            arrays.append(_sack(values, count, null))
         else:
-            v = stats[:, S[name]]
-            arrays.append(_col(v, v == NONE, field.type))
-    return pa.Table.from_arrays(arrays, schema=FLOWS_SCHEMA)
+            nulls = [s[1] for s in specs]
+            if all(m is None for m in nulls):
+                null = None
+            else:
+                null = _cat([np.zeros(len(s[0]), bool) if s[1] is None else s[1] for s in specs])
+            arrays.append(_col(_cat([s[0] for s in specs]), null, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _cat(arrays):
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _gathered_dict(specs):
+    """One dictionary column from parts with their own names: the names of
+    each distinct list once, one after the other, and the indices moved."""
+    at, names, indices = {}, [], []
+    for idx, part_names in specs:
+        key = id(part_names)
+        if key not in at:
+            at[key] = sum(len(n) for n in names)
+            names.append(part_names)
+        shift = at[key]
+        indices.append(idx if not shift else np.where(idx < 0, -1, idx + shift))
+    if len(names) == 1 and isinstance(names[0], pa.Array):
+        dictionary = names[0]
+    else:
+        dictionary = string_array([x for n in names for x in n])
+    return _dict(_cat(indices), dictionary)
 
 
 def append(con, table, rows):

@@ -38,13 +38,16 @@ from ..decode.payloads import PayloadKeeper
 from ..decode.status import CODE, STATUS
 from ..jit import prefer_compiled
 from ..errors import TracekitError
-from .arrow import flows_table, packets_table
+from .arrow import FLOWS_SCHEMA, PACKETS_SCHEMA, flow_columns, gathered_table, packet_columns
 from .db import settings
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
 from .schema import CAPTURES, INTERFACES, storage
 from .writer import ROW_GROUP, AppendWriter
 
 INSERT_ROWS = 2 * ROW_GROUP  # rows per DuckDB append: a row group per thread (store/writer.py)
+# rows gathered into one Arrow table: a small file's packets and flows wait
+# for the next files' (a table costs ~90 array constructions whatever its size)
+GATHER_ROWS = 1 << 16
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
@@ -190,11 +193,13 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
                 summaries += [_load_one(run, path, next(per_path), replace, progress,
                                         batch_packets, chunk_bytes, ahead)
                               for path, ahead in zip(group, prepared)]
+                run.put_gathered()
             finally:  # (each file is closed once loaded; the rest, after a failure)
                 for ahead in prepared:
                     if ahead is not None:
                         ahead[0].close()
         if command is not None:
+            run.put_gathered()
             run.writer.finish()  # every row appended now (still hidden): no memory held
             command.runs.append(run)
         else:
@@ -249,6 +254,27 @@ class _Run:
         self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
         self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS)
         self.writer.start()
+        self.gathered = {"packets": [], "flows": []}  # column parts not yet put
+        self.gathered_rows = {"packets": 0, "flows": 0}
+
+    def put_rows(self, target, columns, rows):
+        """Rows for the writer, as numpy columns: gathered with the next ones
+        (of this file or the next) into one table of up to GATHER_ROWS."""
+        self.gathered[target].append(columns)
+        self.gathered_rows[target] += rows
+        if self.gathered_rows[target] >= GATHER_ROWS:
+            self._put(target)
+
+    def put_gathered(self):
+        for target in self.gathered:
+            self._put(target)
+
+    def _put(self, target):
+        parts = self.gathered[target]
+        if parts:
+            schema = PACKETS_SCHEMA if target == "packets" else FLOWS_SCHEMA
+            self.writer.put(target, gathered_table(schema, parts))
+        self.gathered[target], self.gathered_rows[target] = [], 0
 
     def new_capture_id(self):
         return next(self.next)
@@ -258,10 +284,12 @@ class _Run:
         def forget(con):
             _delete_rows(con, [capture_id], ("packets", "flows", "payloads"))
             con.execute("DELETE FROM ingests_in_progress WHERE capture_id = ?", [capture_id])
+        self.put_gathered()  # (its rows among them: deleted after they are appended)
         self.writer.call(forget)
         self.started.remove(capture_id)
 
     def finish(self):
+        self.put_gathered()
         self.writer.finish()
         con = self.con
         con.execute("BEGIN TRANSACTION")
@@ -436,9 +464,9 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
         src_idx, dst_idx = address_dictionary(
             [(cols["src_hi"], cols["src_lo"], cols["addr_ok"]),
              (cols["dst_hi"], cols["dst_lo"], cols["addr_ok"])], address_cache)
-        writer.put("packets", packets_table(capture_id, batch, link_type, cols, flow_id,
-                                            from_client, shift, src_idx, dst_idx,
-                                            address_cache["_list"]))
+        run.put_rows("packets", packet_columns(capture_id, batch, link_type, cols, flow_id,
+                                               from_client, shift, src_idx, dst_idx,
+                                               address_cache["_list"]), len(batch))
         status_counts += np.bincount(cols["status"], minlength=len(STATUS))
         known = batch.interface_id[batch.interface_id >= 0]
         if len(known):
@@ -463,7 +491,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
         raise _Duplicate(check.found)
     stats, ends = table.flows()
     summary.flows = len(stats)
-    writer.put("flows", flows_table(capture_id, stats, ends, address_cache))
+    run.put_rows("flows", flow_columns(capture_id, stats, ends, address_cache), len(stats))
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}
