@@ -50,7 +50,6 @@ def test_held_tables_stay_few_between_row_groups():
         == (3_000, 0, 2_999)
 
 
-
 def test_appends_reach_the_file_as_whole_row_groups(tmp_path):
     """Puts cut at other sizes than a row group still leave both of DuckDB's
     threads whole row groups to write straight to the file: before the

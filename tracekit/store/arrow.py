@@ -173,8 +173,8 @@ def packet_columns(capture_id, batch, link_type, cols, flow_id, from_client, shi
     v["src_addr"] = _Dict((src_idx, addresses))
     v["dst_addr"] = _Dict((dst_idx, addresses))
     v["quic_type"] = _Dict((cols["quic_type"].astype(np.int32), _QUIC_DICT))
+    count = cols["tcp_sack_count"]
     for side in ("left", "right"):
-        count = cols["tcp_sack_count"]
         v[f"tcp_sack_{side}"] = _Sack((cols[f"tcp_sack_{side}"], count, count == 0))
     return v
 
@@ -247,12 +247,13 @@ def _cat(arrays):
 def _gathered_dict(specs):
     """One dictionary column from parts with their own names: the names of
     each distinct list once, one after the other, and the indices moved."""
-    at, names, indices = {}, [], []
+    at, names, indices, size = {}, [], [], 0
     for idx, part_names in specs:
         key = id(part_names)
         if key not in at:
-            at[key] = sum(len(n) for n in names)
+            at[key] = size
             names.append(part_names)
+            size += len(part_names)
         shift = at[key]
         indices.append(idx if not shift else np.where(idx < 0, -1, idx + shift))
     if len(names) == 1 and isinstance(names[0], pa.Array):

@@ -48,6 +48,7 @@ INSERT_ROWS = 2 * ROW_GROUP  # rows per DuckDB append: a row group per thread (s
 # rows gathered into one Arrow table: a small file's packets and flows wait
 # for the next files' (a table costs ~90 array constructions whatever its size)
 GATHER_ROWS = 1 << 16
+GATHERED = {"packets": PACKETS_SCHEMA, "flows": FLOWS_SCHEMA}  # tables put that way
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
@@ -198,8 +199,7 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
                 for ahead in prepared:
                     if ahead is not None:
                         ahead[0].close()
-        if command is not None:
-            run.put_gathered()
+        if command is not None:  # (each group put what it gathered)
             run.writer.finish()  # every row appended now (still hidden): no memory held
             command.runs.append(run)
         else:
@@ -254,8 +254,8 @@ class _Run:
         self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
         self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS)
         self.writer.start()
-        self.gathered = {"packets": [], "flows": []}  # column parts not yet put
-        self.gathered_rows = {"packets": 0, "flows": 0}
+        self.gathered = {target: [] for target in GATHERED}  # column parts not yet put
+        self.gathered_rows = dict.fromkeys(GATHERED, 0)
 
     def put_rows(self, target, columns, rows):
         """Rows for the writer, as numpy columns: gathered with the next ones
@@ -272,8 +272,7 @@ class _Run:
     def _put(self, target):
         parts = self.gathered[target]
         if parts:
-            schema = PACKETS_SCHEMA if target == "packets" else FLOWS_SCHEMA
-            self.writer.put(target, gathered_table(schema, parts))
+            self.writer.put(target, gathered_table(GATHERED[target], parts))
         self.gathered[target], self.gathered_rows[target] = [], 0
 
     def new_capture_id(self):
@@ -288,8 +287,7 @@ class _Run:
         self.writer.call(forget)
         self.started.remove(capture_id)
 
-    def finish(self):
-        self.put_gathered()
+    def finish(self):  # (each group put what it gathered)
         self.writer.finish()
         con = self.con
         con.execute("BEGIN TRANSACTION")

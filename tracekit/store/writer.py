@@ -86,8 +86,8 @@ class AppendWriter(threading.Thread):
             joined = pa.concat_tables(tables, promote_options="permissive")
             rows_now = row_groups(joined.slice(0, whole))
             rest = joined.slice(whole)
-            # the tables put are copied into rows_now: let them go before appending
-            del joined, table, tables[:]
+            # rows_now is a copy: the tables held for it can go before it is appended
+            del joined, tables[:]
             self.pending[target] = ([rest] if rest.num_rows else []), rest.num_rows, 0
             append(self.con, target, rows_now)
             return
