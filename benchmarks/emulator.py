@@ -42,7 +42,7 @@ def one(rate, workdir):
     m, stats, probe = calibrate(spec(rate), workdir, nbytes)
     late = m.pop("late")
     n = m["up_error_ms"]["n"] + m["down_error_ms"]["n"]
-    left = sum(len(unexplained(v, probe)) for v in late.values())
+    left = sum(len(unexplained(v, probe, m["lane_held"][way])) for way, v in late.items())
     return {"rate": m["rate_mbps"], "busy_s": m["busy_s"],
             "up": m["up_error_ms"], "down": m["down_error_ms"],
             "unexplained": left / n, "late": sum(map(len, late.values())) / n,

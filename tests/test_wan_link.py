@@ -90,10 +90,82 @@ def test_late_packets_are_explained_only_by_what_the_probe_saw():
     from 1.001 s) or in the 4 x 5 ms catch-up after it is explained; one due
     later is not; one queued behind a busy stretch that began late for that
     reason is explained when it is no more than 0.5 ms later than that start."""
-    from tracekit.lab.calibrate import unexplained
+    from tracekit.lab.calibrate import Late, unexplained
     from tracekit.lab.disturbance import PERIOD_NS, Probe
     probe = Probe("unused")
     probe.late = [(0, 1_000_000_000, 1_000_000_000 + PERIOD_NS + 5_000_000)]
-    late = [(1.003, 1.0), (1.030, 1.0), (1.0305, 6.0), (0.5, 1.0),
-            (2.0, 1.2, 1.003, 1.0), (2.0, 1.6, 1.003, 1.0), (2.0, 1.2, 1.030, 1.0)]
+    late = [Late(1.003, 1.0), Late(1.030, 1.0), Late(1.0305, 6.0), Late(0.5, 1.0),
+            Late(2.0, 1.2, (1.003, 1.0)), Late(2.0, 1.6, (1.003, 1.0)),
+            Late(2.0, 1.2, (1.030, 1.0)), Late(3.0, 9.0, None, woke_late=True)]
     assert unexplained(late, probe) == [(1.030, 1.0), (0.5, 1.0), (2.0, 1.6), (2.0, 1.2)]
+    # a spell in which a lane did nothing with a packet waiting explains like the probe's
+    assert unexplained([Late(0.5, 1.0), Late(0.5042, 0.7), Late(0.5047, 0.6)], probe,
+                       [(0.4985, 0.4995)]) == [(0.5047, 0.6)]
+
+
+def delivery(read, sent, late, done=None, slept_to=0.0, key=None):
+    """A deliveries.jsonl row (wan.write_deliveries), times in ms."""
+    row = {"read_ns": int(read * 1e6), "sent_ns": int(sent * 1e6), "late_ns": int(late * 1e6),
+           "done_ns": int((done if done is not None else sent + 0.002) * 1e6),
+           "slept_to_ns": int(slept_to * 1e6)}
+    if key:
+        row.update(ip_id=key[0], tcp_seq=key[1], tcp_ack=key[2])
+    return row
+
+
+def test_a_lane_is_held_only_when_it_did_nothing_with_work_waiting():
+    """calibrate.Lane: a packet due at 10 ms (the lane asked to wake by then)
+    begun at 11.2 ms, nothing read or written in between: held 10-11.2 ms. Not
+    held: when the lane was inside a write until 11.0 ms (its own work), when
+    it asked to sleep past the due time (its own doing), when it read
+    something at 10.4 ms, or when the wait was within 0.5 ms."""
+    from tracekit.lab.calibrate import Lane
+    before = delivery(1, 9.0, 0, done=9.01)
+    due = delivery(2, 11.2, 1.2, slept_to=9.98)
+    assert Lane([before, due]).overdue == [(0.010, 0.0112)]
+    assert Lane([before, due]).held(0.010) == pytest.approx((0.010, 0.0112))
+    assert Lane([delivery(1, 9.9, 0, done=11.0), due]).held(0.010) is None
+    assert Lane([before, delivery(2, 11.2, 1.2, slept_to=10.3)]).overdue == []
+    assert Lane([before, delivery(10.4, 12, 0), due]).held(0.010) is None
+    assert Lane([before, delivery(2, 10.4, 0.4)]).held(0.010) is None
+
+
+def test_a_packet_read_late_by_a_sleeping_lane_is_the_machines_only_when_kept_on_schedule(
+        tmp_path):
+    """calibrate.measure with the forwarder's log: an ACK the client's capture
+    saw leave at 0 and the up lane read 1.2 ms later, having done nothing
+    since, arrives 101.2 ms after it left: 1.2 ms late, all of it the lane's
+    late waking (woke_late, a held spell of 0-1.2 ms). A second ACK read at
+    the same time but delivered 1.0 ms after its schedule from that read is
+    not the lane's waking: it stays unexplained."""
+    import json
+    import shutil
+    from tracekit.lab.calibrate import measure, unexplained
+    from tracekit.lab.disturbance import Probe
+    from tracekit.lab.wan import CLIENT_ADDR, SERVER_ADDR, Direction, PathSpec
+    scapy = pytest.importorskip("scapy.all")
+    if not shutil.which("tshark"):
+        pytest.skip("calibrate reads the captures with tshark")
+    spec = PathSpec(up=Direction(delay_ms=100), down=Direction(delay_ms=100))
+    t0 = 1_800_000_000.0
+
+    def ack(i, t):
+        p = scapy.IP(src=CLIENT_ADDR, dst=SERVER_ADDR, id=i) / scapy.TCP(sport=5000, dport=80,
+                                                                          seq=i, ack=7, flags="A")
+        p.time = t
+        return p
+
+    scapy.wrpcap(str(tmp_path / "client.pcap"), [ack(1, t0), ack(2, t0 + 0.0001)])
+    scapy.wrpcap(str(tmp_path / "server.pcap"), [ack(1, t0 + 0.1012), ack(2, t0 + 0.1022)])
+    with open(tmp_path / "deliveries.jsonl", "w") as f:
+        for i, got in ((1, 1.2), (2, 1.201)):
+            row = delivery(t0 * 1e3 + got, t0 * 1e3 + 100 + got, 0, key=(i, i, 7))
+            f.write(json.dumps({"direction": "up", **row}) + "\n")
+    m = measure(spec, str(tmp_path / "client.pcap"), str(tmp_path / "server.pcap"),
+                str(tmp_path / "deliveries.jsonl"))
+    first, second = m["late"]["up"]
+    assert first.late_ms == pytest.approx(1.2, abs=0.01) and first.woke_late
+    assert second.late_ms == pytest.approx(2.1, abs=0.01) and not second.woke_late
+    assert m["lane_held"]["up"] == [pytest.approx((t0, t0 + 0.0012))]
+    assert unexplained(m["late"]["up"], Probe("unused"), m["lane_held"]["up"]) == \
+        [(second.arrival, second.late_ms)]

@@ -22,11 +22,13 @@ tests/test_lab_emulator.py use it.
 import bisect
 import dataclasses
 import itertools
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+import typing
 
 from ..errors import TracekitError
 from .disturbance import PERIOD_NS
@@ -109,21 +111,128 @@ def packets(pcap):
     return rows
 
 
-def measure(spec, client_pcap, server_pcap):
-    """The path's rate and one-way delays as the two captures saw them."""
+class Late(typing.NamedTuple):
+    """A packet more than LATE_MS after its schedule, and the evidence that may
+    explain it."""
+    arrival: float  # s, at the client's or the server's capture
+    late_ms: float  # after the schedule the model gives it from the sender's capture
+    # downstream: the packet that began its busy stretch, by the same schedule
+    # (arrival, ms late), or None
+    start: tuple = None
+    # the schedule kept from when the forwarder read it (within LATE_MS), and
+    # the packet that began its busy stretch in the forwarder (itself,
+    # upstream) read late while its lane had nothing else to do
+    woke_late: bool = False
+
+
+SLEEP_SLACK_NS = 1_000  # a sleep's deadline and a due time are taken from two clocks
+
+
+class Lane:
+    """What one of the forwarder's lanes did, from its deliveries log
+    (wan.write_deliveries): when it read each packet (keyed as `packets` keys
+    them), and when it read anything or was inside a write (the write to the
+    device and the log's flush, from begun to returned), in seconds."""
+
+    def __init__(self, rows):
+        self.read = {(d["ip_id"], d["tcp_seq"], d["tcp_ack"]): d["read_ns"] / 1e9
+                     for d in rows if "tcp_seq" in d}
+        self.reads = sorted(d["read_ns"] / 1e9 for d in rows)
+        writes = sorted((d["sent_ns"] / 1e9, d["done_ns"] / 1e9) for d in rows)
+        self.begun = [w for w, _ in writes]
+        self.returned = [r for _, r in writes]
+        # the packets it began to write more than LATE_MS after they were due,
+        # having asked to be woken by then: (due, begun)
+        self.overdue = [((d["sent_ns"] - d["late_ns"]) / 1e9, d["sent_ns"] / 1e9)
+                        for d in rows if d["late_ns"] > LATE_MS * 1e6
+                        and d["slept_to_ns"] <= d["sent_ns"] - d["late_ns"] + SLEEP_SLACK_NS]
+
+    def idle_from(self, t):
+        """From when on, at `t` or after, the lane was doing nothing: the end of
+        a write it was inside at `t`."""
+        i = bisect.bisect_right(self.begun, t)
+        return max(t, self.returned[i - 1]) if i else t
+
+    def next_sign(self, t):
+        """The lane's first read or begun write after `t`."""
+        i, j = bisect.bisect_right(self.reads, t), bisect.bisect_right(self.begun, t)
+        return min(self.reads[i] if i < len(self.reads) else float("inf"),
+                   self.begun[j] if j < len(self.begun) else float("inf"))
+
+    def held(self, waiting):
+        """The spell (from, to) in which the lane, with work waiting since
+        `waiting` (a packet to read, or one due), did nothing for more than
+        LATE_MS; or None."""
+        start = self.idle_from(waiting)
+        end = self.next_sign(start)
+        return (start, end) if end - start > LATE_MS / 1e3 else None
+
+
+def merged(spells):
+    """Overlapping (from, to) spells as one."""
+    out = []
+    for a, b in sorted(spells):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(b, out[-1][1]))
+        else:
+            out.append((a, b))
+    return out
+
+
+def lanes(deliveries):
+    """Both lanes' `Lane`, from a deliveries.jsonl."""
+    rows = {"up": [], "down": []}
+    with open(deliveries) as f:
+        for line in f:
+            d = json.loads(line)
+            rows[d["direction"]].append(d)
+    return {way: Lane(r) for way, r in rows.items()}
+
+
+def measure(spec, client_pcap, server_pcap, deliveries=None):
+    """The path's rate and one-way delays as the two captures saw them; with
+    the forwarder's deliveries log, the spells in which a lane did nothing
+    while a packet waited for it (`lane_held`) and which late packets were
+    late only by the lane's late reading (`Late.woke_late`)."""
     client, server = packets(client_pcap), packets(server_pcap)
+    lane = lanes(deliveries) if deliveries else {}
+    held = {way: set() for way in ("up", "down")}
+    for way, ln in lane.items():
+        held[way].update(filter(None, (ln.held(due) for due, _ in ln.overdue)))
+
+    def woke_late(way, sent, got):
+        """The lane read a packet more than LATE_MS after the sender's capture
+        saw it leave, having done nothing for more than LATE_MS while it
+        waited, and read it then or in the catch-up after."""
+        spell = lane[way].held(sent) if got - sent > LATE_MS / 1e3 else None
+        if spell and got <= spell[1] + CATCH_UP * (spell[1] - spell[0]):
+            held[way].add(spell)
+            return True
+        return False
+
     down_src = SERVER_ADDR
     # upstream: every packet matched by IP id, sequence and acknowledgement numbers
     sent_up = {key: t for t, src, key, _, _ in client if src != down_src}
     up_delay = spec.up.delay_ms
-    up = [(t, (t - sent_up[key]) * 1e3 - up_delay) for t, src, key, _, _ in server
-          if src != down_src and key in sent_up]
+    up = []
+    for t, src, key, _, _ in server:
+        if src != down_src and key in sent_up:
+            late = (t - sent_up[key]) * 1e3 - up_delay
+            got = lane["up"].read.get(key) if lane else None
+            woke = late > LATE_MS and got is not None \
+                and (t - got) * 1e3 - up_delay <= LATE_MS and woke_late("up", sent_up[key], got)
+            up.append(Late(t, late, None, woke))
     # downstream: the model's schedule from the server's capture, for what arrived
-    # (what arrived was admitted: the replay's queue never refuses it)
+    # (what arrived was admitted: the replay's queue never refuses it); and the
+    # same from when the forwarder read each packet
     arrived = {key: t for t, src, key, _, _ in client if src == down_src}
-    link = Link(dataclasses.replace(spec.down, loss=0.0, jitter_ms=0.0, burst_p=0.0,
-                                    queue_bytes=1 << 62), Rng(0))
-    down_error, runs, start = [], [[]], (0.0, 0.0)
+
+    def replay():
+        return Link(dataclasses.replace(spec.down, loss=0.0, jitter_ms=0.0, burst_p=0.0,
+                                        queue_bytes=1 << 62), Rng(0))
+
+    link, forwarder = replay(), replay()
+    down_error, runs, start, start_woke = [], [[]], (0.0, 0.0), False
     # (times from the first packet: a double holding seconds since 1970 is only
     # good to 0.24 us, and a schedule that adds 36 us per packet would drift)
     t0 = server[0][0] if server else 0.0
@@ -135,8 +244,15 @@ def measure(spec, client_pcap, server_pcap):
             if not queued:  # a busy stretch begins
                 runs.append([])
                 start = (arrived[key], late)
-            # (arrival, ms late, and the same of the packet that began its busy stretch)
-            down_error.append((arrived[key], late, *start))
+            woke = False
+            got = lane["down"].read.get(key) if lane else None
+            if got is not None:
+                if forwarder.busy_until <= got - t0:  # a busy stretch begins in the forwarder
+                    start_woke = woke_late("down", t, got)
+                forwarder_due, _ = forwarder.admit(got - t0, length)
+                woke = start_woke and late > LATE_MS \
+                    and (arrived[key] - t0 - forwarder_due) * 1e3 <= LATE_MS
+            down_error.append(Late(arrived[key], late, start, woke))
             runs[-1].append((arrived[key], length))
     # rate: the longest stretch in which, by the schedule, the bottleneck never
     # idled, timed at the client's end
@@ -144,13 +260,15 @@ def measure(spec, client_pcap, server_pcap):
     span = busy[-1][0] - busy[0][0] if busy else 0.0
     rate = sum(length for _, length in busy[1:]) * 8 / span / 1e6 if span > 0 else 0.0
     return {"rate_mbps": rate, "busy_s": span, "busy_packets": len(busy),
-            "up_error_ms": summary(sorted(e for _, e in up)),
-            "down_error_ms": summary(sorted(x[1] for x in down_error)),
+            "up_error_ms": summary(sorted(x.late_ms for x in up)),
+            "down_error_ms": summary(sorted(x.late_ms for x in down_error)),
             "packets": {"client": len(client), "server": len(server)},
-            # every packet more than 0.5 ms late: (arrival s, ms after its
-            # schedule), downstream also the same of its busy stretch's first
-            "late": {"up": [x for x in up if x[1] > LATE_MS],
-                     "down": [x for x in down_error if x[1] > LATE_MS]}}
+            # spells in which a lane of the forwarder, with a packet waiting
+            # for it, did nothing: (from s, to s)
+            "lane_held": {way: merged(spells) for way, spells in held.items()},
+            # every packet more than 0.5 ms late, with its evidence
+            "late": {"up": [x for x in up if x.late_ms > LATE_MS],
+                     "down": [x for x in down_error if x.late_ms > LATE_MS]}}
 
 
 def summary(values):
@@ -165,8 +283,9 @@ def summary(values):
 CATCH_UP = 4  # a lane kept from its CPU for A ms is behind for up to 4 A ms more (at 80 % busy)
 
 
-def unexplained(late, probe):
-    """The late packets (arrival s, ms late) that no disturbance explains.
+def unexplained(late, probe, lane_held=()):
+    """The late packets (`Late`) that no disturbance explains, as (arrival s,
+    ms late).
 
     A packet due while the probe saw the machine away (a late wake-up from
     `start` to `end`, on any CPU) or while the forwarder was catching up
@@ -174,9 +293,19 @@ def unexplained(late, probe):
     lateness is the machine's, not the emulator's. So is a packet that
     queued behind the start of a busy stretch that came late for such a
     reason, when it is no later than that start (+ 0.5 ms): the bottleneck
-    serves from when the stretch really began.
+    serves from when the stretch really began. And so is one the forwarder
+    delivered on the schedule of when it read it, whose lane had read it, or
+    the start of its busy stretch, late while it did nothing else
+    (`Late.woke_late`); and one due while that direction's lane, with a
+    packet waiting for it, did nothing (`lane_held`, from `measure`: (from
+    s, to s)) or caught up afterwards. A real-time thread that is runnable runs
+    unless the machine keeps it from its CPU, and one asleep is woken when
+    its packet comes: the lane was not run -- the machine's doing, seen in
+    the forwarder's own log where the probe, which sees a spell only when it
+    covers one of its 1 ms deadlines, may not.
     """
-    away = sorted((s + PERIOD_NS, w) for _, s, w in probe.late)
+    away = sorted([(s + PERIOD_NS, w) for _, s, w in probe.late]
+                  + [(int(a * 1e9), int(b * 1e9)) for a, b in lane_held])
     starts = [start for start, _ in away]
     # the latest end of catch-up among the spells that began by each start
     reach = list(itertools.accumulate((end + CATCH_UP * (end - start) for start, end in away),
@@ -188,14 +317,14 @@ def unexplained(late, probe):
         return began > 0 and reach[began - 1] >= due_ns
 
     out = []
-    for arrival, late_ms, *stretch in late:
-        if held(arrival, late_ms):
+    for x in late:
+        if x.woke_late or held(x.arrival, x.late_ms):
             continue
         # a packet that queued behind a late start is as late as that start:
         # explained with it, if that is all its lateness
-        if stretch and late_ms - stretch[1] <= LATE_MS and held(*stretch):
+        if x.start and x.late_ms - x.start[1] <= LATE_MS and held(*x.start):
             continue
-        out.append((arrival, late_ms))
+        out.append((x.arrival, x.late_ms))
     return out
 
 
@@ -219,7 +348,7 @@ def calibrate(spec, workdir, nbytes, congestion="cubic"):
         client_pcap, server_pcap = bulk(path, workdir, nbytes, congestion)
         busy1, steal1 = cpu_times()
         wall = time.monotonic() - started
-    m = measure(spec, client_pcap, server_pcap)
+    m = measure(spec, client_pcap, server_pcap, path.deliveries)
     m.update(wall_s=wall, busy_cpu_s=busy1 - busy0, steal_cpu_s=steal1 - steal0,
              cpus=os.cpu_count())
     return m, path.stats, path.probe

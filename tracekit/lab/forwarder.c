@@ -40,6 +40,7 @@
 #define WRITE_BURST 8      /* packets delivered before reading again */
 #define SPIN_S 0.00002     /* poll without sleeping when the next packet is due this soon */
 #define HEAD 60            /* bytes of each packet kept in the logs */
+#define LOG_BUFFER (1 << 20)
 #define MAX_RULES 64
 #define MAX_CONNS 4096
 
@@ -223,7 +224,9 @@ static int model(link_t links[2])
 
 typedef struct { int64_t read_ns; double due; int len; uint8_t data[SLOT - 24]; } slot_t;
 typedef struct { uint8_t direction, reason; uint16_t len; uint32_t pad; int64_t t_ns; uint8_t head[HEAD]; } drop_rec;
-typedef struct { uint8_t direction, pad; uint16_t len; uint32_t pad2; int64_t read_ns, sent_ns, late_ns; uint8_t head[HEAD]; } delivery_rec;
+/* a delivery: read, the write begun (sent) and returned (done), how late it was
+ * begun, and until when the lane last asked to sleep before it began */
+typedef struct { uint8_t direction, pad; uint16_t len; uint32_t pad2; int64_t read_ns, sent_ns, done_ns, late_ns, slept_to_ns; uint8_t head[HEAD]; } delivery_rec;
 
 static volatile int stopping;
 
@@ -251,6 +254,8 @@ typedef struct {
     slot_t *slots; long head, len;
     FILE *drops, *deliveries;
     long forwarded, dropped[NREASONS], late_02, late_1;
+    size_t logged;  /* bytes in the deliveries log's buffer */
+    int64_t slept_to_ns;  /* the deadline of its last sleep */
     double max_late_ms;
 } lane_t;
 
@@ -294,10 +299,17 @@ static void *run_lane(void *arg)
             double late = (now - s->due) * 1000.0;
             int64_t sent_ns = wall_ns();
             if (write(ln->out, s->data, s->len) == s->len) {
+                /* the log is flushed here, inside the delivery's own time
+                 * (sent to done), never where the lane looks idle */
+                if ((ln->logged += sizeof(delivery_rec)) > LOG_BUFFER) {
+                    fflush(ln->deliveries);
+                    ln->logged = sizeof(delivery_rec);
+                }
+                int64_t done_ns = wall_ns();
                 ln->forwarded++;
                 if (late > 0.2) { ln->late_02++; if (late > 1.0) ln->late_1++; }
                 if (late > ln->max_late_ms) ln->max_late_ms = late;
-                delivery_rec r = {ln->d, 0, (uint16_t)s->len, 0, s->read_ns, sent_ns, (int64_t)(late * 1e6), {0}};
+                delivery_rec r = {ln->d, 0, (uint16_t)s->len, 0, s->read_ns, sent_ns, done_ns, (int64_t)(late * 1e6), ln->slept_to_ns, {0}};
                 memcpy(r.head, s->data, s->len < HEAD ? s->len : HEAD);
                 fwrite(&r, sizeof r, 1, ln->deliveries);
             } else {  /* the receiving device refused it: logged as a drop of its own */
@@ -317,6 +329,7 @@ static void *run_lane(void *arg)
         wait -= SPIN_S;
         if (wait > 0.05) wait = 0.05;  /* and look at `stopping` now and then */
         struct timespec ts = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+        ln->slept_to_ns = wall_ns() + (int64_t)(wait * 1e9);
         ppoll(&pfd, 1, &ts, NULL);
     }
     return NULL;
@@ -328,7 +341,7 @@ static FILE *open_log(const char *base, int d)
     snprintf(name, sizeof name, "%s.%s", base, dir_name[d]);
     FILE *f = fopen(name, "wb");
     if (!f) { perror(name); exit(2); }
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    setvbuf(f, NULL, _IOFBF, LOG_BUFFER);
     return f;
 }
 

@@ -206,7 +206,7 @@ def describe(packet):
 
 
 DROP_RECORD = struct.Struct("=BBHIq60s4x")  # forwarder.c's drop_rec
-DELIVERY_RECORD = struct.Struct("=BBHIqqq60s4x")  # forwarder.c's delivery_rec
+DELIVERY_RECORD = struct.Struct("=BBHIqqqqq60s4x")  # forwarder.c's delivery_rec
 REASONS = ("", "loss", "burst_loss", "queue", "scripted", "forwarder_full", "device_refused")
 DIRECTIONS = ("up", "down")
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forwarder.c")
@@ -279,12 +279,15 @@ def write_drop_log(binary_path, path):
 
 
 def write_deliveries(binary_path, path):
-    """One JSON line per forwarded packet: when it was read and written, how late."""
+    """One JSON line per forwarded packet: when it was read, its write begun
+    (`sent_ns`) and returned (`done_ns`, the log's flush included), how late it
+    was begun, and the deadline of the lane's last sleep before (`slept_to_ns`)."""
     with open(path, "w") as f:
-        for direction, _, size, _, read_ns, sent_ns, late_ns, head in read_records(
-                binary_path, DELIVERY_RECORD, key=lambda r: r[5]):
+        for direction, _, size, _, read_ns, sent_ns, done_ns, late_ns, slept_to_ns, head in \
+                read_records(binary_path, DELIVERY_RECORD, key=lambda r: r[5]):
             f.write(json.dumps({"direction": DIRECTIONS[direction], "read_ns": read_ns,
-                                "sent_ns": sent_ns, "late_ns": late_ns, **describe(head[:size]),
+                                "sent_ns": sent_ns, "done_ns": done_ns, "late_ns": late_ns,
+                                "slept_to_ns": slept_to_ns, **describe(head[:size]),
                                 "bytes": size}) + "\n")
 
 
