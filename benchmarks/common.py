@@ -35,7 +35,7 @@ def compile_kernels():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     samples = [os.path.join(root, "captures", n) for n in
                ("lossy-download-server.pcap", "udp-echo.pcapng")]
-    subprocess.run([sys.executable, "-m", "tracekit.jit", *samples], check=True,
+    subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", *samples], check=True,
                    stdout=subprocess.DEVNULL)
 
 

@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 
-from common import compile_kernels, alternate, count_packets, load, medians, run, warm
+from common import alternate, compile_kernels, count_packets, load, medians, run, warm
 
 TSHARK_FIELDS = [
     "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.src", "ip.dst",

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 HERE = Path(__file__).resolve().parent
 # the workplace's third-party captures and logs (not in the repository); TRACEKIT_SHARED
@@ -57,6 +57,7 @@ SAMPLES_ROOT = Path(__file__).resolve().parents[1]
 def demo_store(tmp_path_factory):
     """The store `make demo` builds: the samples, the lab's reference runs, analysed."""
     from click.testing import CliRunner
+
     from tracekit.cli import main
     db = tmp_path_factory.mktemp("demo") / "demo.duckdb"
     samples = [str(p) for p in sorted((SAMPLES_ROOT / "captures").glob("*.pcap*"))]

@@ -99,10 +99,10 @@ def _check_capture(con, capture_id):
 
 def run_one(kind, name, data, workdir):
     """(outcome, detail) for one mutant."""
-    from tracekit.analyze import analyze
-    from tracekit.errors import TracekitError
+    from tracekit.core.errors import TracekitError
+    from tracekit.pipeline.analyze import analyze
+    from tracekit.pipeline.captures import load_captures
     from tracekit.store.db import connect
-    from tracekit.store.ingest import load_captures
     threads = threading.active_count()
     path = Path(workdir) / name
     path.write_bytes(data)
@@ -117,8 +117,8 @@ def run_one(kind, name, data, workdir):
                 (summary,) = load_captures(con, [path])
                 stored = summary.capture_id
             else:
-                from tracekit.events import read_log
-                from tracekit.store.events import load_logs
+                from tracekit.pipeline.logs import load_logs
+                from tracekit.readers.events import read_log
                 (summary,) = load_logs(con, [read_log(str(path))])
                 stored = None
         except TracekitError as e:

@@ -3,6 +3,7 @@
 import csv
 
 from conftest import SHARED  # noqa: E402 (one definition: TRACEKIT_SHARED moves it)
+
 ORACLE = SHARED / "oracle"
 
 

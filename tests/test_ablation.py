@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from tracekit.ablation import Arm, bootstrap_ratio_ci, compare_arms
 from tracekit.lab.experiment import schedule
+from tracekit.presentation.ablation import Arm, bootstrap_ratio_ci, compare_arms
 
 
 def arm(level, durations, spans):

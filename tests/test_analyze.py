@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyze import analyze
-from tracekit.errors import TracekitError
-from tracekit.store.ingest import load_captures
+from tracekit.core.errors import TracekitError
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
 
 SAMPLES = Path(__file__).resolve().parents[1] / "captures"
 LOSSY = SAMPLES / "lossy-download-server.pcap"
@@ -33,8 +33,8 @@ def test_chunks_of_any_size_give_the_same_tables(tmp_path, monkeypatch):
     carried between chunks: chunks of 7 frames and one chunk for the whole
     capture store the same rows (a capture with fresh and reused
     connections, one with losses at both vantages)."""
+    from tracekit.pipeline.steps import sequence, stalls
     from tracekit.store.db import connect
-    from tracekit.transport import sequence, stalls
     inputs = [SAMPLES / "http-fresh-vs-persistent.pcap", LOSSY,
               SAMPLES / "lossy-download-client.pcap"]
     tables = ("tcp_analysis", "flights", "stalls", "retransmissions", "recovery_rounds")
@@ -59,7 +59,7 @@ def test_a_capture_an_analysis_cannot_take_is_skipped_and_named(db, monkeypatch)
     """Failure isolation: the capture a step fails on is recorded with the
     reason and left out of later steps; the other capture is analysed in
     every table."""
-    from tracekit.transport import sequence
+    from tracekit.pipeline.steps import sequence
     load_captures(db, [LOSSY, SAMPLES / "http-fresh-vs-persistent.pcap"])
     bad = db.execute("SELECT capture_id FROM captures WHERE file_name = ?",
                      [LOSSY.name]).fetchall()[0][0]
@@ -146,8 +146,8 @@ def test_code_steps_append_from_both_threads_and_the_setting_is_put_back(tmp_pat
     of 2.9 M packets 10.7-12.3 s -> 8.7-9.2 s); the SQL steps, whose tables
     are written in their ORDER BY, run with it on, and analyze leaves the
     database's (global) setting as it found it."""
+    from tracekit.pipeline.steps import sequence, stalls
     from tracekit.store.db import connect
-    from tracekit.transport import sequence, stalls
     seen = {}
 
     def spy(module):
@@ -165,7 +165,7 @@ def test_code_steps_append_from_both_threads_and_the_setting_is_put_back(tmp_pat
     load_captures(con, [LOSSY])
     assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
     analyze(con)
-    assert seen == {"tracekit.transport.sequence": False, "tracekit.transport.stalls": False}
+    assert seen == {"tracekit.pipeline.steps.sequence": False, "tracekit.pipeline.steps.stalls": False}
     assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
     assert con.execute("SELECT count(*) FROM retransmissions").fetchone()[0] > 0
 
@@ -183,9 +183,9 @@ def test_analyze_does_not_import_pandas(tmp_path):
     files = [str(samples / n) for n in ("lossy-download-client.pcap", "http-fresh-vs-persistent.pcap")]
     code = textwrap.dedent(f"""
         import sys
-        from tracekit.analyze import analyze
+        from tracekit.pipeline.analyze import analyze
         from tracekit.store.db import connect
-        from tracekit.store.ingest import load_captures
+        from tracekit.pipeline.captures import load_captures
         con = connect({str(tmp_path / 's.duckdb')!r})
         load_captures(con, {files!r})
         analyze(con)

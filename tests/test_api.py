@@ -31,7 +31,7 @@ def test_a_failing_file_leaves_the_store_as_it_was(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"ts": "yesterday", "kind": "x"}\n')
     with tracekit.open(tmp_path / "lib.duckdb") as store:
-        with pytest.raises(tracekit.errors.TracekitError, match="no event could be read"):
+        with pytest.raises(tracekit.core.errors.TracekitError, match="no event could be read"):
             store.ingest([SAMPLES / "udp-echo.pcapng", bad])
         assert store.sql("SELECT count(*) FROM captures").fetchall() == [(0,)]
 

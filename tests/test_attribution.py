@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.ablation import ablation
-from tracekit.analyze import analyze
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
+from tracekit.pipeline.ingest import ingest_runs
+from tracekit.pipeline.manifests import read_manifest
+from tracekit.presentation.ablation import ablation
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
-from tracekit.store.runs import ingest_run_inputs, read_manifest
 
 SAMPLES = Path(__file__).resolve().parents[1] / "captures"
 
@@ -29,7 +30,7 @@ def store(tmp_path_factory):
     load_captures(con, [SAMPLES / "http-fresh-vs-persistent.pcap", SAMPLES / "lossy-download-client.pcap",
                         SAMPLES / "lossy-download-server.pcap"])
     for name in ("cross-region", "counterfactual"):
-        ingest_run_inputs(con, read_manifest(SAMPLES / "lab" / f"{name}.runs.json"))
+        ingest_runs(con, read_manifest(SAMPLES / "lab" / f"{name}.runs.json"))
     analyze(con)
     yield con
     con.close()
@@ -79,7 +80,7 @@ def test_unexplained_time_is_small_on_the_reference_runs_and_flagged_when_not(st
         WHERE r.labels['experiment'] IS NOT NULL GROUP BY ALL""").fetchall())
     assert len(shares) == 116
     assert max(shares.values()) < 0.10
-    from tracekit.runner import run_analysis
+    from tracekit.pipeline.runner import run_analysis
     columns, rows = run_analysis(store, "views/attribute", run=None)
     view = {r[0]: dict(zip(columns, r)) for r in rows}
     for key, share in shares.items():
@@ -142,7 +143,7 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
 def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     """Attribution runs in parts of requests (bounded memory at any store size):
     three parts give the same rows as one, tunnel spans included."""
-    from tracekit.analyze import PartitionedStoreStep
+    from tracekit.pipeline.analyze import PartitionedStoreStep
     whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
     assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
@@ -161,7 +162,7 @@ def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     """request_phases runs in partitions of flows (bounded memory), each reading
     its own rows from a scratch folder: many partitions give the rows of one,
     and the folder is gone afterwards."""
-    from tracekit.transport import phases
+    from tracekit.pipeline.steps import phases
     whole = store.execute("SELECT * FROM request_phases ORDER BY ALL").fetchall()
     totals = store.execute("SELECT sum(gap_clocked_ns), sum(gap_beyond_ns), "
                            "sum(down_loss_recovery_ns), sum(len(loss_rounds)) "
@@ -184,8 +185,8 @@ def test_request_phases_that_fail_midway_leave_no_writer_or_scratch(store, monke
     stopped and the scratch folder removed."""
     import threading
 
+    from tracekit.pipeline.steps import phases
     from tracekit.store.writer import AppendWriter
-    from tracekit.transport import phases
     monkeypatch.setattr(phases, "PART_RUNS", 1)
     built, real = [], phases._partition
 
@@ -208,7 +209,7 @@ def test_download_gap_inputs_equal_their_definition_in_sql(store):
     """The server's data packets that download_gaps reads (previous data packet,
     the client's last packet before it, the full segment size) are computed
     by a pass over each flow's packets; here the same from SQL windows."""
-    from tracekit.transport import phases
+    from tracekit.pipeline.steps import phases
     expected = store.execute("""
         WITH n AS (SELECT DISTINCT q.capture_id, q.flow_id, f.client_mss
                    FROM requests q JOIN flows f USING (capture_id, flow_id)

@@ -26,11 +26,12 @@ pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(RUNS, "chapter-c
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     import tracekit
-    from tracekit.lab.experiment import ingest_runs
+    from tracekit.pipeline.ingest import ingest_runs
+    from tracekit.pipeline.manifests import run_inputs
     with open(os.path.join(RUNS, "chapter-case.runs.json")) as f:
         manifests = json.load(f)
     with tracekit.open(str(tmp_path_factory.mktemp("chapter") / "chapter.duckdb")) as s:
-        ingest_runs(s.con, manifests, RUNS)
+        ingest_runs(s.con, run_inputs(manifests, RUNS))
         s.analyze()
         yield s
 

@@ -1,10 +1,10 @@
 """Charts: a self-contained HTML file (no network needed to view it) and a PNG."""
 
 import pytest
-
 from conftest import needs_shared
-from tracekit.analyze import analyze
-from tracekit.report import charts
+
+from tracekit.pipeline.analyze import analyze
+from tracekit.presentation import charts
 
 pytestmark = needs_shared
 pytest.importorskip("altair")
@@ -44,7 +44,8 @@ def test_a_udp_flow_is_a_clear_error(shared_db):
 def test_every_span_has_a_colour():
     """The charts colour every span attribution.sql can produce (unexplained in black)."""
     import re
-    from tracekit.report.ablation_charts import SPAN_COLORS
+
+    from tracekit.presentation.ablation_charts import SPAN_COLORS
     from tracekit.store.db import analyses_dir
     sql = (analyses_dir() / "attribution.sql").read_text()
     spans = set(re.findall(r"\('[a-z_]+', \d+, '([a-z_]+)', '(?:setup|upload|wait|download|tail)'", sql))

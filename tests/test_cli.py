@@ -4,8 +4,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import SHARED, needs_shared
+
 from tracekit.cli import main
 
 GET = str(SHARED / "zeek__get.pcap")
@@ -125,7 +125,7 @@ def test_every_command_has_help_with_an_example(command):
 
 
 def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch, capsys):
-    from tracekit import cli
+    from tracekit.cli import common as cli
 
     clock = iter([100.0, 100.5, 101.5, 200.0])
     monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))

@@ -1,4 +1,4 @@
-"""Many captures on Dask into a Parquet dataset (tracekit/cluster/), on a real
+"""Many captures on Dask into a Parquet dataset (tracekit/pipeline/cluster/), on a real
 `distributed.LocalCluster` of 2 worker processes: the dataset's tables equal
 the single-process store's row for row, in both directions; a worker killed
 mid-task leaves no partial capture and the run (or the next one) completes."""
@@ -8,8 +8,8 @@ import os
 import duckdb
 import pytest
 from click.testing import CliRunner
-
 from conftest import SAMPLES_ROOT
+
 from tracekit.cli import main
 from tracekit.store.dataset import PARTIAL, read_manifest, tables
 from tracekit.store.db import open_dataset
@@ -54,7 +54,8 @@ def _leftovers(directory):
     processes in the temporary folder (a killed worker cannot remove its own;
     the next task on the host does)."""
     import tempfile
-    from tracekit.cluster.tasks import WORK_PREFIX, _alive
+
+    from tracekit.pipeline.cluster.tasks import WORK_PREFIX, _alive
     partial = os.path.join(directory, PARTIAL)
     left = os.listdir(partial) if os.path.isdir(partial) else []
     for name in os.listdir(tempfile.gettempdir()):
@@ -134,7 +135,7 @@ def test_a_capture_task_run_again_leaves_the_published_folder_as_it_is(small_sto
     (one killed by another capture). That run must not swap the published
     folder: the coordinator may be reading it (a full-suite run here lost capture 1's
     rows that way)."""
-    from tracekit.cluster.tasks import capture_task
+    from tracekit.pipeline.cluster.tasks import capture_task
     from tracekit.store.dataset import capture_dir
     ds = str(tmp_path / "ds") + "/"
     r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"])
@@ -149,7 +150,7 @@ def test_a_capture_task_run_again_leaves_the_published_folder_as_it_is(small_sto
 
 
 def test_analyze_on_the_cluster_redoes_what_a_changed_threshold_changes(tmp_path):
-    from tracekit.cluster import local_cluster
+    from tracekit.pipeline.cluster import local_cluster
     ds = str(tmp_path / "ds") + "/"
     db = str(tmp_path / "ref.duckdb")
     client, cluster = local_cluster(2)  # a running scheduler, reached by its address
@@ -205,7 +206,7 @@ class _FailingClient:
 
 
 def test_per_request_steps_whose_tasks_fail_are_built_by_the_coordinator(small_store, tmp_path):
-    from tracekit.cluster import reduce
+    from tracekit.pipeline.cluster import reduce
     ds = str(tmp_path / "ds") + "/"
     assert CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"]).exit_code == 0
     os.remove(os.path.join(ds, "attribution.parquet"))

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.ablation import ablation, predict
-from tracekit.analyze import analyze
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.ingest import ingest_runs
+from tracekit.pipeline.manifests import read_manifest
+from tracekit.presentation.ablation import ablation, predict
 from tracekit.store.db import connect
-from tracekit.store.runs import ingest_run_inputs, read_manifest
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 SAMPLES = Path(__file__).resolve().parents[1] / "captures"
@@ -60,7 +61,7 @@ def test_removing_a_mechanism_saves_what_its_span_predicted(tmp_path, name, comp
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     con = connect(tmp_path_factory.mktemp("cf") / "ref.duckdb")
-    ingest_run_inputs(con, read_manifest(SAMPLES / "lab" / "counterfactual.runs.json"))
+    ingest_runs(con, read_manifest(SAMPLES / "lab" / "counterfactual.runs.json"))
     analyze(con)
     yield con
     con.close()

@@ -4,18 +4,23 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
-from scapy.layers.inet import IP, TCP, UDP, ICMP
-from scapy.layers.inet6 import (IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment,
-                                IPv6ExtHdrHopByHop, IPv6ExtHdrRouting)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scapy.layers.inet import ICMP, IP, TCP, UDP
+from scapy.layers.inet6 import (
+    IPv6,
+    IPv6ExtHdrDestOpt,
+    IPv6ExtHdrFragment,
+    IPv6ExtHdrHopByHop,
+    IPv6ExtHdrRouting,
+)
 from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
-from scapy.layers.ppp import PPP, PPPoE, HDLC
+from scapy.layers.ppp import HDLC, PPP, PPPoE
 from scapy.packet import Raw
 
-from tracekit.decode.packets import decode_packets
-from tracekit.decode.status import CODE
-from tracekit.decode.addresses import address_dictionary
+from tracekit.readers.decode.addresses import address_dictionary
+from tracekit.readers.decode.packets import decode_packets
+from tracekit.readers.decode.status import CODE
 
 
 def decode(packets, link_type=1, snaplen=None):
@@ -232,8 +237,9 @@ def test_a_rst_ack_refusing_a_syn_without_window_scaling_is_not_scaled(tmp_path)
     tcp.window_size_scalefactor -2 (this SYN, then that RST-ACK)."""
     from pcapgen import pcap_bytes
     from tcpsim import SYN, tcp_packet
+
+    from tracekit.pipeline.captures import load_captures
     from tracekit.store.db import connect
-    from tracekit.store.ingest import load_captures
     c, s = [10, 0, 0, 1], [10, 0, 0, 2]
     packets = [(10 ** 18, tcp_packet(c, s, 5000, 80, 100, 0, SYN, options=b"\x02\x04\x05\xb4")[0]),
                (10 ** 18 + 10 ** 6, tcp_packet(s, c, 80, 5000, 0, 101, 0x14)[0])]

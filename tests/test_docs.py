@@ -31,7 +31,7 @@ def test_analysis_files_have_header_and_final(sql):
 
 
 def test_every_derived_table_is_built_and_listed():
-    from tracekit.analyze import _steps
+    from tracekit.pipeline.analyze import _steps
     tables = [t for s in _steps() for t in s.tables]
     analyses = (DOCS / "analyses.md").read_text()
     for table in tables:
@@ -41,7 +41,7 @@ def test_every_derived_table_is_built_and_listed():
 
 def test_sql_headers_name_every_column(shared_db):
     """Each SQL-built table's header comment names every column it produces."""
-    from tracekit.analyze import SqlStep, _steps, analyze
+    from tracekit.pipeline.analyze import SqlStep, _steps, analyze
     con, _ = shared_db
     analyze(con)
     for step in _steps():
@@ -76,6 +76,7 @@ def test_view_files_name_their_command_and_parameters(sql):
     """Each view's SQL says which command shows it (one that exists) and, in
     its header, every $parameter its body uses."""
     import re
+
     from tracekit.cli import main
     text = sql.read_text()
     assert text.startswith(f"-- The `tracekit {sql.stem}` view: "), sql.name

@@ -2,14 +2,13 @@
 counted by line; timestamps exact to the nanosecond; clocks."""
 
 import json
-
 from pathlib import Path
 
 import duckdb
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.events import read_log
+from tracekit.readers.events import read_log
 
 SAMPLES = Path(__file__).resolve().parents[1] / "captures"
 NS = 1_785_578_400_000_000_000  # 2026-08-01T10:00:00Z
@@ -260,7 +259,7 @@ def test_clock_offset_is_recovered_from_connections(tmp_path):
     r = runner.invoke(main, ["ingest", str(SAMPLES / "streaming-stalls-client.pcap"), str(src),
                              str(shifted), "--db", db])
     assert r.exit_code == 0, r.output
-    from tracekit.clock import estimate_offset
+    from tracekit.presentation.clock import estimate_offset
     from tracekit.store.db import connect
     con = connect(db)
     same = estimate_offset(con, 1, 1)

@@ -9,8 +9,16 @@ import subprocess
 
 import pytest
 
-from tracekit.lab.wan import (REASONS, Direction, Link, PathSpec, Rng, ScriptedLoss,
-                              forwarder_binary, write_config)
+from tracekit.lab.wan import (
+    REASONS,
+    Direction,
+    Link,
+    PathSpec,
+    Rng,
+    ScriptedLoss,
+    forwarder_binary,
+    write_config,
+)
 
 
 def tcp(src, sport, dst, dport, seq, flags, payload=0):

@@ -3,14 +3,15 @@
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import SHARED, needs_shared
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pcapgen import epb, idb, pcap_bytes, shb
-from tracekit.capture import open_capture
-from tracekit.errors import TracekitError
+
+from tracekit.core.errors import TracekitError
+from tracekit.pipeline.captures import load_captures
+from tracekit.readers.capture import open_capture
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 SEEDS = ["zeek__get.pcap", "ndpi__http2.pcapng", "zeek__retransmit-timeout.pcapng",
          "ppp__many_interfaces-1.pcapng", "tcpdump__quic_retry.pcap", "ppp__sll2.pcap"]

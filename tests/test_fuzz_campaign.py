@@ -3,7 +3,6 @@ real captures and logs, mutated with a fixed seed, each ingested and analysed.
 Nothing ends in wrong data, an internal error or a leak."""
 
 import pytest
-
 from fuzz_campaign import campaign
 
 

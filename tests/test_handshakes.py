@@ -1,10 +1,10 @@
 """`handshakes` for QUIC and TCP against tshark's oracles."""
 
 import pytest
-
 from conftest import needs_shared
 from oracle import epoch_ns, read_tsv
-from tracekit.analyze import analyze
+
+from tracekit.pipeline.analyze import analyze
 
 pytestmark = needs_shared
 

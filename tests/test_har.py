@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.events import read_log
+from tracekit.readers.events import read_log
 
 DATA = Path(__file__).parent / "data" / "har"
 

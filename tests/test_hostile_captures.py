@@ -2,19 +2,19 @@
 allocates more than the file holds, any block pattern costs the same per packet."""
 
 import io
-from pathlib import Path
 import struct
+from pathlib import Path
 
 import numpy as np
+from conftest import SHARED, needs_shared
+from pcapgen import block, epb, idb, pcap_bytes, shb
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
-from conftest import SHARED, needs_shared
-from pcapgen import block, epb, idb, pcap_bytes, shb
-from tracekit.capture import open_capture
-from tracekit.capture.base import timestamps_from_units
+from tracekit.pipeline.captures import load_captures
+from tracekit.readers.capture import open_capture
+from tracekit.readers.capture.base import timestamps_from_units
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 INT64_MAX = (1 << 63) - 1
 
@@ -69,6 +69,7 @@ def test_out_of_range_times_are_null_and_flagged_not_wrapped(tmp_path):
 
 def test_cli_warns_with_the_offset_and_analyze_works(tmp_path):
     from click.testing import CliRunner
+
     from tracekit.cli import main
     data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**64 - 1, _tcp(seq=11))
     path = tmp_path / "t.pcapng"
@@ -116,7 +117,7 @@ def test_ip_total_length_shorter_than_its_headers_is_in_no_flow(tmp_path):
     load_captures(con, [path])
     assert con.execute("SELECT frame, decode_status, flow_id FROM packets WHERE frame = 3"
                        ).fetchall() == [(3, "bad_tcp_header", None)]
-    from tracekit.analyze import analyze
+    from tracekit.pipeline.analyze import analyze
     analyze(con)
     assert con.execute("SELECT count(*) FROM tcp_analysis").fetchone()[0] == 2
     assert con.execute("SELECT count(*) FROM tcp_analysis WHERE rel_end < 0").fetchone()[0] == 0
@@ -151,8 +152,10 @@ def test_the_store_is_self_contained(tmp_path):
     them (a store from before) the file is read, and a missing file is
     reported per capture, never 0 rows in silence."""
     import shutil
+
     import duckdb
     from click.testing import CliRunner
+
     from tracekit.cli import main
     path = tmp_path / "tls.pcap"
     shutil.copy(SHARED / "zeek__tls13_wolfssl.pcap", path)

@@ -7,8 +7,8 @@ import re
 import duckdb
 import pytest
 from click.testing import CliRunner
-
 from hostile_logs import cases
+
 from tracekit.cli import main
 
 CASES = dict(cases())

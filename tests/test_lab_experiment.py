@@ -37,7 +37,7 @@ path = ["direct", "tunnel"]
 
 def run_lab(tmp_path, text, name):
     """Run an experiment file through the CLI; return the analysed store."""
-    from tracekit.analyze import analyze
+    from tracekit.pipeline.analyze import analyze
     exp = tmp_path / f"{name}.toml"
     exp.write_text(text)
     db = str(tmp_path / "lab.duckdb")
@@ -140,8 +140,8 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     measured that time (`away`) over each request, so each measured rate is
     held to 20 Mbit/s x 1.05 x d / (d - away) for a request of duration d;
     on a quiet run away is 0 and the bound is the configured rate's."""
-    from tracekit.analyze import analyze
     from tracekit.lab.disturbance import Probe
+    from tracekit.pipeline.analyze import analyze
     con = run_lab(tmp_path, RATE_EXPERIMENT, "rate")
     # the measured requests (the warm-up request before them is not one)
     requests = con.execute("""

@@ -18,8 +18,8 @@ import pytest
 from tracekit.lab import netns
 from tracekit.lab.record import running, tcpdump
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 pytestmark = [
     pytest.mark.slow,

@@ -15,11 +15,11 @@ import shutil
 
 import pytest
 
-from tracekit.analyze import analyze
-from tracekit.events import read_log
 from tracekit.lab.wan import Direction, EmulatedPath, PathSpec
-from tracekit.store.events import load_logs
-from tracekit.store.ingest import load_captures
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
+from tracekit.pipeline.logs import load_logs
+from tracekit.readers.events import read_log
 
 pytest.importorskip("aioquic")
 pytestmark = [

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from tracekit.errors import TracekitError
+from tracekit.core.errors import TracekitError
 from tracekit.lab.experiment import load
 from tracekit.lab.h3 import _certificate, private_file
 
@@ -60,7 +60,9 @@ def test_clean_removes_a_killed_runs_paths_and_leaves_a_live_one(tmp_path):
     import signal
     import subprocess
     import sys
+
     from click.testing import CliRunner
+
     from tracekit.cli import main
     from tracekit.lab import netns
 

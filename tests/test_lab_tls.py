@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 import pytest
-
 from test_lab_path import serving, tcpdump
-from tracekit.analyze import analyze
+
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
+from tracekit.pipeline.steps.keylog import load_keys
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
-from tracekit.transport.keylog import load_keys
 
 pytestmark = [
     pytest.mark.slow,

@@ -14,12 +14,12 @@ import subprocess
 import sys
 
 import pytest
-
 from test_lab_path import TCP_INFO_FIELDS, run_transfers, serving, tcpdump
-from tracekit.analyze import analyze
+
 from tracekit.lab.wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 pytestmark = [
     pytest.mark.slow,

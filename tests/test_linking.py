@@ -10,11 +10,11 @@ request no flow can be found for is one `unattributed` span and flagged.
 import json
 from pathlib import Path
 
-from tracekit.analyze import analyze
-from tracekit.events import read_log
-from tracekit.runner import run_analysis
-from tracekit.store.events import load_logs as _load_logs
-from tracekit.store.ingest import load_captures
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
+from tracekit.pipeline.logs import load_logs as _load_logs
+from tracekit.pipeline.runner import run_analysis
+from tracekit.readers.events import read_log
 
 
 def load_logs(con, paths, labels):

@@ -1,13 +1,13 @@
-"""Small event logs normalised together (tracekit.events.read_logs) give what
+"""Small event logs normalised together (tracekit.readers.events.read_logs) give what
 each gives read alone: rows, malformed records with their lines, counts."""
 
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED
-from tracekit import events
-from tracekit.errors import TracekitError
+
+from tracekit.core.errors import TracekitError
+from tracekit.readers import events
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parent / "captures"

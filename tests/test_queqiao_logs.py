@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import main
-from tracekit.events import read_log
-from tracekit.events.logfmt import go_duration_ns, parse_line, rfc3339_ns
+from tracekit.readers.events import read_log
+from tracekit.readers.events.logfmt import go_duration_ns, parse_line, rfc3339_ns
 
 DATA = Path(__file__).parent / "data" / "queqiao"
 T0 = rfc3339_ns("2026-08-18T10:00:00Z")

@@ -4,10 +4,10 @@ import io
 
 import numpy as np
 import pytest
+from pcapgen import block, epb, idb, pb, pcap_bytes, shb, spb
 
-from pcapgen import epb, idb, pb, pcap_bytes, shb, spb, block
-from tracekit.capture import open_capture
-from tracekit.errors import CaptureFormatError, NotACaptureError
+from tracekit.core.errors import CaptureFormatError, NotACaptureError
+from tracekit.readers.capture import open_capture
 
 ETH_IPV4_TCP = bytes.fromhex(
     "0200000000010200000000020800"  # Ethernet
@@ -177,8 +177,8 @@ def test_timestamps_stepping_backwards_keep_capture_order():
 
 def test_pcapng_snaplen_is_a_32_bit_field(tmp_path):
     """Found by the fuzz test: an IDB snaplen above 2^31 must still be stored."""
+    from tracekit.pipeline.captures import load_captures
     from tracekit.store.db import connect
-    from tracekit.store.ingest import load_captures
 
     path = tmp_path / "big-snaplen.pcapng"
     path.write_bytes(shb() + idb(1, snaplen=2147745792) + epb(0, 1, ETH_IPV4_TCP))
@@ -192,7 +192,8 @@ def test_timestamp_units_finer_than_uint64():
     """if_tsresol may say 2^-127 s (found by the fuzz test): every raw value is
     then far below a nanosecond, and the conversion must not overflow."""
     import numpy as np
-    from tracekit.capture.base import timestamps_from_units
+
+    from tracekit.readers.capture.base import timestamps_from_units
     raw = np.array([0, 1, 2**63, 2**64 - 1], np.uint64)
     assert timestamps_from_units(raw, 2**127)[0].tolist() == [0, 0, 0, 0]
     assert timestamps_from_units(raw, 10**30, offset_s=5)[0].tolist() == [5 * 10**9] * 4

@@ -7,9 +7,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED, needs_shared
-from tracekit.events import read_log
+
+from tracekit.readers.events import read_log
 
 LOGS = SHARED.parent / "logs"
 

@@ -1,11 +1,11 @@
-"""Ingesting a manifest's many runs in one command (tracekit/store/runs.py)."""
+"""Ingesting a manifest's many runs in one command (tracekit/pipeline/ingest.py)."""
 
 import os
 from pathlib import Path
 
-from tracekit.store import ingest
+from tracekit.pipeline import captures as ingest
+from tracekit.pipeline.ingest import ingest_runs
 from tracekit.store.db import connect
-from tracekit.store.runs import ingest_run_inputs
 
 
 def test_a_manifests_runs_decide_on_compiled_kernels_together(tmp_path, monkeypatch):
@@ -18,7 +18,7 @@ def test_a_manifests_runs_decide_on_compiled_kernels_together(tmp_path, monkeypa
     asked = []
     monkeypatch.setattr(ingest, "prefer_compiled", asked.append)
     con = connect(tmp_path / "s.duckdb")
-    out = ingest_run_inputs(con, runs)
+    out = ingest_runs(con, runs)
     both = sum(os.stat(r[0][0]).st_size for r in runs)
     assert asked == [both]  # once, for all of them
     # one call for every run's captures, each with its own run's labels
@@ -33,8 +33,8 @@ def test_a_manifests_runs_decide_on_compiled_kernels_together(tmp_path, monkeypa
 def test_portless_requests_are_counted_per_log(tmp_path):
     """A request whose events carry no local port cannot be joined to its flow;
     each log's summary counts its own (from its rows, not the whole table)."""
-    from tracekit.events import read_logs
-    from tracekit.store.events import load_logs
+    from tracekit.pipeline.logs import load_logs
+    from tracekit.readers.events import read_logs
 
     t = 1_780_000_000_000_000_000
     one = tmp_path / "one.jsonl"

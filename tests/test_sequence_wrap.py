@@ -12,12 +12,12 @@ offload sees) crosses 2^32 in relative sequence space too.
 """
 
 import pytest
-
 from conftest import write
 from pcapgen import pcap_bytes
 from tcpsim import conversation
-from tracekit.analyze import analyze
-from tracekit.store.ingest import load_captures
+
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
 
 FAR = (1_000, 50_000)
 # the server's data crosses 2^32 inside its 60th segment, between the holes at

@@ -9,9 +9,9 @@ return when the whole batch is done.
 
 import pytest
 
-from tracekit.analyze import analyze
-from tracekit.events import read_log
-from tracekit.store.events import load_logs
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.logs import load_logs
+from tracekit.readers.events import read_log
 
 BASE = 1_800_000_000_000_000_000
 MS = 1_000_000

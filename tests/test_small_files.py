@@ -1,15 +1,15 @@
-"""Small captures read ahead and decoded together (tracekit/store/reading.py)
+"""Small captures read ahead and decoded together (tracekit/pipeline/reading.py)
 store exactly what each read alone stores: every table, row for row."""
 
 import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED
-from tracekit.store import reading
+
+from tracekit.pipeline import reading
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 DATA = Path(__file__).resolve().parent / "data" / "pcap"
 

@@ -12,12 +12,12 @@ lost, is spurious in neither.
 import struct
 
 import pytest
-
 from pcapgen import pcap_bytes
 from tcpsim import ACK, SYN, tcp_packet
-from tracekit.analyze import analyze
+
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 C, S = [198, 18, 0, 1], [198, 19, 0, 1]
 CISN, SISN = 1000, 900_000

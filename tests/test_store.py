@@ -7,16 +7,16 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from conftest import SHARED, needs_shared, write
+from pcapgen import epb, idb, pcap_bytes, shb
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from conftest import SHARED, needs_shared, write
-from pcapgen import epb, idb, pcap_bytes, shb
 from tracekit.cli import main
-from tracekit.errors import NotACaptureError, TracekitError
-from tracekit.store import ingest as ingest_module
+from tracekit.core.errors import NotACaptureError, TracekitError
+from tracekit.pipeline import captures as ingest_module
+from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
-from tracekit.store.ingest import load_captures
 
 C, S = "198.18.0.1", "198.19.0.2"
 
@@ -140,7 +140,7 @@ def test_failure_in_the_middle_of_a_file_rolls_back(tmp_path, db, monkeypatch):
     pkts = frames(*[tcp(C, S, 1000 + i, 80, "S") for i in range(20)])
     path = write(tmp_path, "mid.pcap", pcap_bytes(pkts))
     calls = []
-    from tracekit.store import reading
+    from tracekit.pipeline import reading
     real = reading.decode_packets
 
     def failing(*args, **kw):
@@ -283,7 +283,7 @@ def test_a_sqlite_file_is_refused_and_left_alone(tmp_path):
     (DuckDB would try to download its SQLite extension); not a byte changes."""
     import sqlite3
 
-    from tracekit.errors import StoreError
+    from tracekit.core.errors import StoreError
     from tracekit.store.db import connect
 
     path = tmp_path / "other.db"
@@ -298,7 +298,7 @@ def test_a_sqlite_file_is_refused_and_left_alone(tmp_path):
 def test_a_duckdb_file_of_another_program_is_refused_before_writing(tmp_path):
     import duckdb
 
-    from tracekit.errors import StoreError
+    from tracekit.core.errors import StoreError
     from tracekit.store.db import connect
 
     path = tmp_path / "theirs.duckdb"
@@ -368,9 +368,9 @@ def test_ingest_does_not_import_pandas(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from tracekit.store.db import connect
-        from tracekit.store.ingest import load_captures
-        from tracekit.events import read_logs
-        from tracekit.store.events import load_logs
+        from tracekit.pipeline.captures import load_captures
+        from tracekit.readers.events import read_logs
+        from tracekit.pipeline.logs import load_logs
         con = connect({str(tmp_path / 's.duckdb')!r})
         load_captures(con, [{tls!r}], labels={{"path": "direct"}})
         load_logs(con, read_logs([{log!r}]))

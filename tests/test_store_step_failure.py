@@ -7,8 +7,8 @@ from pathlib import Path
 import duckdb
 from click.testing import CliRunner
 
-from tracekit import analyze as A
 from tracekit.cli import main
+from tracekit.pipeline import analyze as A
 
 CAPTURES = Path(__file__).parent.parent / "captures"
 

@@ -9,11 +9,11 @@ by field: the eight flags and two values of `.tcp.tsv` (the issue's bar is
 import collections
 
 import pytest
-
 from conftest import needs_shared
 from oracle import captures, epoch_ns, read_tsv
 from test_wireshark_agreement import ICMP_QUOTED_TCP
-from tracekit.analyze import analyze
+
+from tracekit.pipeline.analyze import analyze
 
 pytestmark = needs_shared
 

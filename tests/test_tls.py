@@ -10,11 +10,11 @@ same frames, and the same versions and ALPN.
 import collections
 
 import pytest
-
 from conftest import needs_shared
 from oracle import read_tsv
-from tracekit.analyze import analyze
-from tracekit.transport.tls import HANDSHAKE
+
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.steps.tls import HANDSHAKE
 
 pytestmark = needs_shared
 
@@ -98,7 +98,7 @@ def test_handshake_times_are_the_oracles_hello_frames(analyzed, name):
 
 def test_records_read_back_by_offset_equal_the_ingested_lengths(shared_db):
     """capture/records.py fetches records by file offset, pcap and pcapng alike."""
-    from tracekit.capture.records import read_records
+    from tracekit.readers.capture.records import read_records
     con, ids = shared_db
     for name in ("ndpi__443-curl.pcap", "ndpi__alexa-app.pcapng", "ppp__many_interfaces-1.pcapng"):
         path, fmt = con.execute("SELECT path, format FROM captures WHERE capture_id = ?",
@@ -111,8 +111,8 @@ def test_records_read_back_by_offset_equal_the_ingested_lengths(shared_db):
 
 
 def test_records_past_the_end_are_a_clear_error(shared_db, tmp_path):
-    from tracekit.capture.records import read_records
-    from tracekit.errors import CaptureFormatError
+    from tracekit.core.errors import CaptureFormatError
+    from tracekit.readers.capture.records import read_records
     con, ids = shared_db
     path = con.execute("SELECT path FROM captures WHERE capture_id = ?",
                        [ids["ndpi__443-curl.pcap"]]).fetchall()[0][0]

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import duckdb
 from click.testing import CliRunner
-
 from pcapgen import pcap_bytes
 from tcpsim import ACK, PSH, SYN, tcp_packet
+
 from tracekit.cli import main
-from tracekit.decode.payloads import WINDOW
-from tracekit.transport.tls import HANDSHAKE
+from tracekit.pipeline.steps.tls import HANDSHAKE
+from tracekit.readers.decode.payloads import WINDOW
 
 DATA = Path(__file__).parent / "data" / "pcap"
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from tracekit.errors import TracekitError
-from tracekit.lab.experiment import _settings, _tunnel_sizing, is_tunnel, load
+from tracekit.core.errors import TracekitError
+from tracekit.lab.experiment import _tunnel_sizing, is_tunnel, load, settings_of
 from tracekit.lab.tunnel import SEGMENT, sized_for
 
 
@@ -43,9 +43,9 @@ def test_a_window_that_would_overrun_the_queue_is_refused():
 def test_the_chapter_case_experiment_sizes_its_tunnels(tmp_path):
     spec = load("experiments/chapter-case.toml")
     assert spec["trials"] >= 20
-    fec = _settings(spec, {"loss_down": 0.14, "path": "tunnel", "connection": "fresh"})
-    arq = _settings(spec, {"loss_down": 0.036, "path": "tunnel-arq", "connection": "fresh"})
-    direct = _settings(spec, {"loss_down": 0.14, "path": "direct", "connection": "fresh"})
+    fec = settings_of(spec, {"loss_down": 0.14, "path": "tunnel", "connection": "fresh"})
+    arq = settings_of(spec, {"loss_down": 0.036, "path": "tunnel-arq", "connection": "fresh"})
+    direct = settings_of(spec, {"loss_down": 0.14, "path": "direct", "connection": "fresh"})
     assert is_tunnel(fec) and is_tunnel(arq) and not is_tunnel(direct)
     assert _tunnel_sizing(fec)["parityshard"] == 8
     assert _tunnel_sizing(arq)["parityshard"] == _tunnel_sizing(arq)["datashard"] == 0
@@ -53,4 +53,4 @@ def test_the_chapter_case_experiment_sizes_its_tunnels(tmp_path):
     bad.write_text('name = "bad"\n[path]\nrtt_ms = 200\n[factors]\npath = ["direct", "tunnel"]\n'
                    '[levels.path.tunnel]\nfec = "auto"\n')
     with pytest.raises(TracekitError, match="rate_mbps"):
-        _tunnel_sizing(_settings(load(str(bad)), {"path": "tunnel"}))
+        _tunnel_sizing(settings_of(load(str(bad)), {"path": "tunnel"}))

@@ -140,6 +140,7 @@ def test_a_packet_read_late_by_a_sleeping_lane_is_the_machines_only_when_kept_on
     not the lane's waking: it stays unexplained."""
     import json
     import shutil
+
     from tracekit.lab.calibrate import measure, unexplained
     from tracekit.lab.disturbance import Probe
     from tracekit.lab.wan import CLIENT_ADDR, SERVER_ADDR, Direction, PathSpec

@@ -12,9 +12,8 @@ import collections
 import re
 
 import pytest
-
 from conftest import needs_shared
-from oracle import capinfos_packets, captures, epoch_ns, manifest, read_tsv, ORACLE
+from oracle import ORACLE, capinfos_packets, captures, epoch_ns, manifest, read_tsv
 
 pytestmark = needs_shared
 

@@ -18,10 +18,15 @@ import sys
 
 import numpy as np
 
-from tracekit.ablation import ablation, bootstrap_median_ci
-from tracekit.model import (RetransmissionRounds, _binom_cdf, fec_repair_symbols,
-                            serial_time, slow_start_rounds)
+from tracekit.core.model import (
+    RetransmissionRounds,
+    _binom_cdf,
+    fec_repair_symbols,
+    serial_time,
+    slow_start_rounds,
+)
 from tracekit.lab.tunnel import DATA_SHARDS, GROUP_SURVIVAL, SEGMENT
+from tracekit.presentation.ablation import ablation, bootstrap_median_ci
 
 RTT = 0.200
 RATE = 333e6 / 8

@@ -18,7 +18,7 @@ import os
 import subprocess
 
 import tracekit
-from tracekit.errors import TracekitError
+from tracekit.core.errors import TracekitError
 
 FIELDS = {  # tshark field -> tcp_analysis column
     "tcp.analysis.retransmission": "ws_retransmission",

@@ -1,6 +1,8 @@
 """tracekit: where the time of a remote request went, from packet captures and event logs."""
 
-__version__ = "0.1.0"
+from .core.version import __version__
+
+__all__ = ["__version__", "open", "open_dataset"]
 
 
 def open(path=None, read_only=False):  # noqa: A001

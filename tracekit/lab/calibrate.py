@@ -30,7 +30,7 @@ import sys
 import time
 import typing
 
-from ..errors import TracekitError
+from ..core.errors import TracekitError
 from .disturbance import PERIOD_NS
 from .netns import in_ns
 from .record import running, tcpdump

@@ -62,7 +62,8 @@ import time
 import tomllib
 from dataclasses import asdict
 
-from ..errors import TracekitError
+from ..core.errors import TracekitError
+from ..pipeline.manifests import lab_manifest
 from . import netns
 from .record import running, tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
@@ -123,7 +124,7 @@ def schedule(spec):
     return runs
 
 
-def _settings(spec, combo):
+def settings_of(spec, combo):
     """Every setting of one run: the path, then what each level brings."""
     s = {"path": "direct", "connection": "fresh", **spec.get("path", {}), **spec.get("fixed", {})}
     s.setdefault("rtt_ms", 50.0)
@@ -192,10 +193,11 @@ def _tune(path, s):
 
 def run_one(spec, trial, order, combo, workdir):
     """One run; returns its manifest (also written as manifest.json)."""
-    from .tts import PROCESSING_MS, WORKLOADS as SHAPES
+    from .tts import PROCESSING_MS
+    from .tts import WORKLOADS as SHAPES
     from .tunnel import Tunnel, TunnelSettings
 
-    s = _settings(spec, combo)
+    s = settings_of(spec, combo)
     run_id = f"{spec['name']}-{order:03d}"
     out = os.path.join(workdir, run_id)
     os.makedirs(out, exist_ok=True)
@@ -274,7 +276,8 @@ def run_one(spec, trial, order, combo, workdir):
 def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
     """One run of the TTS shape over HTTP/3 (aioquic): fresh = a QUIC
     connection per request, persistent = one for all (warmup requests first)."""
-    from .tts import PROCESSING_MS, WORKLOADS as SHAPES
+    from .tts import PROCESSING_MS
+    from .tts import WORKLOADS as SHAPES
 
     up, down = SHAPES[spec.get("workload", "tts")]
     if up:
@@ -378,14 +381,12 @@ def _recording(path, files, out, snaplen, tunnel=False):
 
 def _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path, started, run_id,
               workload):
-    return {
-        "run": run_id, "experiment": spec["name"], "trial": trial, "order": order,
-        "factors": combo, "fixed": spec.get("fixed", {}), "settings": s, "path": asdict(pspec),
-        "tunnel": tunnel_settings.as_dict() if tunnel_settings else None,
-        "workload": workload, "forwarder": path.stats,
-        "files": {k: os.path.basename(v) for k, v in files.items()},
-        "started": started, "seconds": round(time.time() - started, 3),
-    }
+    return lab_manifest(
+        run=run_id, experiment=spec["name"], trial=trial, order=order, factors=combo,
+        fixed=spec.get("fixed", {}), settings=s, path=asdict(pspec),
+        tunnel=tunnel_settings.as_dict() if tunnel_settings else None, workload=workload,
+        forwarder=path.stats, files={k: os.path.basename(v) for k, v in files.items()},
+        started=started, seconds=round(time.time() - started, 3))
 
 
 def disturbed(manifests, limit_ms=5.0):
@@ -397,17 +398,6 @@ def disturbed(manifests, limit_ms=5.0):
         if max(f.get("max_late_ms", 0), (f.get("machine") or {}).get("max_late_ms", 0)) > limit_ms:
             out.append(m["run"])
     return out
-
-
-def labels_of(manifest):
-    s = manifest["settings"]
-    labels = {k: str(v) for k, v in manifest.get("fixed", {}).items()}
-    labels.update({k: str(v) for k, v in manifest["factors"].items()})
-    labels.update(run=manifest["run"], trial=str(manifest["trial"]), order=str(manifest["order"]),
-                  experiment=manifest["experiment"], rtt_ms=str(s["rtt_ms"]))
-    if s.get("rate_mbps"):
-        labels["bottleneck_mbps"] = str(s["rate_mbps"])
-    return labels
 
 
 def run_experiment(spec, workdir, progress=None, resume=False):
@@ -430,24 +420,3 @@ def run_experiment(spec, workdir, progress=None, resume=False):
     with open(os.path.join(workdir, f"{spec['name']}.runs.json"), "w") as f:
         json.dump(manifests, f, indent=2)
     return manifests
-
-
-def run_inputs(manifests, workdir):
-    """[(capture paths, log paths, labels)] of lab manifests (a runs.json)."""
-    out = []
-    for m in manifests:
-        base = os.path.join(workdir, m["run"])
-        captures = [os.path.join(base, m["files"][k])
-                    for k in ("client_capture", "loopback_capture", "server_capture")
-                    if k in m["files"] and os.path.exists(os.path.join(base, m["files"][k]))]
-        logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")
-                if k in m["files"]]
-        logs += [os.path.join(base, q) for q in m["files"].get("qlogs", [])]
-        out.append((captures, logs, labels_of(m)))
-    return out
-
-
-def ingest_runs(con, manifests, workdir):
-    """Ingest every run's captures and logs with its labels (logs parsed first)."""
-    from ..store.runs import ingest_run_inputs
-    return ingest_run_inputs(con, run_inputs(manifests, workdir))

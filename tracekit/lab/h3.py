@@ -11,12 +11,12 @@ Needs aioquic (pip install 'tracekit[lab]'). The server's certificate is
 self-signed and made at start; the client does not verify it.
 """
 
-import signal
 import argparse
 import asyncio
 import datetime
 import json
 import os
+import signal
 import ssl
 import sys
 import tempfile

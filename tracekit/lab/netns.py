@@ -7,7 +7,7 @@ import os
 import struct
 import subprocess
 
-from ..errors import TracekitError
+from ..core.errors import TracekitError
 
 CLONE_NEWNET = 0x40000000
 TUNSETIFF = 0x400454CA

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from ..errors import TracekitError
+from ..core.errors import TracekitError
 from .netns import stop
 
 

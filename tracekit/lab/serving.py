@@ -11,10 +11,10 @@ geometric-like mix of short and long answers, so batches mix both.
     python -m tracekit.lab.serving OUT.jsonl [--seed 1]
 """
 
-import signal
 import argparse
 import json
 import random
+import signal
 
 BASE_NS = 1_800_000_000_000_000_000
 

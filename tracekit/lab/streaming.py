@@ -21,11 +21,11 @@ kernel keeps receiving). A transport stall comes from the emulated path:
 drop the chunk's segment (chunk k starts at relative sequence 1 + 968 k).
 """
 
-import signal
 import argparse
 import json
 import os
 import queue
+import signal
 import socket
 import struct
 import subprocess

@@ -14,10 +14,10 @@ Wire format: the client sends one JSON line {"request", "bytes",
 "processing_ms"}; the server answers with an 8-byte length and the body.
 """
 
-import signal
 import argparse
 import json
 import os
+import signal
 import socket
 import ssl
 import struct

@@ -28,14 +28,13 @@ says so in `sizing`, or raises when it cannot.
 """
 
 import math
-
 import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 
-from ..errors import TracekitError
-from ..model import fec_repair_symbols
+from ..core.errors import TracekitError
+from ..core.model import fec_repair_symbols
 from . import netns
 from .wan import SERVER_ADDR
 

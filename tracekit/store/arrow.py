@@ -9,9 +9,9 @@ string lists, which DuckDB loads as plain VARCHAR.
 import numpy as np
 import pyarrow as pa
 
-from ..decode.status import STATUS
-from ..decode.transport import MAX_SACK_BLOCKS, QUIC_TYPE_NAMES
-from ..decode.flows import NONE, S
+from ..readers.decode.flows import NONE, S
+from ..readers.decode.status import STATUS
+from ..readers.decode.transport import MAX_SACK_BLOCKS, QUIC_TYPE_NAMES
 from .schema import FLOWS, PACKETS, storage
 
 _ARROW = {
@@ -181,7 +181,7 @@ def packet_columns(capture_id, batch, link_type, cols, flow_id, from_client, shi
 
 def flow_columns(capture_id, stats, ends, address_cache):
     """The `flows` columns of one capture as numpy (see `packet_columns`)."""
-    from ..decode.addresses import address_dictionary
+    from ..readers.decode.addresses import address_dictionary
 
     n = len(stats)
     client_is_a = stats[:, S["client_is_a"]] == 1

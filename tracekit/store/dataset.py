@@ -29,7 +29,7 @@ import os
 import shutil
 import uuid
 
-from ..errors import TracekitError
+from ..core.errors import TracekitError
 from .schema import STAGED, storage
 
 MANIFEST = "_tables.json"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import duckdb
 
-from ..errors import StoreError
+from ..core.errors import StoreError
+from .recovery import recover
 from .schema import DERIVED, STAGED, TABLES, create_table_sql
 
 DEFAULT_DB = "tracekit.duckdb"
@@ -97,36 +98,19 @@ def connect(path=None, read_only=False):
         _upgrade(con)
         for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
             con.execute(create_table_sql(name))
-        _recover(con)
+        recover(con)
     return con
 
 
 def open_dataset(path):
-    """A read-only connection whose views are a dataset's tables and the
-    analyses' views over them (store/dataset.py)."""
-    from ..analyze import create_views
+    """A read-only connection whose views are a dataset's tables
+    (store/dataset.py); the analyses' views over them are the pipeline's
+    (tracekit.pipeline.stores.open_store adds them)."""
     from .dataset import open_views
     con = duckdb.connect(config=CONFIG)
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEKIT_MEMORY_LIMIT', MEMORY_LIMIT)}'")
     open_views(con, path)
-    names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
-                                       "WHERE NOT internal").fetchall()}
-    if "tcp_analysis" in names:
-        create_views(con)
     return con
-
-
-def _recover(con):
-    """Rows an ingest or an analysis left when it was killed (kill -9, power loss)
-    are deleted as soon as the store is opened for writing again: the file lock
-    says no other process is writing, so every marker left is an orphan."""
-    (left,), = con.execute("SELECT (SELECT count(*) FROM ingests_in_progress) + "
-                           "(SELECT count(*) FROM analyses_in_progress)").fetchall()
-    if left:
-        from ..analyze import recover_unfinished as analyses
-        from .ingest import recover_unfinished as ingests
-        ingests(con)
-        analyses(con)
 
 
 def _check_kind(path):

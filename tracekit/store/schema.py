@@ -418,16 +418,16 @@ DECODE_STATUS_DOC = {
 # their row in `ingests_in_progress` / `analyses_in_progress`), so a query
 # never sees half a capture, even after a crash. The analysis that writes a
 # derived one names it in its marker row.
-STAGED = {
-    "packets": "SELECT capture_id FROM ingests_in_progress",
-    "flows": "SELECT capture_id FROM ingests_in_progress",
-    "payloads": "SELECT capture_id FROM ingests_in_progress",
-    "tcp_analysis": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
-    "flights": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
-    "exchanges": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tcp_analysis'",
-    "tls_messages": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'tls_messages'",
-    "stalls": "SELECT capture_id FROM analyses_in_progress WHERE analysis = 'stalls'",
+STAGED_BY = {  # table -> "ingest", or the analysis its marker rows name
+    "packets": "ingest", "flows": "ingest", "payloads": "ingest",
+    "tcp_analysis": "tcp_analysis", "flights": "tcp_analysis", "exchanges": "tcp_analysis",
+    "tls_messages": "tls_messages", "stalls": "stalls",
 }
+# what an ingest writes for a capture (the staged tables and its interfaces)
+INGESTED = tuple(t for t, by in STAGED_BY.items() if by == "ingest") + ("interfaces",)
+STAGED = {t: ("SELECT capture_id FROM ingests_in_progress" if by == "ingest" else
+              f"SELECT capture_id FROM analyses_in_progress WHERE analysis = '{by}'")
+          for t, by in STAGED_BY.items()}
 
 
 def storage(name):

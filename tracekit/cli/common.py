@@ -1,0 +1,149 @@
+"""What every command shares: options, output, error handling, progress.
+
+Every TracekitError becomes one line on stderr and exit status 2 (`--debug`
+shows the traceback instead); a full disk is named as such; anything else is
+a bug and says so in one line. Row-emitting commands share --format.
+"""
+
+import errno
+import functools
+import os
+import re
+import sys
+import time
+
+import click
+
+from ..core.errors import TracekitError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def db_option(f):
+    return click.option(
+        "--db", "--store", "db", metavar="PATH", envvar="TRACEKIT_DB", default="tracekit.duckdb",
+        show_default=True, help="DuckDB store, or a folder holding a Parquet dataset "
+                                "(or set TRACEKIT_DB).")(f)
+
+
+def cluster_options(f):
+    f = click.option("--cluster", metavar="ADDRESS", default=None,
+                     help="Run one task per capture on this Dask scheduler (tcp://host:8786), "
+                          "into the Parquet dataset --store DIR; the workers must see the "
+                          "files and DIR at the same paths.")(f)
+    return click.option("--workers", type=click.IntRange(1), default=None,
+                        help="Run one task per capture on a local Dask cluster of N worker "
+                             "processes, into the Parquet dataset --store DIR (a dataset "
+                             "without --cluster or --workers: one worker per core).")(f)
+
+
+def format_option(f):
+    return click.option(
+        "--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]),
+        default="table", show_default=True, help="Output format.")(f)
+
+
+def emit(columns, rows, fmt):
+    from ..presentation.table import render
+    click.echo(render(columns, rows, fmt), nl=False)
+
+
+def plural(n, word):
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def help_text(doc, example):
+    return f"{doc}\n\n\b\nExample:\n  {example}"
+
+
+def _disk_full(e):
+    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None."""
+    text = str(e)
+    if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in text:
+        where = re.search(r'file "([^"]+)"', text)
+        place = f" writing {where.group(1)}" if where else ""
+        return (f"no space left on the device{place}; nothing of this command is visible "
+                f"in the store (free some space and run it again)")
+    return None
+
+
+def handle_errors(f):
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = ctx.find_root().params.get("debug")
+        try:
+            return f(*args, **kwargs)
+        except TracekitError as e:
+            if debug:
+                raise
+            click.echo(f"tracekit: error: {e}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            if ctx.info_name == "ingest":
+                said = "the store is as it was before this command"
+            else:
+                said = ("what was complete before it is kept; nothing half-written is "
+                        "visible (the next run of the command finishes the job)")
+            click.echo(f"tracekit: interrupted; {said}", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as e:
+            if debug:
+                raise
+            full = _disk_full(e)
+            if full:
+                click.echo(f"tracekit: error: {full}", err=True)
+                sys.exit(2)
+            # a bug: say so in one line
+            click.echo(f"tracekit: internal error: {type(e).__name__}: {e} "
+                       f"(run with --debug for the traceback, and please report it)", err=True)
+            sys.exit(1)
+    return wrapper
+
+
+class Progress:
+    """Progress on stderr for long ingests (only on a terminal, after 1 s)."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, path, done, total):
+        if not self.enabled or time.monotonic() - self.started < 1.0:
+            return
+        pct = 100.0 * done / total if total else 100.0
+        name = os.path.basename(path)
+        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB", err=True, nl=False)
+        self.shown = True
+
+    def done(self):
+        if self.shown:
+            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+
+
+def parse_labels(labels):
+    out = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TracekitError(f"--label {item!r} is not KEY=VALUE (e.g. --label path=direct)")
+        out[key] = value
+    return out
+
+
+_UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def parse_duration_ns(text):
+    """'12.5ms', '-3us', '0.2s', '150000ns' or a bare number of seconds -> int ns."""
+    m = re.fullmatch(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|ms|s)?\s*", text)
+    if not m:
+        raise TracekitError(f"--clock-offset {text!r} is not a duration (e.g. 12.5ms, -300us, 0.2s)")
+    ns = float(m.group(1)) * _UNITS[m.group(2) or "s"]
+    if not abs(ns) < 2**63:  # (and not NaN): the events' times must stay inside int64 ns
+        raise TracekitError(f"--clock-offset {text!r} is beyond what int64 nanoseconds hold "
+                            f"(about 146 years)")
+    return round(ns)

@@ -1,0 +1,63 @@
+"""What `tracekit ingest` and `tracekit analyze` print when they run on Dask
+into a Parquet dataset (`--store DIR`, `--workers N`, `--cluster ADDRESS`):
+the CLI's side of tracekit/pipeline/cluster."""
+
+import os
+import sys
+
+import click
+
+from .common import plural
+from .messages import report_log, skipped_text
+
+
+def progress(n, total, path, capture_id, result):
+    if sys.stderr.isatty():
+        click.echo(f"\r{n}/{total} captures done (last: capture {capture_id})" + " " * 10,
+                   err=True, nl=False)
+        if n == total:
+            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+
+
+def report(run, where):
+    """What a DatasetRun did; exit status 1 when a capture failed."""
+    for r in run.captures:
+        name = os.path.basename(r["path"]) if r["path"] else f"capture {r['capture_id']}"
+        if r["packets"] is None:
+            click.echo(f"{name}: analysed again, {r['seconds']:.2f} s")
+        else:
+            click.echo(f"{name}: capture {r['capture_id']}: {plural(r['packets'], 'packet')}, "
+                       f"{plural(r['flows'], 'flow')}, {skipped_text(r['decode_status'])}; "
+                       f"ingested and analysed in {r['seconds']:.2f} s")
+        if r["read_stop"]:
+            reason, offset, message = r["read_stop"]
+            click.echo(f"tracekit: warning: {r['path']}: {reason} at byte offset {offset}: "
+                       f"{message}; the {r['packets']:,} packets before it were ingested",
+                       err=True)
+        for table, reason in r["analysis_failures"]:
+            click.echo(f"warning: {table}: capture {r['capture_id']} was not analysed and is "
+                       f"left out of the analyses after it: {reason}", err=True)
+    for path, cid in run.duplicates:
+        click.echo(f"{os.path.basename(path)}: already in the dataset as capture {cid} "
+                   f"(same sha256); nothing added")
+    for s in run.logs:
+        report_log(s)
+    for step in run.steps:
+        if step.scope == "store" and step.built:
+            click.echo(f"{step.table}: rebuilt over the whole dataset, "
+                       f"{plural(step.rows, 'row')}, {step.seconds:.2f} s")
+        for _, reason in (step.failures if step.scope == "store" else ()):
+            click.echo(f"warning: {step.table}: could not be built over the whole dataset and "
+                       f"is empty until the next analyze: {reason}", err=True)
+    for note in run.notes:
+        click.echo(f"tracekit: warning: {note}", err=True)
+    for path, cid, reason in run.failures:
+        what = os.path.basename(path) if path else f"capture {cid}"
+        click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and is not in the "
+                   f"dataset: {reason}; the next run gives it the same id", err=True)
+    packets = sum(r["packets"] or 0 for r in run.captures)
+    rate = f", {packets / run.seconds:,.0f} packets/s" if packets and run.seconds > 0 else ""
+    click.echo(f"total: {plural(len(run.captures), 'capture')} ({plural(packets, 'packet')}), "
+               f"{plural(len(run.failures), 'failure')} on {where}; {run.seconds:.2f} s{rate}")
+    if run.failures:
+        sys.exit(1)

@@ -1,0 +1,478 @@
+"""`request_phases`: what the transport did during each phase of each request.
+
+A request (requests.sql) is cut at four instants seen on its flow at the
+capture point: its first and last request byte (a, b) and first and last
+response byte (c, d), clamped into order inside [start, end]. This table
+gives, per request, those instants and how long each limitation state of
+`stalls` held during the upload [a, b] (the client's data) and the download
+[c, d] (the server's), the recovery round each stretch of download loss
+recovery belongs to, and, seen from the client (or for QUIC, whose ACKs are
+encrypted), the gaps between the server's data packets by what explains
+them (see download_gaps).
+
+Strategy: these are overlaps of intervals (a request's phase) with other
+intervals (runs of a state) or points (packets) on the same flow. As SQL
+that is a join of every request of a flow with every run of it -- requests x
+runs pairs, 1.6e11 on a capture with tens of thousands of requests per
+connection. Here both sides are sorted by (flow, start) and swept once with
+a pointer that only moves forward (the runs of a flow direction tile its
+life without overlapping), so the cost is the size of the inputs plus the
+overlaps actually found.
+"""
+
+import os
+import tempfile
+
+import numpy as np
+import pyarrow as pa
+
+from ...core.jit import PYTHON_COST, kernel, use_jit
+from ...store.arrow import numpy_array, string_array
+from ...store.db import settings
+from ...store.schema import create_table_sql
+from ...store.writer import AppendWriter
+from .stalls import STATES
+
+TABLES = ("request_phases",)
+
+INSTANTS_SQL = """
+WITH r AS (
+    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.vantage,
+        b.rtt_ns, f.protocol = 'udp' AS quic, f.client_mss,
+        q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
+        q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
+    FROM requests q JOIN bounds b USING (request_key)
+    LEFT JOIN flows f USING (capture_id, flow_id)
+),
+cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
+cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
+cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2)
+SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
+           + coalesce(flow_id, 0) AS flow_key,
+       capture_id IS NOT NULL AS has_flow, vantage, coalesce(quic, false) AS quic,
+       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d,
+       coalesce(m.part, $no_flow) AS part
+FROM cut3 LEFT JOIN _phase_flows m USING (capture_id, flow_id)
+"""
+
+RUNS_SQL = """
+SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.direction = 'c2s' AS c2s,
+       s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state, m.part
+FROM stalls s JOIN _phase_flows m USING (capture_id, flow_id)
+"""
+
+# each download loss stretch (a loss_recovery or rto_wait run of the server's
+# data) belongs to the recovery round that had begun when it began
+LOSS_ROUNDS_SQL = """
+SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.start_ns, s.end_ns,
+       rr.episode, rr.round, m.part
+FROM (SELECT * FROM stalls WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')) s
+JOIN _phase_flows m USING (capture_id, flow_id)
+ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
+           WHERE direction = 's2c') rr
+  ON rr.capture_id = s.capture_id AND rr.flow_id = s.flow_id AND s.start_ns >= rr.first_ts_ns
+"""
+
+# the server's data packets on flows seen from the client (or QUIC, whose ACKs
+# are encrypted), with what the ACK clock needs: the previous data packet of the
+# server (time, size), the client's last packet before, the full segment size
+NO_CLIENT = -9223372036854775807  # no packet of the client's yet
+PACKETS_SQL = """
+SELECT t.capture_id * 4294967296 + t.flow_id AS flow_key, t.frame, t.ts_ns, t.from_client,
+       t.payload_bytes, m.client_mss IS NOT NULL AS has_mss,
+       coalesce(m.client_mss - 40, 0) AS full_bytes, m.part
+FROM packets t JOIN _phase_flows m USING (capture_id, flow_id)
+WHERE m.pauses AND (t.payload_bytes > 0 OR t.from_client)
+"""
+PACKET_COLUMNS = ("flow_key", "frame", "ts_ns", "from_client", "payload_bytes", "has_mss",
+                  "full_bytes")
+
+
+@kernel
+def pause_inputs(key, client, ts, size, has_mss, full, out_has_prev, out_prev, out_prev_bytes,
+                 out_last_client):
+    """For the server's data packets: whether one came before on the flow, its
+    time and size, the client's last packet before (NO_CLIENT: none), and the size a
+    full segment has (within 40 option bytes of the MSS the client announced,
+    else the largest the server sent: `full` is set where `has_mss` is not).
+    Packets sorted by (key, frame); the client's packets are all of them, the
+    server's those with data."""
+    n = len(key)
+    i = 0
+    while i < n:
+        end = i
+        largest = 0
+        while end < n and key[end] == key[i]:
+            if not client[end]:
+                largest = max(largest, size[end])
+            end += 1
+        prev = -1
+        last_client = NO_CLIENT
+        for k in range(i, end):
+            if client[k]:
+                last_client = max(last_client, ts[k])
+                continue
+            if not has_mss[k]:
+                full[k] = largest
+            out_last_client[k] = last_client
+            if prev >= 0:
+                out_has_prev[k] = True
+                out_prev[k] = ts[prev]
+                out_prev_bytes[k] = size[prev]
+            prev = k
+        i = end
+
+
+def pauses(r):
+    """The server's data packets of a partition that follow another (download_gaps'
+    input), from its packets (PACKETS_SQL)."""
+    order = np.lexsort((_i64(r["frame"]), _i64(r["flow_key"])))
+    key, ts = _i64(r["flow_key"])[order], _i64(r["ts_ns"])[order]
+    client = np.asarray(r["from_client"], bool)[order]
+    size, full = _i64(r["payload_bytes"])[order], _i64(r["full_bytes"])[order]
+    has_mss = np.asarray(r["has_mss"], bool)[order]
+    has_prev = np.zeros(len(key), bool)
+    prev, prev_bytes, last_client = (np.zeros(len(key), np.int64) for _ in range(3))
+    pause_inputs(use_jit(len(key) * PYTHON_COST), key, client, ts, size, has_mss, full, has_prev,
+                 prev, prev_bytes, last_client)
+    keep = ~client & has_prev
+    return {"flow_key": key[keep], "ts_ns": ts[keep], "prev_ns": prev[keep],
+            "prev_bytes": prev_bytes[keep], "full_bytes": full[keep],
+            "last_client_ns": last_client[keep]}
+
+
+@kernel
+def state_overlaps(req_key, req_lo, req_hi, run_key, run_lo, run_hi, run_state, out):
+    """out[i, s] += how long runs of state s overlap [req_lo[i], req_hi[i]] on the
+    same key. Requests sorted by (key, lo); runs by (key, lo), not overlapping
+    within a key (hence also sorted by hi)."""
+    m = len(run_key)
+    j0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        lo = req_lo[i]
+        hi = req_hi[i]
+        while j0 < m and (run_key[j0] < key or (run_key[j0] == key and run_hi[j0] <= lo)):
+            j0 += 1
+        j = j0
+        while j < m and run_key[j] == key and run_lo[j] < hi:
+            ov = min(run_hi[j], hi) - max(run_lo[j], lo)
+            if ov > 0:
+                out[i, run_state[j]] += ov
+            j += 1
+
+
+@kernel
+def overlap_pairs(req_key, req_lo, req_hi, run_key, run_lo, run_hi, out_req, out_run, out_ns):
+    """Every (request, run, overlap) with overlap > 0; returns how many (when
+    the outputs are too small, only counts: call again with room)."""
+    m = len(run_key)
+    cap = len(out_req)
+    k = 0
+    j0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        lo = req_lo[i]
+        hi = req_hi[i]
+        while j0 < m and (run_key[j0] < key or (run_key[j0] == key and run_hi[j0] <= lo)):
+            j0 += 1
+        j = j0
+        while j < m and run_key[j] == key and run_lo[j] < hi:
+            ov = min(run_hi[j], hi) - max(run_lo[j], lo)
+            if ov > 0:
+                if k < cap:
+                    out_req[k] = i
+                    out_run[k] = j
+                    out_ns[k] = ov
+                k += 1
+            j += 1
+    return k
+
+
+GAP_CLASSES = ("loss", "receiver", "short", "clocked", "beyond")
+GAP_LOSS, GAP_RECEIVER, GAP_SHORT, GAP_CLOCKED, GAP_BEYOND = range(5)
+LOSS_STATES = (3, 4)  # rto_wait, loss_recovery (STATES)
+RECEIVER_STATES = (5, 6)  # zero_window, receive_window_limited
+
+
+@kernel
+def download_gaps(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_prev_bytes,
+                  pk_full, pk_last_client, run_key, run_lo, run_hi, run_state, out):
+    """Partition each download [c, d] seen from the client into the gaps between
+    the server's data packets and classify each gap by what explains it
+    (out[i, class] += gap): the server's data direction was in loss recovery
+    or receive-window limited when it began (its state in `stalls`); it
+    followed a short segment (the sender had no full segment to send); else
+    the ACK clock: a sender held by its window sends again when the client's
+    ACK reaches it, so a gap after a full-sized segment is `clocked` up to
+    1.25 R after the client's last packet before it ended, and `beyond`
+    after that. Requests sorted by (key, c); packets by (key, prev); runs of
+    the server's data by (key, lo), not overlapping within a key."""
+    m = len(pk_key)
+    nr = len(run_key)
+    j0 = 0
+    r0 = 0
+    for i in range(len(req_key)):
+        key = req_key[i]
+        c = req_c[i]
+        d = req_d[i]
+        budget = req_rtt[i] + req_rtt[i] // 4
+        while j0 < m and (pk_key[j0] < key or (pk_key[j0] == key and pk_prev[j0] < c)):
+            j0 += 1
+        while r0 < nr and (run_key[r0] < key or (run_key[r0] == key and run_hi[r0] <= c)):
+            r0 += 1
+        j = j0
+        r = r0
+        while j < m and pk_key[j] == key and pk_prev[j] <= d:
+            prev = pk_prev[j]
+            ts = pk_ts[j]
+            if ts <= d and prev >= c and ts > prev:
+                gap = ts - prev
+                while r < nr and run_key[r] == key and run_hi[r] <= prev:
+                    r += 1
+                state = -1
+                if r < nr and run_key[r] == key and run_lo[r] <= prev:
+                    state = run_state[r]
+                if state == LOSS_STATES[0] or state == LOSS_STATES[1]:
+                    out[i, GAP_LOSS] += gap
+                elif state == RECEIVER_STATES[0] or state == RECEIVER_STATES[1]:
+                    out[i, GAP_RECEIVER] += gap
+                elif pk_prev_bytes[j] < pk_full[j]:
+                    out[i, GAP_SHORT] += gap
+                else:
+                    clocked = min(gap, max(0, pk_last_client[j] + budget - prev))
+                    out[i, GAP_CLOCKED] += clocked
+                    out[i, GAP_BEYOND] += gap - clocked
+            j += 1
+
+
+def _fetch(con, sql, params=None):
+    return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}
+
+
+def _i64(a):
+    return np.asarray(a).astype(np.int64)
+
+
+PART_RUNS = 500_000  # stall runs and data packets a partition holds at most (bounded memory)
+
+PARTS_SQL = """
+SELECT s.capture_id, s.flow_id, count(*) + any_value(f.packets_s2c) AS runs
+FROM stalls s JOIN flows f USING (capture_id, flow_id)
+WHERE (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+def partitions(con):
+    """(capture_id, first flow, last flow) ranges of at most PART_RUNS stall runs and
+    server data packets, then (None, 0, 0) for the requests without a flow."""
+    r = _fetch(con, PARTS_SQL)
+    cap, flow, runs = _i64(r["capture_id"]), _i64(r["flow_id"]), _i64(r["runs"])
+    with_requests = _fetch(con, "SELECT DISTINCT capture_id FROM requests "
+                                "WHERE capture_id IS NOT NULL ORDER BY 1")
+    parts = []
+    for cid in _i64(with_requests["capture_id"]):
+        sel = cap == cid
+        f, n = flow[sel], runs[sel]
+        lo, size = 0, 0
+        for k in range(len(f)):
+            if size and size + n[k] > PART_RUNS:
+                parts.append((int(cid), lo, int(f[k - 1])))
+                lo, size = int(f[k]), 0
+            size += n[k]
+        parts.append((int(cid), lo, 2 ** 62))
+    parts.append((None, 0, 0))
+    return parts
+
+
+def build_all(con, target="request_phases"):
+    """Create `request_phases` (under the name `target`) from the whole store, a
+    partition at a time, each committed on its own; return its rows.
+
+    Each input (the requests' instants, the stall runs, the download loss
+    stretches, the packets the download gaps need) is read once and written
+    out by partition (DuckDB's partitioned COPY into a scratch folder beside
+    the store): a partition then reads its own rows only. Filtering the
+    tables by a partition's flows would scan them whole for each partition
+    (their rows are in time order, every flow's spread over all of them):
+    a cost that grows with the square of the capture. A thread appends the
+    rows in whole row groups while the next partition is built (2.9 M
+    packets, 11 partitions: the step alone 6.6 -> 4.5-4.8 s, within an
+    analyze 4.75 -> 4.32 s; 125 MB more held)."""
+    con.execute(f"DROP TABLE IF EXISTS {target}")
+    con.execute(create_table_sql("request_phases").replace(
+        "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
+    parts = partitions(con)
+    rows = 0
+    with tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=_scratch_dir(con)) as tmp:
+        writer = AppendWriter(con.cursor())  # appends while the next partition is built
+        try:
+            _spill(con, parts, tmp)
+            writer.start()
+            for k, part in enumerate(parts):
+                if _part_files(tmp, "instants", k) is None:  # no request (of no flow)
+                    continue
+                table = _partition(con, part, lambda name: _part_files(tmp, name, k))
+                writer.put(target, table)
+                rows += table.num_rows
+            writer.finish()
+        finally:
+            if writer.is_alive():
+                writer.abandon()
+            writer.con.close()
+            con.execute("DROP TABLE IF EXISTS temp._phase_parts")
+            con.execute("DROP TABLE IF EXISTS temp._phase_flows")
+    return rows
+
+
+def _scratch_dir(con):
+    """The store's folder (where DuckDB spills too), or the system's for a store in memory."""
+    (path,), = con.execute("SELECT path FROM duckdb_databases() "
+                           "WHERE database_name = current_database()").fetchall()
+    return os.path.dirname(os.path.abspath(path)) if path else None
+
+
+def _spill(con, parts, tmp):
+    """Each input written to tmp/<name>/part=<k>/."""
+    flow_parts(con, parts)
+    # each partition's rows written out every 64 k rows rather than DuckDB's
+    # 512 k: the stall runs of 29 M packets (101 partitions) took 9.4 s to
+    # write with the default, 4.1 s so
+    with settings(con, partitioned_write_flush_threshold=65536):
+        for name, sql, params in (("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}),
+                                  ("runs", RUNS_SQL, {"states": list(STATES)}),
+                                  ("loss", LOSS_ROUNDS_SQL, {}), ("packets", PACKETS_SQL, {})):
+            path = os.path.join(tmp, name).replace("'", "''")
+            con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet, PARTITION_BY (part), "
+                        f"COMPRESSION uncompressed)", params)
+
+
+def flow_parts(con, parts):
+    """Each flow with requests and its partition (temp._phase_flows), with whether
+    its download gaps are wanted (seen from the client, or QUIC) and the MSS
+    its client announced."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _phase_parts "
+                "(capture_id INTEGER, lo BIGINT, hi BIGINT, part INTEGER)")
+    con.executemany("INSERT INTO _phase_parts VALUES (?, ?, ?, ?)",
+                    [(cid, lo, hi, k) for k, (cid, lo, hi) in enumerate(parts) if cid is not None])
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _phase_flows AS
+        WITH rf AS (
+            SELECT capture_id, flow_id, bool_or(vantage <> 'server') AS not_server
+            FROM requests WHERE capture_id IS NOT NULL GROUP BY ALL
+        )
+        SELECT rf.capture_id, rf.flow_id, p.part,
+            rf.not_server OR coalesce(f.protocol = 'udp', false) AS pauses, f.client_mss
+        FROM rf LEFT JOIN flows f USING (capture_id, flow_id)
+        JOIN _phase_parts p ON p.capture_id = rf.capture_id AND rf.flow_id BETWEEN p.lo AND p.hi""")
+
+
+def _part_files(tmp, name, k):
+    """A partition's files of one input (read_parquet's argument), or None: no rows."""
+    folder = os.path.join(tmp, name, f"part={k}")
+    quoted = folder.replace("'", "''")
+    return f"read_parquet('{quoted}/*.parquet', hive_partitioning = false)" \
+        if os.path.isdir(folder) else None
+
+
+def _read(con, files, columns):
+    """A partition's rows of one input; no files: each column empty."""
+    if files is None:
+        return {c: np.zeros(0, np.int64) for c in columns}
+    return _fetch(con, f"SELECT * FROM {files}")
+
+
+def _partition(con, part, files):
+    """The `request_phases` rows of one partition as an Arrow table; `files(name)`
+    names its rows of each input."""
+    r = _fetch(con, f"SELECT * FROM {files('instants')}")
+    n = len(r["request_key"])
+    jit = use_jit(n * PYTHON_COST)
+    key = _i64(r["flow_key"])
+    a, b, c, d = (_i64(r[x]) for x in "abcd")
+    has_flow = r["has_flow"].astype(bool)
+    nstates = len(STATES)
+    up = np.zeros((n, nstates), np.int64)
+    down = np.zeros((n, nstates), np.int64)
+    qo = np.lexsort((c, key))
+    no_flow = part[0] is None
+    if n and not no_flow:
+        # upload and download: state totals
+        runs = _read(con, files("runs"), ("flow_key", "c2s", "start_ns", "end_ns", "state"))
+        runs_c2s = runs["c2s"].astype(bool)
+        runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
+        runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
+        for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
+            sel = runs_c2s == c2s
+            rk, rlo, rhi = runs_key[sel], runs_lo[sel], runs_hi[sel]
+            rs = runs_state[sel]
+            ro = np.lexsort((rlo, rk))
+            order = np.lexsort((lo, key))
+            tmp = np.zeros((n, nstates), np.int64)
+            state_overlaps(jit, key[order], lo[order], hi[order], rk[ro], rlo[ro], rhi[ro], rs[ro],
+                           tmp)
+            out[order] = tmp
+        # download loss stretches by recovery round
+        lr = _read(con, files("loss"), ("flow_key", "start_ns", "end_ns", "episode", "round"))
+        lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
+        lo_ord = np.lexsort((llo, lk))
+        empty = np.zeros(0, np.int64)
+        size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
+                             empty, empty, empty)
+        pr, pj, pns = (np.zeros(size, np.int64) for _ in range(3))
+        overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord], pr, pj,
+                      pns)
+        pair_request = qo[pr]
+        pair_episode = _i64(lr["episode"])[lo_ord][pj]
+        pair_round = _i64(lr["round"])[lo_ord][pj]
+        # the download's gaps seen from the client, by what explains them
+        pk = pauses(_read(con, files("packets"), PACKET_COLUMNS))
+        pkk, pts, pprev = pk["flow_key"], pk["ts_ns"], pk["prev_ns"]
+        po = np.lexsort((pprev, pkk))
+        s2c = ~runs_c2s
+        rk, rlo = runs_key[s2c], runs_lo[s2c]
+        ro = np.lexsort((rlo, rk))
+        gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
+        tmp = np.zeros((n, len(GAP_CLASSES)), np.int64)
+        download_gaps(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
+                      pprev[po], pk["prev_bytes"][po], pk["full_bytes"][po],
+                      pk["last_client_ns"][po], rk[ro], rlo[ro], runs_hi[s2c][ro],
+                      runs_state[s2c][ro], tmp)
+        gaps[qo] = tmp
+    else:
+        gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
+        pair_request = pair_episode = pair_round = pns = np.zeros(0, np.int64)
+    return _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode,
+                  pair_round, pns)
+
+
+def _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode, pair_round,
+           pair_ns):
+    n = len(a)
+    nulls = ~has_flow
+
+    def col(values, typ=pa.int64(), mask=nulls):
+        return numpy_array(values, mask, typ)
+
+    # one list of (episode, round, ns) per request, in order
+    order = np.lexsort((pair_round, pair_episode, pair_request))
+    pr, pe, prd, pn = pair_request[order], pair_episode[order], pair_round[order], pair_ns[order]
+    offsets = np.searchsorted(pr, np.arange(n + 1)).astype(np.int32)
+    rounds = pa.ListArray.from_arrays(numpy_array(offsets, None, pa.int32()), pa.StructArray.from_arrays(
+        [numpy_array(pe, None), numpy_array(prd, None), numpy_array(pn, None)],
+        names=["episode", "round", "ns"]))
+    columns = {
+        "request_key": string_array([str(k) for k in r["request_key"]]),
+        "capture_id": numpy_array(r["capture_id"], nulls, pa.int32()),
+        "flow_id": col(np.where(has_flow, r["flow_id"], 0)),
+        "a_ns": col(a, mask=None), "b_ns": col(b, mask=None), "c_ns": col(c, mask=None),
+        "d_ns": col(d, mask=None),
+    }
+    for phase, totals in (("up", up), ("down", down)):
+        for k, state in enumerate(STATES):
+            columns[f"{phase}_{state}_ns"] = col(totals[:, k])
+    for k, name in enumerate(GAP_CLASSES):
+        columns[f"gap_{name}_ns"] = col(gaps[:, k])
+    columns["loss_rounds"] = rounds
+    return pa.table(columns)

@@ -1,0 +1,439 @@
+"""`stalls`: what limited each flow direction at every instant of its life.
+
+A state machine with lookahead, so it is code (one backward and one forward
+pass over a capture's TCP packets, compiled for large captures) rather than
+SQL. Every interval between two consecutive packets of a flow gets exactly
+one state per direction, so per direction the state durations add up to the
+flow's duration (last packet - first packet) exactly; runs of one state are
+stored as one row. The state holds after packet k until packet k+1, decided
+in this order (names after Linux tcp_info's chrono stats and RFC 4898's
+SndLimTime* where they exist):
+
+- handshake: before the TCP handshake completed (flows.ack_ts_ns);
+- closed: after this direction's FIN was acknowledged, or after a RST;
+- application_limited: nothing in flight, the sender had nothing to send
+  (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
+  sent until 1 ms after it drained (a sender held back by its windows sends
+  at once when they open);
+- rto_wait: in flight, and the next packet this direction sends is a
+  retransmission by timeout (segments.py): the sender waits for its timer;
+- loss_recovery: inside a recovery episode (retransmissions.sql);
+- zero_window: the receiver advertises a zero window;
+- receive_window_limited: in flight + 1 MSS exceeds the receiver's window
+  (TCP_CHRONO_RWND_LIMITED, SndLimTimeRwin);
+- pacing_idle: the sender's next packet is new data after a gap >= 1 ms with
+  no packet from the peer in between: it held back by itself;
+- slow_start: congestion limited (below) while the sender's flights grow
+  >= 1.5x a round (the last completed flight did, or the current one has
+  already sent 1.5x the one before), before the first loss episode;
+- congestion_limited: in flight, waiting for ACKs to send more
+  (TCP_CHRONO_BUSY, SndLimTimeCwnd).
+
+`busy` marks time with data in flight (a run is split where it changes):
+its sum is what the sender's tcp_info reports as tcpi_busy_time, which
+includes rwnd- and sndbuf-limited time. Linux counts one chrono state at a
+time, ranks "the writer is blocked on a full send buffer" above "the
+receive window is full", and switches back to busy whenever a transmit
+attempt stops before its window test (small queues, an empty skb while the
+writer sleeps); from the wire these are one state, receive_window_limited,
+whose time is therefore at least tcpi_rwnd_limited + tcpi_sndbuf_limited.
+
+Streaming. The pass reads the capture in chunks of frames, carrying each
+open flow's state in a slot (pools.py). An interval is decided when the
+flow's next packet arrives, except for what only the future tells: whether
+a sender with data in flight will send new data before, or only after, it
+drains (the tail rule above). Such intervals wait in a per-direction list of
+provisional runs (merged while their fallback state is the same, so the
+list grows with state changes, not with packets) until the direction sends
+new data, passes 1 ms after draining, or the flow ends.
+"""
+
+import numpy as np
+
+from ...core.jit import PYTHON_COST, kernel, use_jit
+from ...kernels.pools import FlowSlots, Pool
+from ...kernels.wireshark import alloc, release
+from ...store.arrow import numpy_table
+from ...store.schema import STALL_STATES, STALLS
+from ...store.writer import AppendWriter
+
+TABLES = ("stalls",)
+STATES = STALL_STATES
+(HANDSHAKE, CLOSED, APP, RTO_WAIT, RECOVERY, ZERO_WINDOW, RWND, PACING, SLOW_START,
+ CONGESTION) = range(10)
+NEVER = np.iinfo(np.int64).max
+OUT = ("flow", "client", "state", "busy", "start", "end", "duration", "packets", "max_inflight")
+DRAIN_SLACK_NS = 1_000_000
+PACING_GAP_NS = 1_000_000
+CHUNK_FRAMES = 122_880
+
+# per-slot state
+(FLOW_ID, HAS_PREV, PREV_TS, PREV_OWN) = range(4)
+# per slot and direction (row 2 * slot + d, d = 0 client's data, 1 server's)
+(INFL, PEER_WIN, MSS, CUR_FLIGHT, CUR_BYTES, PREV_BYTES, PREV_GROWING, EP_NEXT,
+ R_STATE, R_BUSY, R_START, R_END, R_DURATION, R_PACKETS, R_MAXINFL,
+ P_HEAD, P_TAIL, P_UNDRAINED) = range(18)
+NSTATE = 18
+LISTS = (P_HEAD, P_TAIL, P_UNDRAINED)
+# a pending provisional run
+PENDING_FIELDS = ("fallback", "tail", "busy", "start", "end", "duration", "packets",
+                  "max_inflight", "drain")
+
+READ_SQL = """
+SELECT t.frame, t.ts_ns, t.flow_id, t.from_client,
+       coalesce(t.segment = 'new' AND t.payload_bytes > 0, false) AS new_data,
+       coalesce(t.retransmission_trigger = 'rto', false) AS rto,
+       t.payload_bytes, t.inflight_bytes, coalesce(t.peer_inflight_bytes, 0) AS peer_inflight,
+       CASE WHEN p.tcp_flags & 16 = 16 THEN coalesce(p.tcp_window_bytes, -1) ELSE -1 END AS window,
+       coalesce(t.flight, -1) AS flight
+FROM tcp_analysis t
+JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets
+      WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi) p USING (frame)
+WHERE t.capture_id = $capture_id AND t.frame >= $lo AND t.frame < $hi
+"""
+
+EPISODES_SQL = """
+SELECT DISTINCT flow_id, direction = 'c2s' AS d_client, episode_start_ns,
+       coalesce(episode_end_ns, 9223372036854775807) AS episode_end_ns
+FROM retransmissions WHERE capture_id = $capture_id AND kind = 'retransmission'
+ORDER BY flow_id, d_client DESC, episode_start_ns
+"""
+
+FLOWS_SQL = """
+SELECT flow_id, last_frame, coalesce(ack_ts_ns, -1) AS ack,
+       coalesce(fin_c2s_ts_ns, 9223372036854775807) AS fin_c,
+       coalesce(fin_s2c_ts_ns, 9223372036854775807) AS fin_s,
+       coalesce(rst_ts_ns, 9223372036854775807) AS rst
+FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
+"""
+
+
+def _emit(st, k, state, busy, start, end, duration, packets, max_infl, fs, fl, out, out_m):
+    """Add an interval (or a run of them) to direction k's open run, writing
+    the open run to `out` when the state or busy changes."""
+    if st[k, R_STATE] == state and st[k, R_BUSY] == busy:
+        st[k, R_END] = end
+        st[k, R_DURATION] += duration
+        st[k, R_PACKETS] += packets
+        if max_infl > st[k, R_MAXINFL]:
+            st[k, R_MAXINFL] = max_infl
+        return
+    if st[k, R_STATE] >= 0:
+        m = out_m[0]
+        out[m, 0] = fs[fl, FLOW_ID]
+        out[m, 1] = 1 if k % 2 == 0 else 0
+        out[m, 2] = st[k, R_STATE]
+        out[m, 3] = st[k, R_BUSY]
+        out[m, 4] = st[k, R_START]
+        out[m, 5] = st[k, R_END]
+        out[m, 6] = st[k, R_DURATION]
+        out[m, 7] = st[k, R_PACKETS]
+        out[m, 8] = st[k, R_MAXINFL]
+        out_m[0] = m + 1
+    st[k, R_STATE] = state
+    st[k, R_BUSY] = busy
+    st[k, R_START] = start
+    st[k, R_END] = end
+    st[k, R_DURATION] = duration
+    st[k, R_PACKETS] = packets
+    st[k, R_MAXINFL] = max_infl
+
+
+def _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next,
+             next_new, upto_drain, fs, fl, out, out_m):
+    """Decide direction k's pending runs: all of them when the direction sent
+    new data at `next_new` (NEVER: the flow ended), else only those whose
+    drain is before `upto_drain` - slack (they are application limited)."""
+    q = st[k, P_HEAD]
+    while q != -1:
+        if not tail[q]:  # decided; it only waited in line
+            state = fb[q]
+        elif next_new == -1:  # time passed: only runs now known to be the tail
+            if not (drain[q] != NEVER and upto_drain > drain[q] + DRAIN_SLACK_NS):
+                break
+            state = APP
+        elif next_new == NEVER or (drain[q] != NEVER and next_new > drain[q] + DRAIN_SLACK_NS):
+            state = APP
+        else:
+            state = fb[q]
+        _emit(st, k, state, busy[q], start[q], end[q], duration[q], packets[q], max_inf[q],
+              fs, fl, out, out_m)
+        nq = p_next[q]
+        release(pm, p_next, q)
+        q = nq
+    st[k, P_HEAD] = q
+    if q == -1:
+        st[k, P_TAIL] = -1
+        st[k, P_UNDRAINED] = -1
+
+
+def _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next,
+          state, is_tail, b, t0, t1, infl):
+    """Queue an interval behind direction k's pending runs (merged with the last)."""
+    q = st[k, P_TAIL]
+    if q != -1 and fb[q] == state and tail[q] == is_tail and busy[q] == b and drain[q] == NEVER:
+        end[q] = t1
+        duration[q] += t1 - t0
+        packets[q] += 1
+        if infl > max_inf[q]:
+            max_inf[q] = infl
+        return
+    q = alloc(pm, p_next)
+    fb[q] = state
+    tail[q] = is_tail
+    busy[q] = b
+    start[q] = t0
+    end[q] = t1
+    duration[q] = t1 - t0
+    packets[q] = 1
+    max_inf[q] = infl
+    drain[q] = NEVER
+    p_next[q] = -1
+    if st[k, P_TAIL] == -1:
+        st[k, P_HEAD] = q
+    else:
+        p_next[st[k, P_TAIL]] = q
+    st[k, P_TAIL] = q
+    if st[k, P_UNDRAINED] == -1:
+        st[k, P_UNDRAINED] = q
+
+
+def _drained(st, k, drain, p_next, now):
+    """Direction k's in-flight reached 0 at `now`: the next drain of the pending
+    runs that had none (they are the list's tail from P_UNDRAINED on)."""
+    q = st[k, P_UNDRAINED]
+    while q != -1:
+        drain[q] = now
+        q = p_next[q]
+    st[k, P_UNDRAINED] = -1
+
+
+@kernel(helpers=(alloc, release, _emit, _resolve, _pend, _drained))
+def limitation_runs(ts, flow, slot, first, from_client, new_data, rto, payload, inflight,
+                    peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start,
+                    ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets, max_inf,
+                    drain, p_next, out, out_m):
+    """One chunk of a capture's TCP packets in frame order; runs written to `out`."""
+    n = len(ts)
+    for j in range(n):
+        fl = slot[j]
+        fid = flow[j]
+        own_j = 0 if from_client[j] else 1
+        if first[j]:
+            fs[fl, FLOW_ID] = fid
+            fs[fl, HAS_PREV] = 0
+            for d in range(2):
+                k = 2 * fl + d
+                for c in range(NSTATE):
+                    st[k, c] = 0
+                st[k, PEER_WIN] = -1
+                st[k, CUR_FLIGHT] = -1
+                st[k, R_STATE] = -1
+                st[k, P_HEAD] = -1
+                st[k, P_TAIL] = -1
+                st[k, P_UNDRAINED] = -1
+                st[k, EP_NEXT] = ep_ptr[2 * fid + d]
+        now_j = ts[j]
+        if fs[fl, HAS_PREV]:
+            now = fs[fl, PREV_TS]
+            for d in range(2):
+                k = 2 * fl + d
+                infl = st[k, INFL]
+                e = st[k, EP_NEXT]
+                while e < ep_ptr[2 * fid + d + 1] and ep_start[e] <= now:
+                    e += 1
+                st[k, EP_NEXT] = e
+                recovering = e > ep_ptr[2 * fid + d] and ep_end[e - 1] > now
+                next_own = own_j == d
+                first_loss = NEVER
+                if ep_ptr[2 * fid + d] < ep_ptr[2 * fid + d + 1]:
+                    first_loss = ep_start[ep_ptr[2 * fid + d]]
+                if ack_ts[fid] >= 0 and now < ack_ts[fid]:
+                    state = HANDSHAKE
+                elif now >= rst_ts[fid] or (now >= fin_ts[fid, d] and infl == 0):
+                    state = CLOSED
+                elif infl == 0:
+                    state = APP
+                elif next_own and rto[j]:
+                    state = RTO_WAIT
+                elif recovering:
+                    state = RECOVERY
+                else:
+                    state = -1  # the tail rule decides, else this fallback:
+                if state == -1:
+                    pw = st[k, PEER_WIN]
+                    growing = st[k, PREV_GROWING] or (st[k, PREV_BYTES] > 0 and 2 * st[k, CUR_BYTES]
+                                                      >= 3 * st[k, PREV_BYTES])
+                    if pw == 0:
+                        fallback = ZERO_WINDOW
+                    elif pw >= 0 and infl + st[k, MSS] > pw:
+                        fallback = RWND
+                    elif next_own and new_data[j] and now_j - now >= PACING_GAP_NS:
+                        fallback = PACING
+                    elif growing and now < first_loss:
+                        fallback = SLOW_START
+                    else:
+                        fallback = CONGESTION
+                    _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
+                          drain, p_next, fallback, 1, 1, now, now_j, infl)
+                else:
+                    b = 1 if (infl > 0 and state != HANDSHAKE and state != CLOSED) else 0
+                    if st[k, P_HEAD] != -1:  # behind undecided runs: wait in line
+                        _pend(st, k, pm, fb, tail, busy, start, end, duration, packets,
+                              max_inf, drain, p_next, state, 0, b, now, now_j, infl)
+                    else:
+                        _emit(st, k, state, b, now, now_j, now_j - now, 1, infl, fs, fl,
+                              out, out_m)
+        # packet j: what it changes
+        if window[j] >= 0:
+            st[2 * fl + (1 - own_j), PEER_WIN] = window[j]  # this side's window bounds the other's data
+        ko = 2 * fl + own_j
+        if payload[j] > st[ko, MSS]:
+            st[ko, MSS] = payload[j]
+        if new_data[j]:
+            if flight[j] != st[ko, CUR_FLIGHT]:  # a new flight: did the last one grow?
+                st[ko, PREV_GROWING] = 1 if (st[ko, PREV_BYTES] > 0 and 2 * st[ko, CUR_BYTES]
+                                             >= 3 * st[ko, PREV_BYTES]) else 0
+                st[ko, PREV_BYTES] = st[ko, CUR_BYTES]
+                st[ko, CUR_BYTES] = 0
+                st[ko, CUR_FLIGHT] = flight[j]
+            st[ko, CUR_BYTES] += payload[j]
+            _resolve(st, ko, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
+                     p_next, now_j, 0, fs, fl, out, out_m)
+        st[ko, INFL] = inflight[j]
+        st[2 * fl + 1 - own_j, INFL] = peer_inflight[j]
+        for d in range(2):
+            k = 2 * fl + d
+            if st[k, P_HEAD] != -1:
+                if st[k, INFL] == 0:
+                    _drained(st, k, drain, p_next, now_j)
+                _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
+                         drain, p_next, -1, now_j, fs, fl, out, out_m)
+        fs[fl, HAS_PREV] = 1
+        fs[fl, PREV_TS] = now_j
+        fs[fl, PREV_OWN] = own_j
+
+
+@kernel(helpers=(alloc, release, _emit, _resolve))
+def finish_flows(slots, fs, st, pm, fb, tail, busy, start, end, duration, packets, max_inf,
+                 drain, p_next, out, out_m):
+    """Flows that ended: decide their pending runs (no new data came) and write
+    their open runs."""
+    for i in range(len(slots)):
+        fl = slots[i]
+        for d in range(2):
+            k = 2 * fl + d
+            _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
+                     p_next, NEVER, 0, fs, fl, out, out_m)
+            _emit(st, k, -2, 0, 0, 0, 0, 0, 0, fs, fl, out, out_m)  # flush the open run
+            st[k, R_STATE] = -1
+
+
+def _numpy(con, sql, params):
+    return {k: np.asarray(v) for k, v in con.execute(sql, params).fetchnumpy().items()}
+
+
+def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
+    """Write the `stalls` of one capture through `writer`; {table: rows}."""
+    f = _numpy(con, FLOWS_SQL, {"capture_id": capture_id})
+    nflows = int(f["flow_id"].max()) + 1 if len(f["flow_id"]) else 0
+    fid = f["flow_id"].astype(np.int64)
+    last = np.full(nflows, -1, np.int64)
+    ack_ts = np.full(nflows, -1, np.int64)
+    fin_ts = np.full((nflows, 2), NEVER, np.int64)
+    rst_ts = np.full(nflows, NEVER, np.int64)
+    last[fid], ack_ts[fid], fin_ts[fid, 0], fin_ts[fid, 1], rst_ts[fid] = (
+        f["last_frame"], f["ack"], f["fin_c"], f["fin_s"], f["rst"])
+    e = _numpy(con, EPISODES_SQL, {"capture_id": capture_id})
+    keys = 2 * e["flow_id"].astype(np.int64) + np.where(e["d_client"].astype(bool), 0, 1)
+    order = np.argsort(keys, kind="stable")
+    ep_start = e["episode_start_ns"].astype(np.int64)[order]
+    ep_end = e["episode_end_ns"].astype(np.int64)[order]
+    ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
+    (frames,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
+                             [capture_id]).fetchall()
+    jit = use_jit(min(frames, chunk_frames) * PYTHON_COST)
+    slots = FlowSlots(last)
+    fs = np.zeros((0, 4), np.int64)
+    st = np.zeros((0, NSTATE), np.int64)
+    pending = Pool(PENDING_FIELDS)
+    rows = 0
+    out_writer = AppendWriter(writer)
+    out_writer.start()
+    try:
+        rows = _runs(con, out_writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending,
+                     ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end)
+    finally:
+        out_writer.finish()
+    return {"stalls": rows}
+
+
+def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending, ack_ts,
+          fin_ts, rst_ts, ep_ptr, ep_start, ep_end):
+    rows = 0
+    for lo in range(1, frames + 1, chunk_frames):
+        hi = lo + chunk_frames
+        p = _numpy(con, READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi})
+        n = len(p["frame"])
+        out = np.zeros((0, len(OUT)), np.int64)
+        out_m = np.zeros(1, np.int64)
+        if n:
+            order = np.argsort(p["frame"], kind="stable")
+            p = {k: v[order] for k, v in p.items()}
+            flow = p["flow_id"].astype(np.int64)
+            slot, first = slots.assign(flow)
+            if len(fs) < slots.size:
+                extra = max(slots.size, 2 * len(fs)) - len(fs)
+                fs = np.concatenate([fs, np.zeros((extra, 4), np.int64)])
+                grown = np.zeros((2 * extra, NSTATE), np.int64)
+                grown[:, list(LISTS)] = -1
+                st = np.concatenate([st, grown])
+            pending.ensure(2 * n)
+            out = np.zeros((4 * n + pending.live() + 8, len(OUT)), np.int64)
+            limitation_runs(
+                jit, p["ts_ns"].astype(np.int64), flow, slot, first,
+                p["from_client"].astype(bool), p["new_data"].astype(bool), p["rto"].astype(bool),
+                p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
+                p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
+                p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
+                fs, st, *pending.args(), out, out_m)
+        ended = slots.release_through(hi - 1)
+        out = _finish(jit, ended, fs, st, pending, out, out_m)
+        rows += _write(writer, capture_id, out)
+    rest = slots.slot_of[slots.active]
+    out = _finish(jit, rest, fs, st, pending, np.zeros((0, len(OUT)), np.int64),
+                  np.zeros(1, np.int64))
+    rows += _write(writer, capture_id, out)
+    return rows
+
+
+def _finish(jit, ended, fs, st, pending, out, out_m):
+    """`out[:out_m]` plus the runs of the flows in `ended`."""
+    ended = np.asarray(ended, np.int64)
+    if not len(ended):
+        return out[:out_m[0]]
+    room = np.zeros((4 * len(ended) + pending.live() + 8, len(OUT)), np.int64)
+    room_m = np.zeros(1, np.int64)
+    finish_flows(jit, ended, fs, st, *pending.args(), room, room_m)
+    return np.concatenate([out[:out_m[0]], room[:room_m[0]]])
+
+
+def _write(writer, capture_id, rows):
+    m = len(rows)
+    if not m:
+        return 0
+    o = {name: rows[:, col] for col, name in enumerate(OUT)}
+    values = {
+        "capture_id": (np.full(m, capture_id, np.int32), None),
+        "flow_id": (o["flow"], None),
+        "direction": (np.where(o["client"] != 0, 0, 1), None, ("c2s", "s2c")),
+        "state": (o["state"], None, STATES),
+        "start_ns": (o["start"], None),
+        "end_ns": (o["end"], None),
+        "duration_ns": (o["duration"], None),
+        "busy": (o["busy"] != 0, None),
+        "packets": (o["packets"], None),
+        "max_inflight_bytes": (o["max_inflight"], None),
+    }
+    writer.put("stalls", numpy_table(STALLS, values))
+    return m

@@ -1,0 +1,255 @@
+"""Single-factor comparisons: the ablation table of docs/timing-model.md.
+
+For each combination of the `--by` factors, the arms are the levels of the
+compared factor. Per arm: n, completed (the response had the experiment's
+exact byte count: the most common bytes_down of the group), the median time
+(linear interpolation between the two nearest ranks, numpy's default
+'linear' = Hyndman-Fan type 7). Between the first two arms (A, B in the
+order given, else sorted): the ratio of medians A / B, the median of paired
+ratios (the i-th request of A with the i-th of B in interleaving order:
+run order, then start time), a bootstrap 95% confidence interval of the
+ratio of medians (each arm resampled independently, 2,000 resamples, seeded:
+reproducible), the paired rounds each arm won, and the spans that moved:
+for each attribution span the median of its paired differences A - B and
+the share of the median total difference it explains. A difference of
+medians smaller than the RTT spread in the same runs (p90 - p10 of the
+compared requests' own round trip, see _rtt_spread) is flagged: it is no
+difference, and its spans' shares are not shown.
+
+Prediction (proof by counterfactual): the first arm has a mechanism the
+second lacks; the spans that measure that mechanism in the first arm
+predict what removing it saves. `predict` puts the median over the first
+arm's requests of those spans' sum beside the measured saving (difference
+of medians, with a bootstrap 95 % interval of it); the prediction holds
+when it lies in that interval or within 10 % / 10 ms of the saving,
+whichever is larger. For a shorter round trip the RTT-bound spans are
+scaled instead: each shrinks with R (1 - R_B / R_A of it is saved).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.errors import TracekitError
+from ..pipeline.runner import run_analysis
+
+RESAMPLES = 2000
+SEED = 1
+
+
+@dataclass
+class Arm:
+    level: str
+    durations: np.ndarray  # ns, in interleaving order
+    completed: int
+    spans: list  # per request: {span: ns}
+
+    @property
+    def n(self):
+        return len(self.durations)
+
+    @property
+    def median(self):
+        return float(np.median(self.durations)) if self.n else float("nan")
+
+
+@dataclass
+class Comparison:
+    by: tuple
+    arms: list
+    ratio_of_medians: float = float("nan")
+    median_paired_ratio: float = float("nan")
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    pairs: int = 0
+    won: tuple = (0, 0)
+    spans_moved: list = field(default_factory=list)  # (span, median change ns, share)
+    rtt_spread_ns: float = float("nan")
+    no_difference: bool = False
+    prediction: "Prediction | None" = None
+
+    def label(self, by):
+        """"f1=v1, f2=v2" of this row's --by levels ("" without --by)."""
+        return ", ".join(f"{f}={v}" for f, v in zip(by, self.by))
+
+
+# The spans that measure the mechanism a factor's first level has and its second
+# lacks (`tracekit ablation --predict` without a span list).
+REMOVES = {
+    "loss_down": ("loss_recovery", "upload_loss_recovery"),
+    "loss": ("loss_recovery", "upload_loss_recovery"),
+    "connection": ("connect_tcp", "connect_tls", "connect_quic", "window_waiting"),
+    "initcwnd": ("window_waiting",),
+    "pacing": ("pacing",),
+    "processing_ms": ("processing",),
+    "socks": ("connect_proxy",),
+}
+# Spans that last a round trip or a whole number of them (scaled for rtt_ms)
+RTT_BOUND = ("propagation", "window_waiting", "loss_recovery", "connect_tcp", "connect_tls",
+             "connect_quic", "upload_waiting", "upload_loss_recovery")
+TOLERANCE_NS = 10_000_000
+
+
+@dataclass
+class Prediction:
+    spans: tuple
+    predicted_ns: float
+    measured_ns: float
+    ci_low_ns: float
+    ci_high_ns: float
+
+    @property
+    def holds(self):
+        inside = self.ci_low_ns <= self.predicted_ns <= self.ci_high_ns
+        close = abs(self.predicted_ns - self.measured_ns) <= max(
+            0.1 * abs(self.measured_ns), TOLERANCE_NS)
+        return bool(inside or close)
+
+
+def bootstrap_difference_ci(a, b, resamples=RESAMPLES, seed=SEED, level=0.95):
+    """Percentile bootstrap CI of median(a) - median(b), arms resampled independently."""
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(_resampled_medians(a, rng, resamples)
+                                - _resampled_medians(b, rng, resamples), level)
+
+
+def predict(c, compare, spans=None):
+    """The saving the first arm's spans predict for removing the factor's
+    mechanism, beside the one measured (None when there is nothing to predict)."""
+    if len(c.arms) < 2 or not c.arms[0].n or not c.arms[1].n:
+        return None
+    a, b = c.arms[0], c.arms[1]
+    if compare == "rtt_ms" and not spans:
+        try:
+            scale = 1 - float(b.level) / float(a.level)
+        except (ValueError, ZeroDivisionError):
+            return None
+        names = RTT_BOUND
+        per = [scale * sum((s or {}).get(n, 0) for n in names) for s in a.spans]
+    else:
+        names = tuple(spans or REMOVES.get(compare, ()))
+        if not names:
+            return None
+        per = [sum((s or {}).get(n, 0) for n in names) for s in a.spans]
+    low, high = (bootstrap_difference_ci(a.durations, b.durations)
+                 if a.n > 1 and b.n > 1 else (float("nan"), float("nan")))
+    return Prediction(names, float(np.median(per)), a.median - b.median, low, high)
+
+
+def _resampled_medians(values, rng, resamples):
+    v = np.asarray(values, dtype=float)
+    return np.median(v[rng.integers(0, len(v), (resamples, len(v)))], axis=1)
+
+
+def _percentile_interval(samples, level):
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(samples, tail)), float(np.percentile(samples, 100 - tail))
+
+
+def bootstrap_ratio_ci(a, b, resamples=RESAMPLES, seed=SEED, level=0.95):
+    """Percentile bootstrap CI of median(a) / median(b), arms resampled independently."""
+    rng = np.random.default_rng(seed)
+    ma = _resampled_medians(a, rng, resamples)
+    mb = _resampled_medians(b, rng, resamples)
+    return _percentile_interval(ma / mb, level)
+
+
+def bootstrap_median_ci(values, resamples=RESAMPLES, seed=SEED, level=0.95):
+    """Percentile bootstrap CI of one arm's median (the median itself for one value)."""
+    if len(values) < 2:
+        m = float(np.median(values))
+        return m, m
+    return _percentile_interval(
+        _resampled_medians(values, np.random.default_rng(seed), resamples), level)
+
+
+def compare_arms(a, b, by=(), rtt_spread_ns=float("nan")):
+    """The statistics of arm a against arm b (see the module docstring)."""
+    c = Comparison(by=by, arms=[a, b], rtt_spread_ns=rtt_spread_ns)
+    if not a.n or not b.n:
+        return c
+    c.ratio_of_medians = a.median / b.median
+    c.pairs = min(a.n, b.n)
+    pa, pb = a.durations[:c.pairs], b.durations[:c.pairs]
+    c.median_paired_ratio = float(np.median(pa / pb))
+    c.won = (int(np.sum(pa < pb)), int(np.sum(pb < pa)))
+    if a.n > 1 and b.n > 1:
+        c.ci_low, c.ci_high = bootstrap_ratio_ci(a.durations, b.durations)
+    total = float(np.median(pa - pb))
+    names = sorted({k for s in a.spans[:c.pairs] + b.spans[:c.pairs] for k in (s or {})})
+    for name in names:
+        diffs = np.array([(sa or {}).get(name, 0) - (sb or {}).get(name, 0)
+                          for sa, sb in zip(a.spans[:c.pairs], b.spans[:c.pairs])], dtype=float)
+        change = float(np.median(diffs))
+        if change:
+            c.spans_moved.append((name, change, change / total if total else float("nan")))
+    c.spans_moved.sort(key=lambda x: -abs(x[1]))
+    c.no_difference = bool(np.isfinite(rtt_spread_ns) and abs(a.median - b.median) < rtt_spread_ns)
+    return c
+
+
+def ablation(con, compare, by=(), levels=None, where=None):
+    """[Comparison] for each combination of the `by` factors, over the
+    requests whose labels match `where` ({label: value})."""
+    where = where or {}
+    columns, rows = run_analysis(con, "ablation", compare=compare, by=list(by),
+                                 where_keys=list(where), where_values=list(where.values()))
+    if not rows:
+        raise TracekitError(f"no requests carry the label {compare!r}; label runs at ingest "
+                            f"(--label {compare}=LEVEL) and run tracekit analyze")
+    col = {name: i for i, name in enumerate(columns)}
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(row[col["by_levels"]]), []).append(row)
+    out = []
+    for key, group in sorted(groups.items()):
+        found = sorted({r[col["level"]] for r in group})
+        order = list(levels) if levels else found
+        missing = [lv for lv in order if lv not in found]
+        expected = _mode([r[col["bytes_down"]] for r in group])
+        arms = []
+        for lv in order:
+            mine = sorted((r for r in group if r[col["level"]] == lv),
+                          key=lambda r: (r[col["run_order"]], r[col["start_ns"]]))
+            arms.append(Arm(lv, np.array([r[col["duration_ns"]] for r in mine], dtype=float),
+                            sum(1 for r in mine if r[col["bytes_down"]] == expected),
+                            [dict(r[col["spans"]]) if r[col["spans"]] else {} for r in mine]))
+        if missing or len(arms) < 2:
+            out.append(Comparison(by=key, arms=arms))
+            continue
+        keys = [r[col["request_key"]] for r in group]
+        c = compare_arms(arms[0], arms[1], key, _rtt_spread(con, keys))
+        c.arms = arms
+        out.append(c)
+    return out
+
+
+def _mode(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    uniq, counts = np.unique(values, return_counts=True)
+    return uniq[np.argmax(counts)]
+
+
+def _rtt_spread(con, request_keys):
+    """The RTT spread of the compared requests: p90 - p10 of their round trip
+    as the client saw it (last request byte -> first response byte, which
+    holds one RTT and the server's time), or of their flows' RTT samples
+    when the requests have no packets. Through a tunnel the TCP flow is the
+    client's loopback one, so its RTT samples say nothing of the WAN: the
+    request's own round trip does."""
+    row = con.execute("""
+        SELECT quantile_cont(response_first_byte_ns - request_last_byte_ns, 0.9)
+             - quantile_cont(response_first_byte_ns - request_last_byte_ns, 0.1)
+        FROM requests WHERE list_contains(?, request_key)""", [request_keys]).fetchall()
+    value = row[0][0] if row else None
+    if value is None:
+        row = con.execute("""
+            SELECT quantile_cont(s.rtt_ns, 0.9) - quantile_cont(s.rtt_ns, 0.1)
+            FROM rtt_samples s
+            JOIN (SELECT DISTINCT capture_id, flow_id FROM requests
+                  WHERE list_contains(?, request_key)) q USING (capture_id, flow_id)""",
+                          [request_keys]).fetchall()
+        value = row[0][0] if row else None
+    return float(value) if value is not None else float("nan")

@@ -1,0 +1,290 @@
+"""Assign packets to transport flows and summarise each flow, in capture order.
+
+Strategy: flow assignment is a state machine over packets in capture order
+(a SYN after a FIN or RST on the same ports starts a new connection, window
+scaling becomes known only once the SYNs were seen, the handshake's first
+ACK is the first one after the SYN), so it runs as one sequential kernel
+(tracekit/jit.py) over each batch. Its state lives in plain numpy arrays
+between batches: an open-addressing hash table from endpoint pair to the
+current flow, and one row of counters per flow, which becomes the `flows`
+table at the end. One pass, no second scan of the packets.
+
+Rules (the contract documented in the README):
+- A flow is a TCP connection or a UDP conversation between two endpoints
+  (address, port). Flow ids count from 0 in the order of each flow's first
+  packet, so they are stable for a given capture.
+- TCP client: the sender of the SYN; if the first packet seen is a SYN-ACK,
+  its receiver; otherwise the first sender. UDP client: the first sender.
+- Port reuse: a SYN without ACK that follows a FIN or RST of the current
+  connection on the same endpoints starts a new flow, unless it carries the
+  same sequence number as the connection's last SYN (the same attempt sent
+  again after a RST, as Windows retries a refused SYN: one connection, as
+  Wireshark's tcp.stream has it).
+- Window scaling (RFC 7323 sec. 2.2-2.3), as Wireshark applies it
+  (tcp.window_size_scalefactor): each side's shift is unknown (-1) until its
+  SYN is seen; the connection's first SYN with the option sets that side's
+  shift, and a first SYN or a SYN-ACK without it sets -2 (not scaled) for
+  both sides (RFC 7323: scaling needs both; a RST-ACK refusing such a SYN is
+  not scaled either); a SYN sent again changes nothing. A
+  segment is scaled by its sender's shift when that is >= 0; SYN segments
+  are never scaled (shift -1).
+- Handshake: SYN = SYN without ACK from the client. The first ACK is the
+  first segment after the first SYN with ACK set and SYN clear, either way
+  (normally the client's ACK of the SYN-ACK; the server's RST-ACK when the
+  connection is refused); a client segment with acknowledgment number 0
+  acknowledges nothing and does not count. handshake_rtt = the first ACK's
+  time - the last SYN's time before it (Wireshark: tcp.analysis.initial_rtt,
+  except that Wireshark skips a difference of exactly 0, which we keep).
+"""
+
+import numpy as np
+
+from ...core.jit import kernel
+
+EMPTY = -1
+UNKNOWN = -1
+NOT_SCALED = -2
+NONE = np.iinfo(np.int64).min  # "no value" in the per-flow counters
+
+TH_FIN, TH_SYN, TH_RST, TH_ACK = 0x01, 0x02, 0x04, 0x10
+
+# Columns of the per-flow counter matrix (int64).
+STATS = (
+    "protocol", "ip_version", "client_is_a", "first_frame", "last_frame", "first_ts_ns",
+    "last_ts_ns", "packets_c2s", "packets_s2c", "payload_bytes_c2s", "payload_bytes_s2c",
+    "wire_bytes_c2s", "wire_bytes_s2c", "syn_ts_ns", "syn_count", "synack_ts_ns",
+    "synack_count", "last_syn_ts_ns", "ack_ts_ns", "handshake_rtt_ns", "client_mss",
+    "server_mss", "client_wscale", "server_wscale", "client_sack_permitted",
+    "server_sack_permitted", "fast_open", "fin_c2s_ts_ns", "fin_s2c_ts_ns", "rst_ts_ns",
+)
+S = {name: i for i, name in enumerate(STATS)}
+
+
+class FlowTable:
+    """Flow state carried from one batch to the next, and the flows found."""
+
+    def __init__(self, jit=False, capacity=1 << 10):
+        self.jit = jit
+        self._alloc(capacity)
+        self.next_flow_id = 0
+        self.stats = np.full((capacity, len(STATS)), NONE, np.int64)
+        self.ends = np.zeros((capacity, 6), np.uint64)  # a_hi, a_lo, a_port, b_hi, b_lo, b_port
+
+    def _alloc(self, capacity):
+        # proto|ports, a_hi, a_lo, b_hi, b_lo, the last SYN's seq + 1 (0: none)
+        self.key = np.zeros((capacity, 6), np.uint64)
+        self.val = np.full((capacity, 6), EMPTY, np.int64)
+        # val: flow_id, client_is_a, finrst_since_syn, client shift, server shift, used
+        self.used = 0
+
+    def _grow(self):
+        """Double the hash table and the per-flow rows (called when either is full)."""
+        old_key, old_val = self.key, self.val
+        self._alloc(2 * len(old_key))
+        self.used = _rehash(self.jit, old_key, old_val, self.key, self.val)
+        cap = 2 * len(self.stats)
+        grown = np.full((cap, len(STATS)), NONE, np.int64)
+        grown[:len(self.stats)] = self.stats
+        self.stats = grown
+        ends = np.zeros((cap, 6), np.uint64)
+        ends[:len(self.ends)] = self.ends
+        self.ends = ends
+
+    def track(self, cols, ts_ns, first_frame, wire_bytes, exclude=None):
+        """Assign a batch's packets to flows; returns (flow_id, from_client, shift).
+        Packets in `exclude` are in no flow."""
+        n = len(cols["is_tcp"])
+        flow_id = np.full(n, -1, np.int64)
+        from_client = np.zeros(n, np.bool_)
+        scale = np.full(n, -1, np.int8)
+        is_flow = (cols["is_tcp"] | cols["is_udp"]) & (cols["src_port"] >= 0) & (cols["dst_port"] >= 0)
+        if exclude is not None:
+            is_flow &= ~exclude
+        args = (is_flow, cols["is_tcp"], cols["protocol"].astype(np.int64),
+                cols["ip_version"].astype(np.int64),
+                cols["src_hi"], cols["src_lo"], cols["dst_hi"], cols["dst_lo"],
+                cols["src_port"].astype(np.int64), cols["dst_port"].astype(np.int64),
+                cols["tcp_flags"].astype(np.int64), cols["tcp_wscale"].astype(np.int64),
+                cols["tcp_seq"].astype(np.int64),
+                cols["tcp_ack"].astype(np.int64), cols["tcp_mss"].astype(np.int64),
+                cols["tcp_sack_permitted"], cols["tcp_fast_open"],
+                np.maximum(cols["payload_bytes"], 0), wire_bytes.astype(np.int64),
+                ts_ns, np.int64(first_frame))
+        done = 0
+        while done < n:
+            self.next_flow_id, added, done = _track(
+                self.jit, *args, done, self.key, self.val, self.used, self.next_flow_id,
+                self.stats, self.ends, flow_id, from_client, scale)
+            self.used += added
+            if done < n:
+                self._grow()
+        return flow_id, from_client, scale
+
+    def flows(self):
+        """(per-flow counters, endpoint columns) for the flows seen so far."""
+        return self.stats[:self.next_flow_id], self.ends[:self.next_flow_id]
+
+
+@kernel
+def _rehash(old_key, old_val, key, val):
+    mask = np.uint64(len(key) - 1)
+    used = 0
+    for i in range(len(old_key)):
+        if old_val[i, 5] == EMPTY:
+            continue
+        h = np.uint64(0x9E3779B97F4A7C15)
+        for j in range(5):
+            h ^= old_key[i, j]
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(31)
+        h &= mask
+        while val[h, 5] != EMPTY:
+            h = (h + np.uint64(1)) & mask
+        key[h, :] = old_key[i, :]
+        val[h, :] = old_val[i, :]
+        used += 1
+    return used
+
+
+@kernel
+def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
+           flags, wscale, tcp_seq, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
+           begin, key, val, used, next_flow_id, st, ends, flow_id, from_client, scale):
+    """Process packets from `begin`; returns (next flow id, keys added, where it stopped).
+
+    Stops early, before the packet that would start a flow, when the hash
+    table would pass half full or the per-flow rows are used up; the caller
+    grows both and calls again from there.
+    """
+    mask = np.uint64(len(key) - 1)
+    added = 0
+    for i in range(begin, len(is_flow)):
+        if not is_flow[i]:
+            continue
+        # canonical endpoint order: a is the smaller (address, port)
+        if src_hi[i] != dst_hi[i]:
+            src_is_a = src_hi[i] < dst_hi[i]
+        elif src_lo[i] != dst_lo[i]:
+            src_is_a = src_lo[i] < dst_lo[i]
+        else:
+            src_is_a = sport[i] <= dport[i]
+        if src_is_a:
+            ahi, alo, ap, bhi, blo, bp = src_hi[i], src_lo[i], sport[i], dst_hi[i], dst_lo[i], dport[i]
+        else:
+            ahi, alo, ap, bhi, blo, bp = dst_hi[i], dst_lo[i], dport[i], src_hi[i], src_lo[i], sport[i]
+        k0 = (np.uint64(proto[i]) << np.uint64(32)) | (np.uint64(ap) << np.uint64(16)) | np.uint64(bp)
+        h = np.uint64(0x9E3779B97F4A7C15)
+        for kk in (k0, ahi, alo, bhi, blo):
+            h ^= kk
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(31)
+        h &= mask
+        while val[h, 5] != EMPTY:
+            if (key[h, 0] == k0 and key[h, 1] == ahi and key[h, 2] == alo
+                    and key[h, 3] == bhi and key[h, 4] == blo):
+                break
+            h = (h + np.uint64(1)) & mask
+        f = flags[i] if is_tcp[i] else 0
+        syn = (f & TH_SYN) != 0
+        ack = (f & TH_ACK) != 0
+        pure_syn = syn and not ack
+        # a SYN after a FIN or RST starts a new connection, unless it is the
+        # same attempt sent again (the same ISN: Windows retries a refused SYN)
+        isn = np.uint64(tcp_seq[i]) + np.uint64(1) if pure_syn else np.uint64(0)
+        reuse = is_tcp[i] and pure_syn and val[h, 5] != EMPTY and val[h, 2] == 1 and key[h, 5] != isn
+        new = False
+        if val[h, 5] == EMPTY or reuse:
+            if 2 * (used + added + 1) > len(key) or next_flow_id >= len(st):
+                return next_flow_id, added, i
+        if val[h, 5] == EMPTY:
+            key[h, 0] = k0
+            key[h, 1] = ahi
+            key[h, 2] = alo
+            key[h, 3] = bhi
+            key[h, 4] = blo
+            val[h, 5] = 1
+            added += 1
+            new = True
+        elif reuse:
+            new = True  # port reuse after FIN/RST
+        frame = first_frame + i
+        if new:
+            fid = next_flow_id
+            next_flow_id += 1
+            val[h, 0] = fid
+            if syn and ack:
+                val[h, 1] = 0 if src_is_a else 1  # SYN-ACK first: its receiver is the client
+            else:
+                val[h, 1] = 1 if src_is_a else 0
+            val[h, 2] = 0
+            val[h, 3] = UNKNOWN
+            val[h, 4] = UNKNOWN
+            st[fid, 0] = proto[i]
+            st[fid, 1] = ipver[i]
+            st[fid, 2] = val[h, 1]
+            st[fid, 3] = frame
+            st[fid, 5] = ts[i]
+            for c in range(7, 13):
+                st[fid, c] = 0
+            st[fid, 14] = 0
+            st[fid, 16] = 0
+            ends[fid, 0] = ahi
+            ends[fid, 1] = alo
+            ends[fid, 2] = np.uint64(ap)
+            ends[fid, 3] = bhi
+            ends[fid, 4] = blo
+            ends[fid, 5] = np.uint64(bp)
+        fid = val[h, 0]
+        fc = (val[h, 1] == 1) == src_is_a
+        flow_id[i] = fid
+        from_client[i] = fc
+        st[fid, 4] = frame
+        st[fid, 6] = ts[i]
+        d = 0 if fc else 1
+        st[fid, 7 + d] += 1
+        st[fid, 9 + d] += payload[i]
+        st[fid, 11 + d] += wire[i]
+        if not is_tcp[i]:
+            continue
+        # handshake: the client's SYN (d = 0) or the server's SYN-ACK (d = 1)
+        if (pure_syn and fc) or (syn and ack and not fc):
+            if st[fid, 13 + 2 * d] == NONE:  # syn_ts_ns / synack_ts_ns
+                st[fid, 13 + 2 * d] = ts[i]
+                st[fid, 20 + d] = mss[i] if mss[i] >= 0 else NONE
+                st[fid, 22 + d] = wscale[i] if wscale[i] >= 0 else NONE
+                st[fid, 24 + d] = 1 if sack_perm[i] else 0
+            st[fid, 14 + 2 * d] += 1  # syn_count / synack_count
+            if d == 0:
+                st[fid, 17] = ts[i]  # last_syn_ts_ns
+        elif (st[fid, 13] != NONE and st[fid, 18] == NONE and ack and not syn
+              and (not fc or tcp_ack[i] != 0)):
+            st[fid, 18] = ts[i]
+            st[fid, 19] = ts[i] - st[fid, 17]
+        if syn and tfo[i]:
+            st[fid, 26] = 1
+        if (f & TH_FIN) != 0:
+            if st[fid, 27 + d] == NONE:
+                st[fid, 27 + d] = ts[i]
+        if (f & TH_RST) != 0 and st[fid, 29] == NONE:
+            st[fid, 29] = ts[i]
+        # port reuse and window scaling
+        if new:
+            key[h, 5] = 0
+        if pure_syn:
+            val[h, 2] = 0
+            key[h, 5] = isn
+        side = 3 if fc else 4
+        if syn:
+            if not ack and val[h, side] != UNKNOWN:
+                pass  # a SYN sent again: the connection's first SYN decided
+            elif wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
+                val[h, side] = min(wscale[i], 14)
+            else:  # the first SYN, or the SYN-ACK, without the option: neither side scales
+                val[h, 3] = NOT_SCALED
+                val[h, 4] = NOT_SCALED
+            scale[i] = UNKNOWN
+        else:
+            scale[i] = val[h, side]
+        if (f & (TH_FIN | TH_RST)) != 0:
+            val[h, 2] = 1
+    return next_flow_id, added, len(is_flow)
