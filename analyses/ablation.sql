@@ -1,6 +1,9 @@
 -- ablation: the requests of a single-factor experiment, one row each, with
 -- the factor levels they ran under and their attributed spans.
 --
+-- Step: none.
+-- Sources: attribution, bounds, requests.
+--
 -- Parameters: $compare (the factor compared), $by (list of factors that
 -- split the table), $where_keys / $where_values (labels a request must
 -- carry, e.g. experiment = counterfactual). Not a stored table: `tracekit

@@ -1,10 +1,11 @@
 -- ack_gaps: every ACK, how long after the previous one, what it acknowledged.
 --
+-- Step: view.
+-- Sources: packets, rtt_summary, tcp_analysis.
+--
 -- A view over every capture (nothing stored: tcp_analysis holds each ACK's
 -- gap and window-full count; the window and SACK option come from packets).
--- Sources: tcp_analysis (gap, acked_segments, ack_delay_ns and the window-full
--- count come from its kernel),
--- packets (SACK blocks, window), rtt_summary (vantage).
+-- Where the inputs come from: tcp_analysis (gap, acked_segments, ack_delay_ns and the window-full count come from its kernel), packets (SACK blocks, window), rtt_summary (vantage).
 -- Definitions:
 --   an ACK         a packet with the ACK flag that acknowledges the other
 --                  direction's data (pure ACKs and data segments alike)

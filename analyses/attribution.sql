@@ -2,13 +2,16 @@
 -- exactly; every span named after a mechanism is backed by evidence, and what
 -- no evidence explains is `unexplained`.
 --
+-- Step: store, in parts.
+-- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests.
+--
 -- Built over the whole store, in parts of requests (by a hash of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
 -- only), so that memory is bounded by a part, not by the store: the step
--- (tracekit/analyze.py, PartitionedStoreStep) runs this query once per part
+-- (tracekit/pipeline/analyze.py, PartitionedStoreStep) runs this query once per part
 -- with requests, bounds and request_phases holding that part's rows. Sources: requests, bounds, handshakes, events,
 -- request_phases (the four instants and what the transport did in each phase:
--- tracekit/transport/phases.py, from stalls and recovery_rounds).
+-- tracekit/pipeline/steps/phases.py, from stalls and recovery_rounds).
 -- Definitions (the method). A request [start, end] (requests) is cut at four
 -- instants seen on its flow at the capture point: the first and last request
 -- byte (a, b) and the first and last response byte (c, d), clamped into order.

@@ -1,6 +1,9 @@
 -- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
--- Built over the whole store. Sources: requests, rtt_summary, flights, events, captures.
+-- Step: store.
+-- Sources: captures, events, flights, flows, requests, rtt_summary.
+--
+-- Built over the whole store.
 -- Definitions:
 --   T_serial = S_u / B_u + R + T_c + S_d / B_d   (tracekit.model.serial_time)
 --   A lower bound: no input is estimated upward. An input the data cannot

@@ -1,6 +1,9 @@
 -- clock_offset: bounds on the offset between an event log's clock and a
 -- capture's, from events that must precede or follow packets.
 --
+-- Step: none.
+-- Sources: events, flows, packets.
+--
 -- Parameters: $log_id, $capture_id. Not a stored table: `tracekit clock` runs it.
 -- Definitions: theta is what must be added to the log's timestamps (log_ts_ns)
 -- to put them on the capture's clock. Causality gives, per connection (a TCP

@@ -1,7 +1,9 @@
 -- handshakes: every connection setup -- TCP, TLS over TCP, QUIC -- in one schema.
 --
+-- Step: capture.
+-- Sources: flows, packets, rtt_summary, tls_decrypted, tls_messages.
+--
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
--- Sources: flows, packets, tls_messages, tls_decrypted, rtt_summary.
 -- Definitions: one row per flow and protocol layer. Times are capture
 -- timestamps, so the intervals are as seen from the capture point
 -- (rtt_summary.vantage).

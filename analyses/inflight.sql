@@ -1,7 +1,9 @@
 -- inflight: bytes in flight of each flow direction after every packet that changes it.
 --
+-- Step: view.
+-- Sources: tcp_analysis.
+--
 -- A view over every capture (nothing stored: a projection of tcp_analysis).
--- Source: tcp_analysis.
 -- Definitions:
 --   inflight_bytes      SACK-aware: highest byte sent - cumulative ACK - bytes
 --                       the receiver SACKed above it; 0 when all is acknowledged

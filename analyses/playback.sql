@@ -3,7 +3,10 @@
 -- Frame counts and sample rates outside 32 bits are unusable (NULL): no
 -- field of a log can overflow the nanosecond arithmetic.
 --
--- Built over the whole store. Sources: events, flows, tcp_analysis, rtt_summary.
+-- Step: store.
+-- Sources: events, flows, rtt_summary, tcp_analysis.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md), per stream (the `stream` field; chunks by `seq`):
 --   generated_ns   chunk_generated event (the model produced it)
 --   sent_ns        chunk_sent event (the server's write returned)

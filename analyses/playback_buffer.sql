@@ -2,7 +2,10 @@
 -- Frame counts and sample rates outside 32 bits are unusable (NULL): no
 -- field of a log can overflow the nanosecond arithmetic.
 --
--- Built over the whole store. Sources: events.
+-- Step: store.
+-- Sources: events.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md): the level rises by a chunk's duration when the
 -- application has it (chunk_arrived: frames / sample_rate) and falls by what
 -- each playback_callback delivered (delivered_frames / sample_rate). A

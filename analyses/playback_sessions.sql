@@ -1,7 +1,10 @@
 -- playback_sessions: one row per audio stream: underrun totals, what kind of
 -- starvation it was, and the initial buffer that would have hidden it.
 --
--- Built over the whole store. Sources: playback, underruns.
+-- Step: store.
+-- Sources: playback, underruns.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md):
 --   receive_ratio  audio received per second of wall time, from the median
 --                  chunk inter-arrival (median tau / median inter-arrival):

@@ -1,7 +1,10 @@
 -- recovery_rounds: each round trip of loss recovery and what it cost.
 --
+-- Step: capture.
+-- Sources: retransmissions.
+--
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
--- Source: retransmissions (episode and round of every retransmission).
+-- Where the inputs come from: retransmissions (episode and round of every retransmission).
 -- Definitions: an episode is one loss recovery of a flow direction (see
 -- retransmissions.sql). Round k holds the retransmissions that sent their
 -- bytes for the k-th time in the episode: round 1 repairs the first losses,

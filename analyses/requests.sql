@@ -1,8 +1,10 @@
 -- requests: the unit of measurement -- one request/response exchange.
 --
+-- Step: store.
+-- Sources: captures, event_logs, events, exchanges, flows, handshakes, packets, rtt_summary, tcp_analysis.
+--
 -- Built over the whole store (events and every capture).
--- Sources: events, flows, exchanges (segmented by tracekit/transport/segments.py),
--- tcp_analysis (TLS connections, linked flows), handshakes.
+-- Where the inputs come from: exchanges (segmented by tracekit/kernels/segments.py), tcp_analysis (TLS connections, linked flows), handshakes.
 -- Definitions:
 --   From events (source = 'events'): a request id with a request_start and
 --   a request_end event in one log, or a Queqiao flow record

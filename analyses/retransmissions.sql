@@ -1,10 +1,11 @@
 -- retransmissions: every segment that carried bytes again, grouped into
 -- recovery episodes and rounds, and the segments that only look like one.
 --
+-- Step: capture.
+-- Sources: tcp_analysis.
+--
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
--- Source: tcp_analysis (tracekit/transport/segments.py classifies each segment
--- and gives each retransmission its recovery point, the time the peer
--- acknowledged that point, and for a hole fill when its hole opened).
+-- Where the inputs come from: tcp_analysis (tracekit/kernels/segments.py classifies each segment and gives each retransmission its recovery point, the time the peer acknowledged that point, and for a hole fill when its hole opened).
 -- Columns:
 --   capture_id, flow_id, frame, ts_ns   the segment
 --   direction           c2s (client to server) or s2c

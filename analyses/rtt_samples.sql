@@ -1,8 +1,11 @@
 -- rtt_samples: every round-trip time measurement the capture offers.
 --
+-- Step: view.
+-- Sources: flows, packets, tcp_analysis.
+--
 -- A view over every capture (nothing stored: each sample is a projection of
 -- tcp_analysis, read when asked for).
--- Sources: tcp_analysis (ACK and timestamp samples), flows (handshake).
+-- Where the inputs come from: tcp_analysis (ACK and timestamp samples), flows (handshake).
 -- Definitions (the vantage point matters: see rtt_summary.sql and the README):
 --   ack         data -> the ACK that newly covers it, from the newest segment
 --               the ACK covers; no sample when a covered segment was sent

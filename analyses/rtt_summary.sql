@@ -1,7 +1,9 @@
 -- rtt_summary: per flow and direction, the RTT and where the capture was taken.
 --
+-- Step: capture.
+-- Sources: rtt_samples.
+--
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
--- Source: rtt_samples.
 -- Definitions. Vantage point: an ACK-based RTT measured in a capture is the round trip
 -- between the capture point and the data's receiver. Each flow has two legs:
 -- the client's (s2c samples: server data out past the capture point, the

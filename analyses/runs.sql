@@ -1,6 +1,9 @@
 -- runs: one row per experiment run, from the labels its captures and logs carry.
 --
--- Built over the whole store. Sources: captures, event_logs.
+-- Step: store.
+-- Sources: captures, event_logs.
+--
+-- Built over the whole store.
 -- Definitions: a run is the `run` label (`tracekit lab run` sets it; give it
 -- with --label run=ID otherwise); files without one are a run each, named
 -- after the file. `factors` are the run's labels other than run, trial,

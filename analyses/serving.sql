@@ -1,7 +1,10 @@
 -- serving: per request of a model server: time to first token, time per
 -- output token, end-to-end time, and its slowdown against running alone.
 --
--- Built over the whole store. Sources: events.
+-- Step: store.
+-- Sources: events.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md), from a server's events with a request id:
 --   arrival_ns     request_start (the request reached the server), else model_start
 --   first_token_ns, last_token_ns   the request's first and last `token` event

@@ -1,7 +1,10 @@
 -- serving_batches: per static batch: its size, length, throughput and the
 -- slots its finished members left idle.
 --
--- Built over the whole store. Sources: serving, events.
+-- Step: store.
+-- Sources: events, serving.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md):
 --   start_ns       batch_start, else the members' earliest arrival
 --   end_ns         the members' latest last token

@@ -1,5 +1,8 @@
 -- sessions: what talked to what, one row per flow (the `tracekit sessions` view).
 --
+-- Step: none.
+-- Sources: flows.
+--
 -- Parameters: $capture_id (NULL for every capture).
 -- Definitions:
 --   handshake_rtt_ms  flows.handshake_rtt_ns in milliseconds (SYN -> first ACK)

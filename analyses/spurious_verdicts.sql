@@ -1,7 +1,10 @@
 -- spurious_verdicts: one spurious verdict per retransmission, from the evidence
 -- of every capture the store holds of its connection.
 --
--- Built over the whole store. Sources: retransmissions, rtt_summary, flows, packets.
+-- Step: store.
+-- Sources: flows, packets, retransmissions, rtt_summary.
+--
+-- Built over the whole store.
 -- Definitions: a retransmission (kind `retransmission`) was spurious -- the
 -- original had arrived -- when a capture shows it:
 --   dsack_or_eifel   the capture's own evidence: the peer reported the bytes

@@ -3,7 +3,10 @@
 -- Frame counts and sample rates outside 32 bits are unusable (NULL): no
 -- field of a log can overflow the nanosecond arithmetic.
 --
--- Built over the whole store. Sources: events, playback.
+-- Step: store.
+-- Sources: events, playback.
+--
+-- Built over the whole store.
 -- Definitions (docs/timing-model.md):
 --   shortfall      requested_frames - delivered_frames of a playback_callback;
 --                  its silence is shortfall / sample_rate. Callbacks after the

@@ -1,5 +1,6 @@
 -- The `tracekit acks` view: ACK behaviour per flow direction (of the data acknowledged).
 -- Parameters: $capture_id, $flow_id.
+-- Sources: ack_gaps.
 SELECT capture_id AS capture, flow_id AS flow, direction, count(*) AS acks,
     round(avg(acked_segments) FILTER (acked_segments > 0), 2) AS segments_per_ack,
     count(*) FILTER (stretch) AS stretch,

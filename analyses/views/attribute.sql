@@ -2,6 +2,7 @@
 -- Parameters: $run (NULL for all).
 -- flag: unexplained time above 10 % of the request or above 20 ms; or no
 -- flow linked (the whole request unattributed).
+-- Sources: attribution, bounds, requests.
 WITH spans AS (
     SELECT request_key, span, sum(ns) AS ns, bool_or(irreducible) AS irreducible
     FROM attribution GROUP BY ALL

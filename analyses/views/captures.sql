@@ -1,7 +1,7 @@
 -- The `tracekit captures` view: one row per ingested file, with its flows,
 -- first packet time (UTC), duration, size, where reading stopped and labels.
 -- Parameters: none.
--- Sources: captures, flows
+-- Sources: captures, flows.
 SELECT c.capture_id AS capture, c.file_name AS file, c.format,
        array_to_string(c.link_types, ',') AS link_types, c.packets,
        (SELECT count(*) FROM flows f WHERE f.capture_id = c.capture_id) AS flows,

@@ -1,5 +1,6 @@
 -- The `tracekit handshakes` view: one row per connection setup, times in ms.
 -- Parameters: $capture_id, $flow_id (NULL for all).
+-- Sources: handshakes.
 SELECT capture_id AS capture, flow_id AS flow, protocol, version, sni, alpn,
     round(duration_ns / 1e6, 3) AS setup_ms,
     round((first_data_c2s_ns - start_ns) / 1e6, 3) AS first_c2s_ms,

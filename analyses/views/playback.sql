@@ -1,6 +1,7 @@
 -- The `tracekit playback` view: one row per audio stream, then the run's totals
 -- (stream `(run total)`), times in ms.
 -- Parameters: $run (NULL for all).
+-- Sources: playback_sessions.
 SELECT run, coalesce(stream, '(run total)') AS stream, sum(chunks) AS chunks,
     round(sum(audio_ns) / 1e6) AS audio_ms, sum(underruns) AS underruns,
     round(sum(silence_ns) / 1e6, 1) AS silence_ms,

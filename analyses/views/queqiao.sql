@@ -8,6 +8,7 @@
 -- counter fell (a QUIC sum over connections that ended, a loss found
 -- spurious) has a null delta and so no rate. Loss is lost / sent of the
 -- same interval: packets for packet_loss_pct, bytes for byte_loss_pct.
+-- Sources: events.
 WITH snapshots AS (
     SELECT log_id, line, ts_ns, kind, fields,
         CASE kind WHEN 'queqiao_lane'

@@ -1,5 +1,6 @@
 -- The `tracekit requests` view: one row per request/response exchange, times in ms.
 -- Parameters: $capture_id, $flow_id (NULL for all).
+-- Sources: requests.
 SELECT request_key AS request, source, run, capture_id AS capture, flow_id AS flow,
     exchange, protocol, connection,
     epoch_ms(start_ns // 1000000) AS start,

@@ -1,6 +1,7 @@
 -- The `tracekit retransmissions` view: per flow direction, what was sent again and why,
 -- beside what Wireshark calls the same segments.
 -- Parameters: $capture_id, $flow_id.
+-- Sources: retransmissions.
 SELECT capture_id AS capture, flow_id AS flow, direction,
     count(*) FILTER (kind = 'retransmission') AS retransmissions,
     count(*) FILTER (kind = 'retransmission' AND NOT seen_before) AS hole_fills,

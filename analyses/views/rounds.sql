@@ -1,5 +1,6 @@
 -- The `tracekit rounds` view: each round of loss recovery and what it cost.
 -- Parameters: $capture_id, $flow_id.
+-- Sources: recovery_rounds.
 SELECT capture_id AS capture, flow_id AS flow, direction, episode, round, segments, bytes,
     spurious_segments AS spurious, triggers, round(cost_ns / 1e6, 3) AS cost_ms,
     episode_rounds, round(episode_ns / 1e6, 3) AS episode_ms

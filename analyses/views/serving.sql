@@ -1,5 +1,6 @@
 -- The `tracekit serving` view: per batch size, throughput, TTFT/TPOT and slot waste, times in ms.
 -- Parameters: $run (NULL for all).
+-- Sources: serving, serving_batches.
 SELECT b.batch_size, count(*) AS batches, sum(b.members) AS requests,
     round(sum(b.tokens_needed) / (sum(b.end_ns - b.start_ns) / 1e9), 1) AS throughput_tps,
     round(median(s.ttft_ns) / 1e6, 2) AS ttft_ms, round(median(s.tpot_ns) / 1e6, 2) AS tpot_ms,

@@ -1,6 +1,7 @@
 -- The `tracekit stalls` view: per flow direction, the share of its life in each
 -- limitation state (the states add up to the flow's duration).
 -- Parameters: $capture_id, $flow_id.
+-- Sources: stalls.
 WITH s AS (
     SELECT * FROM stalls
     WHERE ($capture_id IS NULL OR capture_id = $capture_id) AND ($flow_id IS NULL OR flow_id = $flow_id)

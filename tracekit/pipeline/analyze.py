@@ -1,9 +1,10 @@
 """`tracekit analyze`: build the derived tables, only what new captures need.
 
-Each analysis is a step, run in the order of `_steps()`, each after the
-tables it reads:
+Each analysis is a step (pipeline/stepkinds.py), run in the order of the
+analysis DAG (pipeline/dag.py: each after the steps that write what it
+reads, from the SQL files' headers and the code steps' declarations):
 
-- code steps (tracekit/transport): compiled kernels over one capture at a
+- code steps (tracekit/pipeline/steps/): compiled kernels over one capture at a
   time, streaming it in chunks of frames (memory bounded whatever its size);
 - SQL steps (analyses/<table>.sql): one query over a batch of consecutive
   captures (`capture_id BETWEEN $first AND $last`), so a store of a
@@ -15,8 +16,8 @@ tables it reads:
   capture: requests, bounds, attribution...).
 
 The table `analysis_runs` records, per analysis and capture, the version (a
-hash of the code or SQL text, chained over every step before it) it was
-built with: a capture already built with the current version is skipped,
+hash of the code or SQL text and of the versions of the steps it reads) it
+was built with: a capture already built with the current version is skipped,
 and a changed version rebuilds that analysis for every capture. Each
 (analysis, batch) is written in one transaction, so an interrupted run
 leaves complete results behind and the next run resumes.
@@ -31,234 +32,30 @@ steps after it run; the next analyze tries it again.
 
 import contextlib
 import hashlib
-import inspect
-import json
-import re
 import time
-from dataclasses import dataclass, field
 
 import duckdb
 
-from ..core.errors import QueryError, TracekitError
+from ..core.errors import TracekitError
 from ..core.jit import PYTHON_COST, prefer_compiled
 from ..store.db import settings
-from ..store.recovery import discard_analysis, recover_analyses
-from ..store.schema import STAGED, create_table_sql, storage
-from .runner import analysis_sql
+from ..store.recovery import recover_analyses
+from ..store.schema import STAGED, storage
+from . import dag
+from .stepkinds import (
+    CodeStep,
+    CodeStoreStep,
+    PartitionedStoreStep,
+    SqlStep,
+    StepResult,
+    StoreStep,
+    ViewStep,
+    exists,
+    in_transaction,
+)
 
-FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
 BATCH_PACKETS = 2_000_000  # SQL steps: consecutive captures per query, up to this many packets
 ANALYZE_MEMORY_LIMIT = "256MB"  # DuckDB's share while analysing: peak RSS stays under 1 GiB
-ONE_TRANSACTION_PACKETS = 1 << 18  # code steps: captures this small are built in one transaction
-
-
-@dataclass
-class StepResult:
-    """What one step did: captures built, rows, seconds, failures [(capture, reason)]."""
-
-    table: str
-    built: int = 0
-    rows: int = 0
-    seconds: float = 0.0
-    failures: list = field(default_factory=list)
-    scope: str = "capture"
-
-    def __iter__(self):  # (table, built, rows, seconds), as callers unpack it
-        return iter((self.table, self.built, self.rows, self.seconds))
-
-
-class CodeStep:
-    """Tables built by `module.build(con, writer, capture_id, **params)`; its
-    version hashes the source of that module and the modules in `SOURCES`."""
-
-    scope = "capture"
-
-    def __init__(self, module, params=None):
-        self.module = module
-        self.tables = tuple(module.TABLES)
-        self.table = self.tables[0]
-        self.params = {k: v for k, v in (params or {}).items()
-                       if k in getattr(module, "PARAMETERS", {})}
-
-    def version(self):
-        digest = hashlib.sha256()
-        for m in (self.module, *getattr(self.module, "SOURCES", ())):
-            digest.update(inspect.getsource(m).encode())
-        settings = {**getattr(self.module, "PARAMETERS", {}), **self.params}
-        digest.update(json.dumps(settings, sort_keys=True).encode())
-        return digest.hexdigest()[:16]
-
-    def create(self, con):
-        for table in self.tables:
-            con.execute(create_table_sql(table))
-
-    def build_one(self, con, writer, capture_id, version):
-        """Build one capture; return its rows.
-
-        A large capture is written in many short transactions (one big one
-        keeps every row in memory until it commits): a row in
-        `analyses_in_progress` hides it from the tables' views meanwhile, and
-        the last transaction removes that row as it records the build.
-        """
-        (packets,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
-                                  [capture_id]).fetchall()
-        small = packets <= ONE_TRANSACTION_PACKETS  # then one transaction is cheaper
-        for table in self.tables:  # rows an earlier build left
-            writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?", [capture_id])
-        if small:
-            writer.execute("BEGIN")
-        else:
-            writer.execute("INSERT INTO analyses_in_progress VALUES (?, ?, now())",
-                           [self.table, capture_id])
-        t0 = time.perf_counter()
-        try:
-            out = self.module.build(con, writer, capture_id, **self.params)
-            if not small:
-                writer.execute("BEGIN")
-            writer.execute("DELETE FROM analyses_in_progress WHERE analysis = ? AND capture_id = ?",
-                           [self.table, capture_id])
-            writer.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
-                           [self.table, capture_id, version, out[self.table],
-                            time.perf_counter() - t0])
-            writer.execute("COMMIT")
-        except BaseException:
-            if _in_transaction(writer):
-                writer.execute("ROLLBACK")
-            discard_analysis(writer, self.table, capture_id)
-            raise
-        return out[self.table]
-
-
-class SqlStep:
-    """A table built by analyses/<table>.sql over a range of captures."""
-
-    scope = "capture"
-
-    def __init__(self, table):
-        self.table = table
-        self.tables = (table,)
-
-    def version(self):
-        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
-
-    def _sql(self):
-        # a table has no order: skip the final ORDER BY the file keeps for reading
-        return FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-
-    def create(self, con):
-        if not _exists(con, self.table):
-            try:
-                con.execute(f"CREATE TABLE {self.table} AS SELECT * FROM (\n{self._sql()}\n) "
-                            f"LIMIT 0", {"first": 0, "last": -1})
-            except duckdb.Error as e:
-                raise QueryError(f"analyses/{self.table}.sql failed: "
-                                 f"{str(e).splitlines()[0]}") from None
-
-    def write(self, con, writer, captures):
-        first, last = min(captures), max(captures)
-        try:
-            writer.execute(f"INSERT INTO {self.table} SELECT * FROM (\n{self._sql()}\n)",
-                           {"first": first, "last": last})
-        except duckdb.Error as e:  # a bug in an analysis, or data it cannot take: name it
-            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        counts = dict(writer.execute(
-            f"SELECT capture_id, count(*) FROM {self.table} WHERE capture_id BETWEEN ? AND ? "
-            f"GROUP BY ALL", [first, last]).fetchall())
-        return {cid: counts.get(cid, 0) for cid in captures}
-
-
-class ViewStep:
-    """A view over per-capture tables (analyses/<name>.sql); nothing is stored."""
-
-    scope = "view"
-
-    def __init__(self, name):
-        self.table = name
-        self.tables = (name,)
-
-    def version(self):
-        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
-
-    def create(self, con):
-        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        if _exists(con, self.table, "BASE TABLE"):  # a table of an older version
-            con.execute(f"DROP TABLE {self.table}")
-        con.execute(f"CREATE OR REPLACE VIEW {self.table} AS {sql}")
-
-
-class StoreStep(SqlStep):
-    """A table built from the whole store at once (events and every capture):
-    rebuilt when its version or its inputs (captures and event logs, and
-    when they last changed) differ from the last build."""
-
-    scope = "store"
-
-    def write_all(self, con, target):
-        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        try:
-            con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
-        except duckdb.Error as e:
-            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
-
-
-class PartitionedStoreStep(StoreStep):
-    """A store step over the requests, run in parts of at most PART_REQUESTS
-    requests (attribution), so that its memory is bounded by a part whatever
-    the store holds. The request tables are bucketed once by a hash of
-    `request_key` and sorted by bucket (O(n log n)); each part then shadows
-    `requests`, `bounds` and `request_phases` with temporary views of its own
-    rows (DuckDB reads the temporary schema first), found by the bucket's zone
-    map, so that a part costs its own size, not the store's (views, not
-    copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL
-    is the same for one part or many: it reads whatever those names hold."""
-
-    PART_REQUESTS = 100_000
-    PART_TABLES = ("requests", "bounds", "request_phases")
-
-    def write_all(self, con, target):
-        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
-        parts = max(1, -(-n // self.PART_REQUESTS))
-        try:
-            if parts == 1:
-                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)")
-            else:
-                for t in self.PART_TABLES:
-                    con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
-                                f"hash(request_key) % {parts} AS _bucket FROM main.{t} "
-                                f"ORDER BY _bucket")
-                for part in range(parts):
-                    for t in self.PART_TABLES:
-                        con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS SELECT * EXCLUDE (_bucket) "
-                                    f"FROM _bucketed_{t} WHERE _bucket = {part}")
-                    head = (f"CREATE OR REPLACE TABLE main.{target} AS" if part == 0
-                            else f"INSERT INTO main.{target}")
-                    con.execute(f"{head} SELECT * FROM (\n{sql}\n)")
-        except duckdb.Error as e:
-            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
-        finally:
-            for t in self.PART_TABLES:
-                con.execute(f"DROP VIEW IF EXISTS temp.{t}")
-                con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
-        return con.execute(f"SELECT count(*) FROM main.{target}").fetchall()[0][0]
-
-
-class CodeStoreStep:
-    """A table built by `module.build_all(con)` from the whole store."""
-
-    scope = "store"
-
-    def __init__(self, module):
-        self.module = module
-        self.table = module.TABLES[0]
-        self.tables = tuple(module.TABLES)
-
-    def version(self):
-        return hashlib.sha256(inspect.getsource(self.module).encode()).hexdigest()[:16]
-
-    def write_all(self, con, target):
-        return self.module.build_all(con, target)
 
 
 def _inputs_fingerprint(con):
@@ -271,17 +68,20 @@ def _inputs_fingerprint(con):
 
 
 def _steps(params=None):
-    from .steps import phases, sequence, stalls, tls
-    return [CodeStep(sequence, params), CodeStep(tls),
-            SqlStep("retransmissions"), SqlStep("recovery_rounds"),
-            ViewStep("rtt_samples"), SqlStep("rtt_summary"),
-            ViewStep("ack_gaps"), ViewStep("inflight"),
-            CodeStep(stalls), SqlStep("handshakes"),
-            StoreStep("requests"), StoreStep("playback"),
-            StoreStep("underruns"), StoreStep("playback_buffer"), StoreStep("playback_sessions"),
-            StoreStep("serving"), StoreStep("serving_batches"), StoreStep("bounds"),
-            CodeStoreStep(phases), PartitionedStoreStep("attribution"), StoreStep("runs"),
-            StoreStep("spurious_verdicts")]
+    """Every step, in DAG order (tracekit.pipeline.dag), each with its version."""
+    nodes = dag.order()
+    steps = [_step(n, params) for n in nodes]
+    own = {n.name: step.version() for n, step in zip(nodes, steps)}
+    for step, version in zip(steps, dag.versions(own, nodes).values()):
+        step.dag_version = version
+    return steps
+
+
+def _step(node, params):
+    if node.module is not None:
+        return CodeStep(node.module, params) if node.kind == "capture" else CodeStoreStep(node.module)
+    return {"capture": SqlStep, "view": ViewStep, "store": StoreStep,
+            "store, in parts": PartitionedStoreStep}[node.kind](node.name)
 
 
 def store_wide_tables():
@@ -299,23 +99,14 @@ def create_capture_tables(con):
 
 def capture_versions(params=None):
     """{analysis: version} of the per-capture steps, as `analyze` would record them."""
-    out, upstream = {}, ""
-    for step in _steps(params):
-        upstream = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
-        if step.scope == "capture":
-            out[step.table] = upstream
-    return out
+    return {step.table: step.dag_version for step in _steps(params) if step.scope == "capture"}
 
 
 def record_store_step(con, table, rows, seconds, params=None):
     """Record a store-wide table built outside `analyze` (by the cluster) as
     `analyze` records its own builds: the next analyze finds it up to date."""
-    upstream = ""
-    for step in _steps(params):
-        upstream = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
-        if step.table == table:
-            break
-    stamped = hashlib.sha256((upstream + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
+    version = next(step.dag_version for step in _steps(params) if step.table == table)
+    stamped = hashlib.sha256((version + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
     con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [table])
     con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
                 [table, stamped, rows, seconds])
@@ -336,7 +127,7 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
     reorder_window_ns); they are part of the version, so a change rebuilds
     tcp_analysis and everything after it. `scope` "capture" runs only the
     per-capture steps (and views), "store" only the store-wide ones (and
-    views): a dataset's tasks and its coordinator (tracekit/cluster/).
+    views): a dataset's tasks and its coordinator (tracekit/pipeline/cluster/).
     `checkpoint=False` leaves the results in the write-ahead log (a task's
     throwaway store); steps named in `skip` are left alone (the cluster
     builds them).
@@ -360,12 +151,10 @@ def _analyze_steps(con, captures, progress, params, scope, checkpoint, skip):
     writer = con.cursor()
     try:
         results = []
-        upstream = ""
         failed = set()  # captures an earlier step could not process
         for step in _steps(params):
-            # a step depends on the ones before it: their change rebuilds it too
-            version = hashlib.sha256((upstream + step.version()).encode()).hexdigest()[:16]
-            upstream = version
+            # a step's version covers the steps it reads: their change rebuilds it too
+            version = step.dag_version
             if (scope != "all" and step.scope not in (scope, "view")) or step.table in skip:
                 continue
             if step.scope == "store":
@@ -460,15 +249,6 @@ def _batches(pending, captures, step):
         yield batch
 
 
-def _in_transaction(con):
-    try:
-        con.execute("BEGIN")
-    except duckdb.TransactionException:
-        return True
-    con.execute("ROLLBACK")
-    return False
-
-
 def _write_batch(con, writer, step, version, batch):
     """Build one batch on `writer`; `con` reads committed tables."""
     if isinstance(step, CodeStep):
@@ -505,7 +285,7 @@ def _build_view(con, step, version):
     current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
                           [step.table, version]).fetchall()[0][0]
     result = StepResult(step.table, scope="view")
-    if current and _exists(con, step.table):
+    if current and exists(con, step.table):
         return result
     t0 = time.perf_counter()
     con.execute("BEGIN")
@@ -528,7 +308,7 @@ def _build_store_step(con, step, version, progress):
     current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
                           [step.table, stamped]).fetchall()[0][0]
     result = StepResult(step.table, scope="store")
-    if current and _exists(con, step.table):
+    if current and exists(con, step.table):
         return result
     if progress:
         progress(step.table, 0)
@@ -566,12 +346,12 @@ def _store_step_failed(con, step, seconds, e):
     """A store-wide table that could not be built is left empty, not stale, with
     the reason in `analysis_runs` (no version: the next analyze tries again);
     the steps after it still run."""
-    if _in_transaction(con):  # a part of it was being written
+    if in_transaction(con):  # a part of it was being written
         con.execute("ROLLBACK")
     con.execute("BEGIN")
     try:
         for table in getattr(step, "tables", (step.table,)):
-            if _exists(con, table, "BASE TABLE"):
+            if exists(con, table, "BASE TABLE"):
                 con.execute(f"DELETE FROM {table}")
         con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
         con.execute("INSERT INTO analysis_runs VALUES (?, 0, 'failed', 0, ?, now(), ?)",
@@ -600,19 +380,9 @@ def _forget_replaced(con):
     con.execute("COMMIT")
 
 
-def _exists(con, table, kind=None, schema="main"):
-    sql = ("SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
-           "AND table_schema = ?")
-    args = [table, schema]
-    if kind:
-        sql += " AND table_type = ?"
-        args.append(kind)
-    return con.execute(sql, args).fetchall()[0][0] > 0
-
-
 def _delete(con, table, capture_id):
     if table in STAGED:
-        if _exists(con, table, schema="store"):
+        if exists(con, table, schema="store"):
             con.execute(f"DELETE FROM store.{table} WHERE capture_id = ?", [capture_id])
-    elif _exists(con, table, "BASE TABLE"):
+    elif exists(con, table, "BASE TABLE"):
         con.execute(f"DELETE FROM {table} WHERE capture_id = ?", [capture_id])

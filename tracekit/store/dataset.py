@@ -1,5 +1,5 @@
 """A store as a Parquet dataset: written by `tracekit export --parquet DIR` or
-by a run on a Dask cluster (tracekit/cluster/), read back by `tracekit
+by a run on a Dask cluster (tracekit/pipeline/cluster/), read back by `tracekit
 import DIR`, and queried in place (`--store DIR`, `tracekit.open_dataset`).
 
 Layout:

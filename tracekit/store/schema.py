@@ -161,7 +161,7 @@ ANALYSES_IN_PROGRESS = (
     Column("started_at", "TIMESTAMPTZ NOT NULL", "When"),
 )
 
-# Derived by `tracekit analyze` (tracekit/transport): one row per TCP packet.
+# Derived by `tracekit analyze` (tracekit/pipeline/steps/): one row per TCP packet.
 _WS = "Wireshark 4.0's tcp.analysis."
 TCP_ANALYSIS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
@@ -216,7 +216,7 @@ TCP_ANALYSIS = (
     Column("window_full_segments", "BIGINT", "Such a packet: the other direction's segments Wireshark called window-full since this side's previous ACK"),
 )
 
-# Derived by `tracekit analyze` (tracekit/transport/segments.py): one row per flight.
+# Derived by `tracekit analyze` (tracekit/kernels/segments.py): one row per flight.
 FLIGHTS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
@@ -235,7 +235,7 @@ FLIGHTS = (
     Column("queued", "BOOLEAN NOT NULL", "An RTT sample while it was the latest flight was >= 1.25 x the direction's smallest so far: a queue on the path"),
 )
 
-# Derived by `tracekit analyze` (tracekit/transport/tls.py): TLS over TCP.
+# Derived by `tracekit analyze` (tracekit/pipeline/steps/tls.py): TLS over TCP.
 TLS_MESSAGES = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
@@ -256,7 +256,7 @@ TLS_MESSAGES = (
     Column("complete", "BOOLEAN NOT NULL", "false on the last row of a stream cut by the snaplen or a capture gap"),
 )
 
-# Derived by `tracekit analyze` (tracekit/transport/segments.py): TCP request/response exchanges.
+# Derived by `tracekit analyze` (tracekit/kernels/segments.py): TCP request/response exchanges.
 EXCHANGES = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
@@ -272,12 +272,12 @@ EXCHANGES = (
     Column("packets_down", "BIGINT NOT NULL", "Server data packets"),
 )
 
-# Limitation states of a flow direction (tracekit/transport/stalls.py decides them).
+# Limitation states of a flow direction (tracekit/pipeline/steps/stalls.py decides them).
 STALL_STATES = ("handshake", "closed", "application_limited", "rto_wait", "loss_recovery",
                 "zero_window", "receive_window_limited", "pacing_idle", "slow_start",
                 "congestion_limited")
 
-# Derived by `tracekit analyze` (tracekit/transport/stalls.py): limitation states.
+# Derived by `tracekit analyze` (tracekit/pipeline/steps/stalls.py): limitation states.
 STALLS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
@@ -291,7 +291,7 @@ STALLS = (
     Column("max_inflight_bytes", "BIGINT NOT NULL", "Largest bytes in flight of the direction during the run"),
 )
 
-# Derived by `tracekit analyze` (tracekit/transport/phases.py) over the whole store.
+# Derived by `tracekit analyze` (tracekit/pipeline/steps/phases.py) over the whole store.
 REQUEST_PHASES = (
     Column("request_key", "VARCHAR NOT NULL", "Request (`requests.request_key`)"),
     Column("capture_id", "INTEGER", "Capture of its flow (NULL: no flow)"),
@@ -312,7 +312,7 @@ REQUEST_PHASES = (
     Column("loss_rounds", "STRUCT(episode BIGINT, round BIGINT, ns BIGINT)[]", "Time in download loss recovery within [c, d], by the recovery round each stretch began in (`recovery_rounds`)"),
 )
 
-# Written by `tracekit tls-keys` (tracekit/transport/keylog.py).
+# Written by `tracekit tls-keys` (tracekit/pipeline/steps/keylog.py).
 TLS_DECRYPTED = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),

@@ -1,4 +1,4 @@
-"""What a Dask worker runs for a dataset (see tracekit/cluster/__init__.py):
+"""What a Dask worker runs for a dataset (see tracekit/pipeline/cluster/__init__.py):
 a capture ingested and analysed, a capture analysed again, the per-request
 tables of a group of captures. Each works in a DuckDB database of its own
 and writes Parquet files; none prints.

@@ -1,6 +1,15 @@
-"""What the transport did, reconstructed from the packets of the store.
+"""The analyze steps that are code, not SQL: each a module that declares
+TABLES (what it writes), READS and SCOPE, and builds its tables with
+compiled kernels (tracekit.kernels) or vectorised code where SQL expresses
+the question badly. tracekit.pipeline.dag orders them among the SQL steps.
 
-Sequential state machines (Wireshark's sequence analysis, tracekit's own
-segment classification) run here as kernels over one capture's TCP packets
-in frame order; the SQL files of analyses/ build the rest on their output.
+- sequence: Wireshark's sequence analysis and tracekit's segment classes
+  per TCP packet (tcp_analysis), flights and request/response exchanges;
+- tls: TLS handshake messages from the stored payloads;
+- stalls: the limitation state of every instant of a flow direction;
+- phases: per request, its instants and the stall runs inside it.
 """
+
+from . import phases, sequence, stalls, tls
+
+CODE_STEPS = (sequence, tls, stalls, phases)

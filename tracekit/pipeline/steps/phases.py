@@ -34,6 +34,8 @@ from ...store.writer import AppendWriter
 from .stalls import STATES
 
 TABLES = ("request_phases",)
+READS = ("bounds", "flows", "packets", "recovery_rounds", "requests", "stalls")
+SCOPE = "store"  # built over the whole store (tracekit.pipeline.dag)
 
 INSTANTS_SQL = """
 WITH r AS (

@@ -303,6 +303,8 @@ def flights_table(capture_id, rows):
 PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
               "reorder_window_ns": REORDER_WINDOW_NS}
 TABLES = ("tcp_analysis", "flights", "exchanges")
+READS = ("captures", "flows", "packets")
+SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 
 LATE_SQL = {
     sg.LATE_SPURIOUS: "UPDATE store.tcp_analysis t SET spurious = true FROM _tracekit_late l "

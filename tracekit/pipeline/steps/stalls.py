@@ -58,6 +58,8 @@ from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 
 TABLES = ("stalls",)
+READS = ("captures", "flows", "packets", "retransmissions", "tcp_analysis")
+SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 STATES = STALL_STATES
 (HANDSHAKE, CLOSED, APP, RTO_WAIT, RECOVERY, ZERO_WINDOW, RWND, PACING, SLOW_START,
  CONGESTION) = range(10)

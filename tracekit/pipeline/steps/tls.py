@@ -279,6 +279,8 @@ def parse_direction(stream, client, tls13):
 
 
 TABLES = ("tls_messages",)
+READS = ("captures", "packets", "payloads", "tcp_analysis")
+SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 
 
 def build(con, writer, capture_id):

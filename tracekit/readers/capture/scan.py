@@ -11,7 +11,7 @@ chunk, a length is impossible, or (pcapng) the next block is one that Python
 handles (section and interface headers, statistics, name resolution...).
 
 The kernels run compiled for large files and as plain Python for small
-ones (see tracekit/jit.py).
+ones (see tracekit/core/jit.py).
 """
 
 import numpy as np

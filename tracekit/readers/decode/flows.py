@@ -4,7 +4,7 @@ Strategy: flow assignment is a state machine over packets in capture order
 (a SYN after a FIN or RST on the same ports starts a new connection, window
 scaling becomes known only once the SYNs were seen, the handshake's first
 ACK is the first one after the SYN), so it runs as one sequential kernel
-(tracekit/jit.py) over each batch. Its state lives in plain numpy arrays
+(tracekit/core/jit.py) over each batch. Its state lives in plain numpy arrays
 between batches: an open-addressing hash table from endpoint pair to the
 current flow, and one row of counters per flow, which becomes the `flows`
 table at the end. One pass, no second scan of the packets.

@@ -1,0 +1,257 @@
+"""The kinds of analyze step: how each builds, versions and stores its tables.
+
+- CodeStep: a module of tracekit.pipeline.steps run per capture
+  (`module.build(con, writer, capture_id, **params)`), in many short
+  transactions for a large capture (a marker row hides it meanwhile);
+- SqlStep: analyses/<table>.sql over a batch of consecutive captures;
+- ViewStep: a view over per-capture tables, nothing stored;
+- StoreStep: a table built from the whole store at once; PartitionedStoreStep
+  the same in parts of requests, CodeStoreStep by a module's `build_all`.
+
+tracekit.pipeline.dag says which kind each step is and in what order they run.
+"""
+
+import hashlib
+import inspect
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ..core.errors import QueryError
+from ..store.recovery import discard_analysis
+from ..store.schema import create_table_sql, storage
+from .runner import analysis_sql
+
+FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
+ONE_TRANSACTION_PACKETS = 1 << 18  # code steps: captures this small are built in one transaction
+
+
+@dataclass
+class StepResult:
+    """What one step did: captures built, rows, seconds, failures [(capture, reason)]."""
+
+    table: str
+    built: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    failures: list = field(default_factory=list)
+    scope: str = "capture"
+
+    def __iter__(self):  # (table, built, rows, seconds), as callers unpack it
+        return iter((self.table, self.built, self.rows, self.seconds))
+
+
+class CodeStep:
+    """Tables built by `module.build(con, writer, capture_id, **params)`; its
+    version hashes the source of that module and the modules in `SOURCES`."""
+
+    scope = "capture"
+
+    def __init__(self, module, params=None):
+        self.module = module
+        self.tables = tuple(module.TABLES)
+        self.table = self.tables[0]
+        self.params = {k: v for k, v in (params or {}).items()
+                       if k in getattr(module, "PARAMETERS", {})}
+
+    def version(self):
+        digest = hashlib.sha256()
+        for m in (self.module, *getattr(self.module, "SOURCES", ())):
+            digest.update(inspect.getsource(m).encode())
+        settings = {**getattr(self.module, "PARAMETERS", {}), **self.params}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        return digest.hexdigest()[:16]
+
+    def create(self, con):
+        for table in self.tables:
+            con.execute(create_table_sql(table))
+
+    def build_one(self, con, writer, capture_id, version):
+        """Build one capture; return its rows.
+
+        A large capture is written in many short transactions (one big one
+        keeps every row in memory until it commits): a row in
+        `analyses_in_progress` hides it from the tables' views meanwhile, and
+        the last transaction removes that row as it records the build.
+        """
+        (packets,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
+                                  [capture_id]).fetchall()
+        small = packets <= ONE_TRANSACTION_PACKETS  # then one transaction is cheaper
+        for table in self.tables:  # rows an earlier build left
+            writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?", [capture_id])
+        if small:
+            writer.execute("BEGIN")
+        else:
+            writer.execute("INSERT INTO analyses_in_progress VALUES (?, ?, now())",
+                           [self.table, capture_id])
+        t0 = time.perf_counter()
+        try:
+            out = self.module.build(con, writer, capture_id, **self.params)
+            if not small:
+                writer.execute("BEGIN")
+            writer.execute("DELETE FROM analyses_in_progress WHERE analysis = ? AND capture_id = ?",
+                           [self.table, capture_id])
+            writer.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
+                           [self.table, capture_id, version, out[self.table],
+                            time.perf_counter() - t0])
+            writer.execute("COMMIT")
+        except BaseException:
+            if in_transaction(writer):
+                writer.execute("ROLLBACK")
+            discard_analysis(writer, self.table, capture_id)
+            raise
+        return out[self.table]
+
+
+class SqlStep:
+    """A table built by analyses/<table>.sql over a range of captures."""
+
+    scope = "capture"
+
+    def __init__(self, table):
+        self.table = table
+        self.tables = (table,)
+
+    def version(self):
+        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+
+    def _sql(self):
+        # a table has no order: skip the final ORDER BY the file keeps for reading
+        return FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+
+    def create(self, con):
+        if not exists(con, self.table):
+            try:
+                con.execute(f"CREATE TABLE {self.table} AS SELECT * FROM (\n{self._sql()}\n) "
+                            f"LIMIT 0", {"first": 0, "last": -1})
+            except duckdb.Error as e:
+                raise QueryError(f"analyses/{self.table}.sql failed: "
+                                 f"{str(e).splitlines()[0]}") from None
+
+    def write(self, con, writer, captures):
+        first, last = min(captures), max(captures)
+        try:
+            writer.execute(f"INSERT INTO {self.table} SELECT * FROM (\n{self._sql()}\n)",
+                           {"first": first, "last": last})
+        except duckdb.Error as e:  # a bug in an analysis, or data it cannot take: name it
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        counts = dict(writer.execute(
+            f"SELECT capture_id, count(*) FROM {self.table} WHERE capture_id BETWEEN ? AND ? "
+            f"GROUP BY ALL", [first, last]).fetchall())
+        return {cid: counts.get(cid, 0) for cid in captures}
+
+
+class ViewStep:
+    """A view over per-capture tables (analyses/<name>.sql); nothing is stored."""
+
+    scope = "view"
+
+    def __init__(self, name):
+        self.table = name
+        self.tables = (name,)
+
+    def version(self):
+        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+
+    def create(self, con):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        if exists(con, self.table, "BASE TABLE"):  # a table of an older version
+            con.execute(f"DROP TABLE {self.table}")
+        con.execute(f"CREATE OR REPLACE VIEW {self.table} AS {sql}")
+
+
+class StoreStep(SqlStep):
+    """A table built from the whole store at once (events and every capture):
+    rebuilt when its version or its inputs (captures and event logs, and
+    when they last changed) differ from the last build."""
+
+    scope = "store"
+
+    def write_all(self, con, target):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        try:
+            con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
+        except duckdb.Error as e:
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
+
+
+class PartitionedStoreStep(StoreStep):
+    """A store step over the requests, run in parts of at most PART_REQUESTS
+    requests (attribution), so that its memory is bounded by a part whatever
+    the store holds. The request tables are bucketed once by a hash of
+    `request_key` and sorted by bucket (O(n log n)); each part then shadows
+    `requests`, `bounds` and `request_phases` with temporary views of its own
+    rows (DuckDB reads the temporary schema first), found by the bucket's zone
+    map, so that a part costs its own size, not the store's (views, not
+    copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL
+    is the same for one part or many: it reads whatever those names hold."""
+
+    PART_REQUESTS = 100_000
+    PART_TABLES = ("requests", "bounds", "request_phases")
+
+    def write_all(self, con, target):
+        sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
+        (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
+        parts = max(1, -(-n // self.PART_REQUESTS))
+        try:
+            if parts == 1:
+                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)")
+            else:
+                for t in self.PART_TABLES:
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
+                                f"hash(request_key) % {parts} AS _bucket FROM main.{t} "
+                                f"ORDER BY _bucket")
+                for part in range(parts):
+                    for t in self.PART_TABLES:
+                        con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS SELECT * EXCLUDE (_bucket) "
+                                    f"FROM _bucketed_{t} WHERE _bucket = {part}")
+                    head = (f"CREATE OR REPLACE TABLE main.{target} AS" if part == 0
+                            else f"INSERT INTO main.{target}")
+                    con.execute(f"{head} SELECT * FROM (\n{sql}\n)")
+        except duckdb.Error as e:
+            raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
+        finally:
+            for t in self.PART_TABLES:
+                con.execute(f"DROP VIEW IF EXISTS temp.{t}")
+                con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
+        return con.execute(f"SELECT count(*) FROM main.{target}").fetchall()[0][0]
+
+
+class CodeStoreStep:
+    """A table built by `module.build_all(con)` from the whole store."""
+
+    scope = "store"
+
+    def __init__(self, module):
+        self.module = module
+        self.table = module.TABLES[0]
+        self.tables = tuple(module.TABLES)
+
+    def version(self):
+        return hashlib.sha256(inspect.getsource(self.module).encode()).hexdigest()[:16]
+
+    def write_all(self, con, target):
+        return self.module.build_all(con, target)
+
+
+def in_transaction(con):
+    try:
+        con.execute("BEGIN")
+    except duckdb.TransactionException:
+        return True
+    con.execute("ROLLBACK")
+    return False
+
+
+def exists(con, table, kind=None, schema="main"):
+    sql = ("SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+           "AND table_schema = ?")
+    args = [table, schema]
+    if kind:
+        sql += " AND table_type = ?"
+        args.append(kind)
+    return con.execute(sql, args).fetchall()[0][0] > 0
