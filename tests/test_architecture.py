@@ -1,0 +1,55 @@
+"""The plan of the house holds: imports go one way, rooms stay small enough to
+read in one sitting (docs/architecture.md)."""
+
+import ast
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tracekit"
+MODULE_LINES = 500
+FUNCTION_LINES = 80
+# a single numba state machine may be longer, when its docstring says it is one
+STATE_MACHINE = "state machine"
+
+
+def test_imports_keep_the_layers_contracts():
+    """import-linter's contracts in pyproject.toml: one-way floors, a CLI over the
+    api and the presentation only, nothing below the faces importing them, pure
+    kernels and decoders."""
+    lint = shutil.which("lint-imports", path=str(pathlib.Path(sys.executable).parent))
+    if lint is None:
+        pytest.skip("import-linter is not installed (pip install 'tracekit[test]')")
+    r = subprocess.run([lint, "--config", str(ROOT / "pyproject.toml")], cwd=ROOT,
+                       capture_output=True, text=True,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "0 broken" in r.stdout
+
+
+def _python_files():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_module_is_longer_than_a_sitting():
+    long = [(str(p.relative_to(ROOT)), n) for p in _python_files()
+            if (n := p.read_text().count("\n")) > MODULE_LINES]
+    assert not long
+
+
+def test_no_function_is_longer_than_a_screenful_unless_it_is_one_state_machine():
+    long = []
+    for p in _python_files():
+        tree = ast.parse(p.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            n = node.end_lineno - node.lineno + 1
+            doc = ast.get_docstring(node) or ""
+            if n > FUNCTION_LINES and STATE_MACHINE not in doc:
+                long.append((f"{p.relative_to(ROOT)}:{node.lineno}", node.name, n))
+    assert not long
