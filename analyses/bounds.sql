@@ -5,7 +5,8 @@
 --
 -- Built over the whole store.
 -- Definitions:
---   T_serial = S_u / B_u + R + T_c + S_d / B_d   (tracekit.model.serial_time)
+--   T_serial = S_u / B_u + R + T_c + S_d / B_d   (tracekit.model.serial_time; the
+--                    macros tk_transfer_ns and tk_serial_ns are its SQL form)
 --   A lower bound: no input is estimated upward. An input the data cannot
 --   give is unknown (NULL, its source NULL) and left out of the sum, which
 --   is then marked `partial` (still a lower bound, a looser one).
@@ -141,17 +142,16 @@ shaped AS (
              WHEN labels['processing_ms'] IS NOT NULL THEN 'given'
              WHEN model_ns IS NOT NULL THEN 'events'
              WHEN server_turnaround_ns IS NOT NULL THEN 'server_packets' END AS processing_source,
-        round(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END
-              * 1e9 / rate_Bps)::BIGINT AS upload_ns,
-        round(timed_down * 1e9 / rate_Bps)::BIGINT AS download_ns,
+        tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END,
+                       rate_Bps) AS upload_ns,
+        tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
         duration_ns, vantage
     FROM inputs
 ),
 
 summed AS (
     SELECT * EXCLUDE (r_ns, r_source), r_ns AS rtt_ns, r_source AS rtt_source,
-        coalesce(upload_ns, 0) + coalesce(r_ns, 0) + coalesce(processing_ns, 0)
-            + coalesce(download_ns, 0) AS bound_ns,
+        tk_serial_ns(upload_ns, r_ns, processing_ns, download_ns) AS bound_ns,
         rate_bps IS NULL OR r_ns IS NULL OR processing_ns IS NULL AS partial
     FROM shaped
 ),

@@ -25,7 +25,8 @@
 --                  first callback that delivered audio minus r_0
 --   predicted_play_ns  p_0 = r_0 + J, p_i = max(r_i, p_{i-1} + tau), computed
 --                  in closed form: p_i = T_i + max(r_0 + J, max_{k<=i}(r_k - T_k))
---                  with T_i the audio before chunk i
+--                  with T_i the audio before chunk i (tracekit.model.playback_schedule;
+--                  its SQL form is the macro tk_play_ns)
 --   predicted_gap_ns   p_i - (p_{i-1} + tau_{i-1}) when r_i wins (a new gap), else 0
 -- Columns: run, stream, request, seq, frames, sample_rate, tau_ns, frame_offset,
 --   stream_offset, generated_ns, sent_ns, host_arrived_ns, arrived_ns, played_ns,
@@ -126,7 +127,7 @@ timeline AS (
 ),
 
 predicted AS (
-    SELECT *, audio_before_ns + greatest(r0 + initial_buffer_ns, late_max) AS predicted_play_ns
+    SELECT *, tk_play_ns(audio_before_ns, r0, initial_buffer_ns, late_max) AS predicted_play_ns
     FROM timeline
 ),
 

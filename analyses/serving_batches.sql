@@ -12,6 +12,7 @@
 --   max_tokens     the longest member's tokens: a static batch runs until
 --                  its slowest member is done
 --   slot_waste     1 - tokens_needed / (batch_size x max_tokens)
+--                  (tracekit.model.static_batch_waste; SQL: the macro tk_slot_waste)
 --   throughput_tps tokens_needed / (end_ns - start_ns) in tokens per second
 --   ttft_ns, tpot_ns  the members' medians
 -- Columns: run, log_id, batch, batch_size, members, start_ns, end_ns,
@@ -27,7 +28,7 @@ final AS (
         coalesce(any_value(b.start_ns), min(s.arrival_ns)) AS start_ns,
         max(s.last_token_ns) AS end_ns,
         sum(s.tokens) AS tokens_needed, max(s.tokens) AS max_tokens,
-        1 - sum(s.tokens) / (any_value(s.batch_size) * max(s.tokens)) AS slot_waste,
+        tk_slot_waste(sum(s.tokens), any_value(s.batch_size), max(s.tokens)) AS slot_waste,
         sum(s.tokens) * 1e9 / (max(s.last_token_ns) - coalesce(any_value(b.start_ns), min(s.arrival_ns))) AS throughput_tps,
         median(s.ttft_ns) AS ttft_ns, median(s.tpot_ns) AS tpot_ns
     FROM serving s LEFT JOIN starts b USING (log_id, batch)

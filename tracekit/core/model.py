@@ -240,3 +240,31 @@ def static_batch_waste(tokens_needed):
     if not tokens or max(tokens) == 0:
         return 0.0
     return 1.0 - sum(tokens) / (len(tokens) * max(tokens))
+
+
+# The same formulas for the SQL analyses: DuckDB macros, declared here beside
+# the functions they must agree with (tests/test_model_sql.py holds them to
+# the same values), created on every connection analyze runs SQL on
+# (pipeline/runner.py). Units are the stores': integer nanoseconds, bytes,
+# bytes per second.
+SQL_MACROS = {
+    # serial_time's transfer term: S / B in ns (rounded), NULL when B is unknown
+    "tk_transfer_ns": (("size_bytes", "rate_Bps"),
+                       "round(size_bytes * 1e9 / rate_Bps)::BIGINT"),
+    # serial_time: the four terms, an unknown one left out (the bound is then partial)
+    "tk_serial_ns": (("upload_ns", "rtt_ns", "processing_ns", "download_ns"),
+                     "coalesce(upload_ns, 0) + coalesce(rtt_ns, 0) + coalesce(processing_ns, 0)"
+                     " + coalesce(download_ns, 0)"),
+    # playback_schedule in closed form: p_i = T_i + max(r_0 + J, max_{k<=i}(r_k - T_k))
+    "tk_play_ns": (("audio_before_ns", "first_arrival_ns", "initial_buffer_ns", "late_max_ns"),
+                   "audio_before_ns + greatest(first_arrival_ns + initial_buffer_ns, late_max_ns)"),
+    # static_batch_waste: 1 - sum / (B x max)
+    "tk_slot_waste": (("tokens_sum", "batch_size", "max_tokens"),
+                      "1 - tokens_sum / (batch_size * max_tokens)"),
+}
+
+
+def sql_macros():
+    """CREATE statements of SQL_MACROS, as temporary macros of one connection."""
+    return [f"CREATE OR REPLACE TEMP MACRO {name}({', '.join(params)}) AS ({body})"
+            for name, (params, body) in SQL_MACROS.items()]

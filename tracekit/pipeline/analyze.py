@@ -42,6 +42,7 @@ from ..store.db import settings
 from ..store.recovery import recover_analyses
 from ..store.schema import STAGED, storage
 from . import dag
+from .runner import install_macros
 from .stepkinds import (
     CodeStep,
     CodeStoreStep,
@@ -150,6 +151,8 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
 def _analyze_steps(con, captures, progress, params, scope, checkpoint, skip):
     writer = con.cursor()
     try:
+        install_macros(con)
+        install_macros(writer)
         results = []
         failed = set()  # captures an earlier step could not process
         for step in _steps(params):

@@ -21,9 +21,17 @@ from dataclasses import dataclass, field
 import duckdb
 
 from ..core.errors import QueryError
+from ..core.model import sql_macros
 from ..store.recovery import discard_analysis
 from ..store.schema import create_table_sql, storage
 from .runner import analysis_sql
+
+def sql_version(name):
+    """A SQL step's own version: its text and the macros of the formulas it may
+    call (tracekit.core.model.SQL_MACROS)."""
+    text = analysis_sql(name) + "\n".join(sql_macros())
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
 
 FINAL_ORDER = re.compile(r"SELECT \* FROM final ORDER BY[^\n]*\s*$")
 ONE_TRANSACTION_PACKETS = 1 << 18  # code steps: captures this small are built in one transaction
@@ -116,7 +124,7 @@ class SqlStep:
         self.tables = (table,)
 
     def version(self):
-        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+        return sql_version(self.table)
 
     def _sql(self):
         # a table has no order: skip the final ORDER BY the file keeps for reading
@@ -154,7 +162,7 @@ class ViewStep:
         self.tables = (name,)
 
     def version(self):
-        return hashlib.sha256(analysis_sql(self.table).encode()).hexdigest()[:16]
+        return sql_version(self.table)
 
     def create(self, con):
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
