@@ -20,9 +20,7 @@ plus printing.
 import os
 
 from .core.errors import TracekitError
-
-TRANSPORT_VIEWS = ("handshakes", "rtt", "retransmissions", "rounds", "stalls", "acks", "requests")
-STORE_VIEWS = ("playback", "underruns", "attribute", "serving")
+from .readers.formats import INPUT_FORMATS  # noqa: F401 (what --format accepts)
 
 
 class Store:
@@ -87,9 +85,10 @@ class Store:
         the CLI's: capture_id, flow_id (transport views) or run (application views)."""
         import pandas as pd
 
-        defaults = ({"capture_id": None, "flow_id": None} if name in TRANSPORT_VIEWS
-                    else {"run": None})
-        columns, rows = self.rows(f"views/{name}", **{**defaults, **params})
+        from .presentation.views import BY_NAME
+        if name not in BY_NAME:
+            raise TracekitError(f"no view named {name!r}; known: {', '.join(BY_NAME)}")
+        columns, rows = self.rows(f"views/{name}", **{**BY_NAME[name].defaults(), **params})
         return pd.DataFrame(rows, columns=columns)
 
     def comparisons(self, compare, by=(), levels=None, where=None, predict=None):

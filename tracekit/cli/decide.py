@@ -4,8 +4,6 @@ import click
 
 from .. import api
 from ..core.errors import TracekitError
-from ..presentation.bound import bound_rows
-from ..presentation.table import ablation_rows
 from .common import (
     CONTEXT,
     db_option,
@@ -55,6 +53,7 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
       tracekit ablation --compare path --by connection --levels direct,tunnel --where experiment=cross-region
       tracekit ablation --compare loss_down --by connection --levels 0.05,0.0 --predict
     """
+    from ..presentation.table import ablation_rows
     spans = None if predict is None else tuple(x for x in predict.split(",") if x)
     with api.open(db, read_only=True) as store:
         store.require_analyzed()
@@ -101,6 +100,7 @@ def bound(up_bytes, down_bytes, rtt_ms, rate_mbps, up_rate_mbps, down_rate_mbps,
     Example (the motivating case):
       tracekit bound --down-bytes 354640 --rtt-ms 200 --rate-mbps 333 --processing-ms 30 --loss 0.14
     """
+    from ..presentation.bound import bound_rows
     emit(*bound_rows(up_bytes, down_bytes, rtt_ms, up_rate_mbps or rate_mbps,
                      down_rate_mbps or rate_mbps, processing_ms, loss, mss, iw_segments), fmt)
 

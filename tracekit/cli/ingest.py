@@ -19,9 +19,6 @@ from .common import (
 )
 from .messages import report_log, skipped_text
 
-INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "queqiaobench",
-                 "queqiao-tsv", "prometheus", "har")
-
 
 @click.command(context_settings=CONTEXT)
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
@@ -32,7 +29,7 @@ INPUT_FORMATS = ("auto", "pcap", "pcapng", "jsonl", "csv", "qlog", "queqiao", "q
               metavar="FILE", help="Ingest the runs a manifest lists, each with its labels "
                                    "(a lab *.runs.json or a JSON list of {files, labels}).")
 @click.option("--replace", is_flag=True, help="Re-ingest files already in the store.")
-@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default="auto",
+@click.option("--format", "input_format", type=click.Choice(api.INPUT_FORMATS), default="auto",
               show_default=True, help="Input format; auto detects each file from its content.")
 @click.option("--clock-offset", "clock_offset", metavar="DURATION", default=None,
               help="Event logs only: add this to their timestamps to put them on the "

@@ -8,6 +8,7 @@ import click
 
 from .. import api
 from ..core.errors import QueryError
+from ..presentation.views import VIEWS
 from .common import (
     CONTEXT,
     db_option,
@@ -16,33 +17,6 @@ from .common import (
     handle_errors,
     help_text,
     plural,
-)
-
-TRANSPORT = (
-    ("handshakes", "TCP, TLS and QUIC connection setups: duration, first data, round trips.",
-     "tracekit handshakes --capture 1 --format markdown"),
-    ("rtt", "RTT per flow and direction (min/median/p90/max) and the capture's vantage point.",
-     "tracekit rtt --capture 3"),
-    ("retransmissions", "Retransmissions per flow direction by trigger, beside Wireshark's calls.",
-     "tracekit retransmissions --capture 3 --flow 0"),
-    ("rounds", "Loss-recovery rounds: segments, triggers and what each round cost.",
-     "tracekit rounds --capture 3 --format csv"),
-    ("stalls", "Share of each flow direction's life in each limitation state.",
-     "tracekit stalls --capture 3"),
-    ("acks", "ACK behaviour per flow direction: frequency, delayed, stretch, duplicate, SACK.",
-     "tracekit acks --capture 2"),
-    ("requests", "Requests: from request_start/end events, else each request/response exchange "
-     "of a TCP flow.", "tracekit requests --capture 1 --format json"),
-)
-APPLICATION = (
-    ("playback", "Audio streams: underruns, silence, jitter or rate deficit, buffer needed.",
-     "tracekit playback --run stalls"),
-    ("underruns", "Playback underruns, each charged to model, transport or local.",
-     "tracekit underruns --run stalls --format markdown"),
-    ("attribute", "Per request: measured time, serial bound, gap and the spans that took it.",
-     "tracekit attribute --run cross-region-001"),
-    ("serving", "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.",
-     "tracekit serving --format csv"),
 )
 
 
@@ -161,4 +135,6 @@ def sql(query, db, fmt):
 
 
 COMMANDS = [captures, sessions, queqiao, sql,
-            *(transport_view(*v) for v in TRANSPORT), *(application_view(*v) for v in APPLICATION)]
+            *((transport_view if v.scope == "transport" else application_view)(v.name, v.doc,
+                                                                                v.example)
+              for v in VIEWS)]

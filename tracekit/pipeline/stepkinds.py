@@ -26,6 +26,7 @@ from ..store.recovery import discard_analysis
 from ..store.schema import create_table_sql, storage
 from .runner import analysis_sql
 
+
 def sql_version(name):
     """A SQL step's own version: its text and the macros of the formulas it may
     call (tracekit.core.model.SQL_MACROS)."""

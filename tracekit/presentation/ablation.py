@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
+from ..core.spans import ROUND_TRIPS
 from ..pipeline.runner import run_analysis
 
 RESAMPLES = 2000
@@ -85,8 +86,7 @@ REMOVES = {
     "socks": ("connect_proxy",),
 }
 # Spans that last a round trip or a whole number of them (scaled for rtt_ms)
-RTT_BOUND = ("propagation", "window_waiting", "loss_recovery", "connect_tcp", "connect_tls",
-             "connect_quic", "upload_waiting", "upload_loss_recovery")
+RTT_BOUND = ROUND_TRIPS  # core/spans.py
 TOLERANCE_NS = 10_000_000
 
 

@@ -5,18 +5,11 @@ waterfall, and each arm's median spans stacked."""
 import numpy as np
 
 from ..core.errors import TracekitError
+from ..core.spans import COLORS
 from .ablation import bootstrap_median_ci
 from .charts import _alt
 
-SPAN_COLORS = {  # every span attribution.sql names
-    "connect_tcp": "#e45756", "connect_tls": "#ff9d98", "connect_quic": "#f58518",
-    "connect_proxy": "#fdbf6f", "client_idle": "#bab0ac", "upload_transfer": "#4c78a8",
-    "upload_loss_recovery": "#d67195", "upload_waiting": "#9ecae9", "pacing": "#8c6d31",
-    "propagation": "#54a24b", "processing": "#88d27a", "tunnel_queueing": "#b79a20",
-    "tunnel_transit": "#17becf", "download_transfer": "#2f5f8a", "window_waiting": "#eeca3b",
-    "loss_recovery": "#b279a2", "receiver_limited": "#9d755d", "server_idle": "#d8b5a5",
-    "sender_wait": "#ff7f0e", "unexplained": "#000000", "unattributed": "#cccccc",
-}
+SPAN_COLORS = COLORS  # every span attribution.sql names (core/spans.py)
 
 
 def ablation_bars(results, by):

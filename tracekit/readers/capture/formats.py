@@ -4,9 +4,12 @@ import hashlib
 import os
 
 from ...core.errors import NotACaptureError
+from ..formats import CAPTURE_FORMATS
 from .base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES, EXPECTED, describe_magic
 from .pcap import PcapReader, sniff_pcap
 from .pcapng import PcapngReader, sniff_pcapng
+
+FORMATS = CAPTURE_FORMATS  # the capture formats tracekit reads
 
 
 def is_capture_file(path):
@@ -23,7 +26,7 @@ def split_inputs(files, input_format="auto"):
     from ...core.errors import TracekitError
 
     files = [str(f) for f in files]
-    if input_format in ("pcap", "pcapng"):
+    if input_format in FORMATS:
         return files, []
     if input_format not in ("auto", None):
         return [], files

@@ -35,11 +35,13 @@ import pyarrow as pa
 
 from ...core.errors import NotACaptureError, TracekitError
 from ..capture.base import EXPECTED, describe_magic
+from ..formats import LOG_FORMATS
+from ..formats import TIMELESS as TIMELESS_FORMATS
 from . import csvlog, har, qlog, queqiao, tables
 from .lines import iter_lines
 
-FORMATS = ("jsonl", "csv", "qlog", "queqiao", "queqiaobench", "queqiao-tsv", "prometheus", "har")
-TIMELESS = ("queqiaobench", "queqiao-tsv", "prometheus")
+FORMATS = LOG_FORMATS
+TIMELESS = TIMELESS_FORMATS
 LINE_FORMATS = ("csv", "queqiao", "queqiao-tsv", "prometheus")  # a bad line is one bad record
 
 
