@@ -53,3 +53,17 @@ def test_no_function_is_longer_than_a_screenful_unless_it_is_one_state_machine()
             if n > FUNCTION_LINES and STATE_MACHINE not in doc:
                 long.append((f"{p.relative_to(ROOT)}:{node.lineno}", node.name, n))
     assert not long
+
+
+def test_the_drawing_of_the_imports_is_current_and_points_down():
+    import re
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import import_graph
+    finally:
+        sys.path.pop(0)
+    assert not import_graph.upward()
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    drawn = re.search(r"<!-- import-graph -->\n(.*?)<!-- /import-graph -->", doc, re.S).group(1)
+    assert drawn.strip() == import_graph.mermaid().strip(), \
+        "run python tools/import_graph.py and paste it into docs/architecture.md"
