@@ -35,12 +35,18 @@ def _python_files():
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
+SPLIT_PENDING = pytest.mark.xfail(
+    strict=True, reason="issue #29: the long kernels and modules are being split (branch split)")
+
+
+@SPLIT_PENDING
 def test_no_module_is_longer_than_a_sitting():
     long = [(str(p.relative_to(ROOT)), n) for p in _python_files()
             if (n := p.read_text().count("\n")) > MODULE_LINES]
     assert not long
 
 
+@SPLIT_PENDING
 def test_no_function_is_longer_than_a_screenful_unless_it_is_one_state_machine():
     long = []
     for p in _python_files():
