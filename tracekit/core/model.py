@@ -268,3 +268,15 @@ def sql_macros():
     """CREATE statements of SQL_MACROS, as temporary macros of one connection."""
     return [f"CREATE OR REPLACE TEMP MACRO {name}({', '.join(params)}) AS ({body})"
             for name, (params, body) in SQL_MACROS.items()]
+
+
+# the closed forms of agent rounds (DOMAIN.md section 4), public here as tracekit.model's
+from .agent import (  # noqa: E402,F401
+    agent_task_time,
+    block_bootstrap_totals,
+    deadline_probability,
+    placement_round,
+    redo_after_disconnect,
+    transfer_saving,
+    uplink_for_deadline,
+)
