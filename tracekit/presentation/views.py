@@ -53,3 +53,12 @@ VIEWS = (
          "tracekit serving --format csv"),
 )
 BY_NAME = {v.name: v for v in VIEWS}
+VIEWS += (
+    View("tasks", "application",
+         "Agent tasks: rounds, setup, reconnects, deadline slack, lost rounds, duplicate actions.",
+         "tracekit tasks --run agent-cloud"),
+    View("agent-rounds", "application",
+         "Agent rounds: edge work, upload, model, network, action and unexplained, adding up to "
+         "each round; the flow that carried it.", "tracekit agent-rounds --format csv"),
+)
+BY_NAME = {v.name: v for v in VIEWS}
