@@ -11,6 +11,8 @@ Formats (detected from the content, or named with --format):
     queqiao-tsv   the TSV of Queqiao's harness scripts (bench_*.sh)
     prometheus    a Prometheus text scrape (Queqiao's /metrics)
     har       a browser's HTTP Archive (each entry a request)
+    otlp      OpenTelemetry traces as OTLP JSON (the SDK's and the
+              Collector's file exporters): agent tasks and rounds
 
 queqiaobench, queqiao-tsv and prometheus (TIMELESS) may carry no time of
 their own: they then take the caller's (`time_ns`, `tracekit ingest
@@ -37,7 +39,7 @@ from ...core.errors import NotACaptureError, TracekitError
 from ..capture.base import EXPECTED, describe_magic
 from ..formats import LOG_FORMATS
 from ..formats import TIMELESS as TIMELESS_FORMATS
-from . import csvlog, har, qlog, queqiao, tables
+from . import csvlog, har, otlp, qlog, queqiao, tables
 from .lines import iter_lines
 
 FORMATS = LOG_FORMATS
@@ -111,6 +113,8 @@ def detect(path, head):
         except (ValueError, RecursionError):  # not one JSON object on the first line
             obj = None
         if obj is None:  # one multi-line JSON document
+            if '"resourceSpans"' in text:
+                return "otlp"
             if '"schema_version"' in text and '"trials"' in text:
                 return "queqiaobench"
             if '"log"' in text and '"entries"' in text:
@@ -118,6 +122,8 @@ def detect(path, head):
             return "jsonl"
         if har.looks_like_har(obj):
             return "har"
+        if otlp.looks_like_otlp(obj):
+            return "otlp"
         if queqiao.is_bench_report(obj):
             return "queqiaobench"
         if queqiao.is_runtime_record(obj):
@@ -335,6 +341,8 @@ def _read_records(path, fmt, size, time_ns=None):
         rows = tables.bench_records(path, tables.load_bench(path, text), time_ns)
     elif fmt == "har":
         rows = har.records(path, har.load(path, text))
+    elif fmt == "otlp":
+        rows = otlp.records(path, text)
     elif fmt == "queqiao-tsv":
         rows = tables.harness_records(path, text, time_ns)
     elif fmt == "prometheus":
@@ -347,7 +355,8 @@ def _read_records(path, fmt, size, time_ns=None):
     numbers, texts = [], []
     last = None
     for number, record, problem in rows:
-        parsed.records += fmt != "har" or number != last  # a HAR entry gives several events
+        # a HAR entry, an OTLP line give several events
+        parsed.records += fmt not in ("har", "otlp") or number != last
         last = number
         if problem:
             parsed.malformed.append((number, problem))
