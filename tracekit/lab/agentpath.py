@@ -81,7 +81,7 @@ class AgentPath:
             stdout=subprocess.PIPE, text=True, env=_env())
         dump = None
         try:
-            if server.stdout.readline().strip() != "ready":
+            if not server.stdout.readline().startswith("ready"):
                 raise netns.TracekitError("the agent server did not start")
             if capture:
                 files["capture"] = os.path.join(workdir, "client.pcap")

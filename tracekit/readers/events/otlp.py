@@ -20,7 +20,8 @@ span name's first word):
     `tracekit.kind` = X          X_start / X_end (edge, upload, round, ...)
 
 The task of a span is its trace (`task` = trace id, or the agent span's
-`gen_ai.conversation.id`); its round is its own `tracekit.round` attribute
+`gen_ai.conversation.id`), its `run` any span's of the trace `tracekit.run`
+attribute (else the resource's); its round is its own `tracekit.round` attribute
 or its nearest ancestor's; a span with a `tracekit.round` and no other
 meaning is the round (round_start / round_end). A span's events (OTLP span
 events) named in the vocabulary (commit, disconnect, reconnect, retry,
@@ -126,15 +127,17 @@ def records(path, text):
     for line, span, resource in spans:
         if isinstance(span, dict):
             by_id[span.get("spanId")] = (span, _attributes(span.get("attributes")))
-    tasks = {}  # trace id -> task id (an agent span's conversation id)
+    tasks, runs = {}, {}  # trace id -> task id (an agent span's conversation id), run
     for span, attrs in by_id.values():
         if attrs.get("gen_ai.conversation.id") and attrs.get("gen_ai.operation.name") == "invoke_agent":
             tasks[span.get("traceId")] = str(attrs["gen_ai.conversation.id"])
+        if attrs.get("tracekit.run"):
+            runs[span.get("traceId")] = str(attrs["tracekit.run"])
     out = list((line, None, problem) for line, problem in bad)
     for k, (line, span, resource) in enumerate(spans, start=1):
         number = k if one_document else line
         try:
-            out.extend((number, rec, None) for rec in _span_records(span, by_id, tasks, resource))
+            out.extend((number, rec, None) for rec in _span_records(span, by_id, tasks, runs, resource))
         except BadRecord as e:
             out.append((number, None, str(e)))
     return out
@@ -159,7 +162,7 @@ def _time(span, key):
         raise BadRecord(f"span {span.get('name')!r} has no {key}") from None
 
 
-def _span_records(span, by_id, tasks, resource):
+def _span_records(span, by_id, tasks, runs, resource):
     if not isinstance(span, dict):
         raise BadRecord("a span that is not a JSON object")
     attrs = _attributes(span.get("attributes"))
@@ -169,8 +172,8 @@ def _span_records(span, by_id, tasks, resource):
     trace = span.get("traceId")
     base = {"task": tasks.get(trace, trace), "span": span.get("name"),
             "span_id": span.get("spanId"), "trace_id": trace}
-    run = attrs.get("tracekit.run", resource.get("tracekit.run"))
-    if run is not None:
+    run = runs.get(trace, resource.get("tracekit.run"))
+    if run:
         base["run"] = str(run)
     rnd = _round_of(span, by_id)
     if rnd is not None:
