@@ -112,6 +112,29 @@ class Store:
         columns, rows = ablation_rows(results, tuple(by), predictions=predict)
         return pd.DataFrame(rows, columns=columns)
 
+    def deadline(self, rounds, deadline_s, run=None, block=5, samples=4000, seed=0,
+                 upload_bits=None):
+        """What `tracekit deadline` prints, as a pandas DataFrame: P(T <= D) for a
+        task of `rounds` rounds from the measured agent rounds resampled in blocks
+        of `block` neighbouring rounds (and drawn independently, for contrast),
+        the share of measured tasks that met D, the uplink D needs."""
+        import pandas as pd
+
+        from .presentation.agents import deadline
+        columns, rows = deadline(self.con, rounds, deadline_s, run, block, samples, seed,
+                                 upload_bits)
+        return pd.DataFrame(rows, columns=columns)
+
+    def placement(self, tiers, rounds, deadline_s, run=None, block=5, samples=4000, seed=0):
+        """What `tracekit placement` prints: the measured rounds moved to each tier
+        of `tiers` [(name, {edge_s, model_s, rtt_s, setup_s, upload_s | upload_bits +
+        uplink_bps, power_w})], predicted task time, P(T <= D), energy."""
+        import pandas as pd
+
+        from .presentation.agents import placement
+        columns, rows = placement(self.con, tiers, rounds, deadline_s, run, block, samples, seed)
+        return pd.DataFrame(rows, columns=columns)
+
     def require_analyzed(self):
         """Raise unless `tracekit analyze` has built the derived tables."""
         n = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
