@@ -35,7 +35,7 @@ class Log:
     """JSON Lines of agent events, written as they happen (one process's clock)."""
 
     def __init__(self, path, run):
-        self.f = open(path, "a", buffering=1)
+        self.f = open(path, "w", buffering=1)
         self.run = run
         self.lock = threading.Lock()
 
@@ -189,6 +189,7 @@ class Agent:
         cfg = self.cfg
         with self.trace.span(f"round {rnd}", **{"tracekit.round": rnd}):
             self.log("round_start", task, rnd)
+            self.began = time.perf_counter_ns()  # the client's own clock of the round
             with self.phase("edge", task, rnd, "screenshot", **{"tracekit.kind": "edge"}):
                 t_end = time.perf_counter() + cfg["edge_s"]
                 self.rate = _set_rate(cfg, next(self.rates, self.rate), self.rate)
@@ -232,7 +233,8 @@ class Agent:
                         self._event(span, "retry", task, again, action_id=f"{task}-{again}")
                     rnd = committed + 1
                     continue
-                self.log("round_end", task, rnd)
+                self.log("round_end", task, rnd,
+                         client_round_ns=time.perf_counter_ns() - self.began)
                 rnd += 1
             self.conn.close()
             self.log("task_end", task)

@@ -11,13 +11,14 @@ are registered like the emulated WAN's, so `tracekit lab clean` removes
 what a crashed run left.
 """
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 
-from . import netns
+from . import netns, record
 
 CLIENT_ADDR, SERVER_ADDR = "198.18.128.1", "198.18.128.2"
 PORT = 8028
@@ -79,16 +80,9 @@ class AgentPath:
                                  "serve", str(PORT), files["server"], str(model_s),
                                  "1" if committing else "0", run),
             stdout=subprocess.PIPE, text=True, env=_env())
-        dump = None
         try:
             if not server.stdout.readline().startswith("ready"):
                 raise netns.TracekitError("the agent server did not start")
-            if capture:
-                files["capture"] = os.path.join(workdir, "client.pcap")
-                dump = subprocess.Popen(netns.in_ns(
-                    self.client_ns, "tcpdump", "-i", DEVICE, "-s", "128", "-U", "-w",
-                    files["capture"], "tcp", "port", str(PORT)), stderr=subprocess.PIPE)
-                dump.stderr.readline()  # "listening on ...": it captures from here on
             if cfg.pop("otlp", False):
                 files["otlp"] = cfg["otlp"] = os.path.join(workdir, "trace.otlp.jsonl")
             config = {**cfg, "log": files["client"], "run": run, "server": SERVER_ADDR,
@@ -97,13 +91,14 @@ class AgentPath:
             path = os.path.join(workdir, "client.json")
             with open(path, "w") as f:
                 json.dump(config, f)
-            subprocess.run(netns.in_ns_realtime(self.client_ns, sys.executable, "-m",
-                                                "tracekit.lab.agent", "client", path),
-                           check=True, env=_env())
+            if capture:
+                files["capture"] = os.path.join(workdir, "client.pcap")
+            with (record.tcpdump(lambda cmd: netns.in_ns(self.client_ns, *cmd), files["capture"],
+                                 device=DEVICE) if capture else contextlib.nullcontext()):
+                subprocess.run(netns.in_ns_realtime(self.client_ns, sys.executable, "-m",
+                                                    "tracekit.lab.agent", "client", path),
+                               check=True, env=_env())
         finally:
-            if dump is not None:
-                time.sleep(0.2)  # the last packets reach the file (-U)
-                netns.stop(dump)
             netns.stop(server)
             server.stdout.close()
         return files
