@@ -91,3 +91,32 @@ def test_a_damaged_trace_is_counted_not_fatal(traced, tmp_path):
     assert problems[1].startswith("not JSON") and "has no endTimeUnixNano" in problems[2]
     assert problems[3] == "not an OTLP trace (no resourceSpans)"
     assert parsed.table.num_rows > 0
+
+
+def test_hostile_spans_are_counted_each_with_its_reason(tmp_path):
+    """Shapes a damaged or hostile exporter could write: each span that cannot
+    be read is a malformed record; the good span beside them is kept."""
+    good = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "execute_tool click", "kind": 1,
+            "startTimeUnixNano": "1796394050614325219", "endTimeUnixNano": "1796394050616325219",
+            "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                           {"key": "gen_ai.tool.call.id", "value": {"stringValue": "t-1"}},
+                           {"key": "tracekit.round", "value": {"intValue": "x"}},
+                           {"key": 7, "value": {"kvlistValue": "no"}}],
+            "events": "not a list"}
+    hostile = [good, "a string", {"spanId": ["x"], "traceId": ["y"]},
+               {**good, "spanId": "ef" * 8, "startTimeUnixNano": "1.5e18"},
+               {**good, "spanId": "01" * 8, "endTimeUnixNano": "1796394050000000000"},
+               {**good, "spanId": "02" * 8, "traceId": None}]
+    doc = {"resourceSpans": [{"resource": {"attributes": "none"},
+                              "scopeSpans": [{"spans": hostile}, "x", {"spans": 5}]}, 3]}
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc, indent=1))
+    parsed = read_log(str(path))
+    assert parsed.format == "otlp"
+    reasons = dict(parsed.malformed)
+    assert reasons[2] == "a span that is not a JSON object"
+    assert "span None has no startTimeUnixNano" == reasons[3]  # nor a trace id
+    assert "has no startTimeUnixNano" in reasons[4]  # "1.5e18": not an integer
+    assert "ends before it starts" in reasons[5] and "has no traceId" in reasons[6]
+    kinds = parsed.table.column("kind").to_pylist()
+    assert kinds == ["action_start", "action_end"]  # the good span, its round unreadable

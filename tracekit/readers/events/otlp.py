@@ -51,28 +51,40 @@ def _value(v):
         return None
     (kind, x), = list(v.items())[:1]
     if kind == "intValue":
-        return int(x)
-    if kind == "arrayValue":
-        return [_value(i) for i in (x or {}).get("values", [])]
-    if kind == "kvlistValue":
-        return _attributes((x or {}).get("values", []))
+        try:
+            return int(x)  # int64 travels as a decimal string
+        except (TypeError, ValueError):
+            return None
+    if kind in ("arrayValue", "kvlistValue"):
+        items = x.get("values") if isinstance(x, dict) else None
+        if not isinstance(items, list):
+            return None
+        return [_value(i) for i in items] if kind == "arrayValue" else _attributes(items)
     return x
 
 
 def _attributes(items):
     out = {}
-    for item in items or []:
-        if isinstance(item, dict) and "key" in item:
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
             out[item["key"]] = _value(item.get("value"))
     return out
 
 
+def _list(x):
+    return x if isinstance(x, list) else []
+
+
+def _dict(x):
+    return x if isinstance(x, dict) else {}
+
+
 def _spans(doc, line):
     """(line, span, resource attributes) of one ExportTraceServiceRequest."""
-    for rs in doc.get("resourceSpans") or []:
-        resource = _attributes((rs.get("resource") or {}).get("attributes"))
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for span in ss.get("spans") or []:
+    for rs in map(_dict, _list(doc.get("resourceSpans"))):
+        resource = _attributes(_dict(rs.get("resource")).get("attributes"))
+        for ss in map(_dict, _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans"))):
+            for span in _list(ss.get("spans")):
                 yield line, span, resource
 
 
@@ -125,10 +137,12 @@ def records(path, text):
     one_document = len({line for line, _, _ in spans}) == 1 and not bad
     by_id = {}
     for line, span, resource in spans:
-        if isinstance(span, dict):
-            by_id[span.get("spanId")] = (span, _attributes(span.get("attributes")))
+        if isinstance(span, dict) and isinstance(span.get("spanId"), str):
+            by_id[span["spanId"]] = (span, _attributes(span.get("attributes")))
     tasks, runs = {}, {}  # trace id -> task id (an agent span's conversation id), run
     for span, attrs in by_id.values():
+        if not isinstance(span.get("traceId"), str):
+            continue
         if attrs.get("gen_ai.conversation.id") and attrs.get("gen_ai.operation.name") == "invoke_agent":
             tasks[span.get("traceId")] = str(attrs["gen_ai.conversation.id"])
         if attrs.get("tracekit.run"):
@@ -137,7 +151,8 @@ def records(path, text):
     for k, (line, span, resource) in enumerate(spans, start=1):
         number = k if one_document else line
         try:
-            out.extend((number, rec, None) for rec in _span_records(span, by_id, tasks, runs, resource))
+            out.extend([(number, rec, None) for rec in _span_records(span, by_id, tasks, runs,
+                                                                      resource)])
         except BadRecord as e:
             out.append((number, None, str(e)))
     return out
@@ -149,7 +164,7 @@ def _round_of(span, by_id):
         attrs = _attributes(span.get("attributes"))
         if "tracekit.round" in attrs:
             return attrs["tracekit.round"]
-        parent = by_id.get(span.get("parentSpanId"))
+        parent = by_id.get(span.get("parentSpanId")) if isinstance(span.get("parentSpanId"), str) else None
         span = parent[0] if parent else None
         seen += 1
     return None
@@ -170,6 +185,8 @@ def _span_records(span, by_id, tasks, runs, resource):
     if end < start:
         raise BadRecord(f"span {span.get('name')!r} ends before it starts")
     trace = span.get("traceId")
+    if not isinstance(trace, str):
+        raise BadRecord(f"span {span.get('name')!r} has no traceId")
     base = {"task": tasks.get(trace, trace), "span": span.get("name"),
             "span_id": span.get("spanId"), "trace_id": trace}
     run = runs.get(trace, resource.get("tracekit.run"))
@@ -192,7 +209,7 @@ def _span_records(span, by_id, tasks, runs, resource):
             fields["deadline_s"] = attrs["tracekit.deadline_s"]
         yield dumps({"ts_ns": start, "kind": f"{stem}_start", **fields})
         yield dumps({"ts_ns": end, "kind": f"{stem}_end", **fields})
-    for event in span.get("events") or []:
+    for event in _list(span.get("events")):
         name = event.get("name") if isinstance(event, dict) else None
         if name in POINT_EVENTS:
             fields = {**base, **_attributes(event.get("attributes"))}
