@@ -2,7 +2,7 @@
 -- up to it exactly, and linked to the flow that carried its request.
 --
 -- Step: store.
--- Sources: events, requests.
+-- Sources: attribution, events, requests.
 --
 -- Built over the whole store (a client's and a server's logs together).
 -- Definitions (the event vocabulary is docs/agents.md's; every event names
@@ -26,10 +26,13 @@
 --   action_id: the round's action_start `action_id` field (the first).
 --   Flow: the round's request_start events' (log_id, request) give the
 --   `requests` row (request_key) and its linked capture_id, flow_id;
---   requests counts the round's request_start events.
+--   requests counts the round's request_start events. request_spans: that
+--   request's transport attribution (the `attribution` table: span -> ns,
+--   largest first, adding up to the request's time), NULL without a capture.
 -- Columns: run, task, round, attempt, status, superseded, start_ns, end_ns,
 --   round_ns, edge_ns, upload_ns, model_ns, network_ns, action_ns,
---   unexplained_ns, action_id, requests, request_key, capture_id, flow_id
+--   unexplained_ns, action_id, requests, request_key, capture_id, flow_id,
+--   request_spans
 WITH ev AS (
     SELECT log_id, run, coalesce(run, '') AS run_key, fields->>'task' AS task,
         TRY_CAST(fields->>'round' AS INTEGER) AS round, kind, ts_ns, request,
@@ -140,6 +143,13 @@ linked AS (
     GROUP BY x.exec_id
 ),
 
+attributed AS (
+    SELECT request_key, map(list(span ORDER BY ns DESC, span), list(ns ORDER BY ns DESC, span))
+        AS request_spans
+    FROM (SELECT request_key, span, sum(ns)::BIGINT AS ns FROM attribution GROUP BY ALL)
+    GROUP BY request_key
+),
+
 final AS (
     SELECT x.run, x.task, x.round, x.attempt, x.status, x.superseded, x.start_ns, x.end_ns,
         x.end_ns - x.start_ns AS round_ns,
@@ -147,8 +157,10 @@ final AS (
         coalesce(s.model_ns, 0)::BIGINT AS model_ns, coalesce(s.network_ns, 0)::BIGINT AS network_ns,
         coalesce(s.action_ns, 0)::BIGINT AS action_ns,
         coalesce(s.unexplained_ns, 0)::BIGINT AS unexplained_ns,
-        l.action_id, coalesce(l.requests, 0) AS requests, l.request_key, l.capture_id, l.flow_id
+        l.action_id, coalesce(l.requests, 0) AS requests, l.request_key, l.capture_id, l.flow_id,
+        a.request_spans
     FROM execs x LEFT JOIN spans s USING (exec_id) LEFT JOIN linked l USING (exec_id)
+    LEFT JOIN attributed a ON a.request_key = l.request_key
     WHERE x.end_ns IS NOT NULL
 )
 SELECT * FROM final ORDER BY run, task, start_ns

@@ -100,3 +100,12 @@ def test_task_totals_deadline_and_recovery(store):
     assert task["met"] is False and task["committed_round"] == 1
     assert task["duplicate_actions"] == 1 and task["retries"] == 1
     assert task["reexecuted_retries"] == 1
+
+
+def test_a_store_of_logs_alone_builds_every_analysis(store):
+    # agent_rounds reads the attribution, which must build without a capture
+    assert store.execute("SELECT analysis, error FROM analysis_runs "
+                         "WHERE error IS NOT NULL").fetchall() == []
+    d = store.execute("""SELECT list_sum(map_values(r.request_spans)), q.duration_ns
+                         FROM agent_rounds r JOIN requests q USING (request_key)""").fetchall()
+    assert len(d) == 3 and all(spans == ns for spans, ns in d)

@@ -96,3 +96,14 @@ def test_deadline_and_placement_from_the_measured_rounds(runs):
     # a tenfold uplink removes nine tenths of the upload, and nothing else
     upload = upload_bits(clean)[0] / RATE
     assert measured - fast == pytest.approx(0.9 * upload, rel=0.02)
+
+
+def test_each_round_carries_its_requests_transport_attribution(runs):
+    clean, _ = runs
+    d = frame(clean, """
+        SELECT list_sum(map_values(r.request_spans)) AS spans, q.duration_ns AS request_ns,
+            r.upload_ns + r.model_ns + r.network_ns AS inside
+        FROM agent_rounds r JOIN requests q USING (request_key)""")
+    assert len(d) == 12 and (d["spans"] == d["request_ns"]).all()
+    # the request, client start to client end, is the round's upload, model and network
+    assert (d["inside"] - d["request_ns"]).abs().max() < 1_000_000
