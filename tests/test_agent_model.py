@@ -1,5 +1,5 @@
 """tracekit.model's agent closed forms reproduce every number of the chapter
-(issue #28, DOMAIN.md section 4): 20 rounds of a screenshot agent, 0.3 s of
+(issue #28, docs/agents.md): 20 rounds of a screenshot agent, 0.3 s of
 edge work, a 6.4 Mbit screenshot, three tiers."""
 
 import numpy as np

@@ -109,3 +109,31 @@ def test_a_store_of_logs_alone_builds_every_analysis(store):
     d = store.execute("""SELECT list_sum(map_values(r.request_spans)), q.duration_ns
                          FROM agent_rounds r JOIN requests q USING (request_key)""").fetchall()
     assert len(d) == 3 and all(spans == ns for spans, ns in d)
+
+
+def test_the_commands(store, tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    db = store.execute("SELECT path FROM duckdb_databases() WHERE NOT internal").fetchone()[0]
+    store.close()
+    r = CliRunner().invoke(main, ["tasks", "--db", db, "--format", "csv"])
+    assert r.exit_code == 0 and "lab-1,t1,2,3,1,2.335" in r.output
+    r = CliRunner().invoke(main, ["agent-rounds", "--db", db, "--format", "csv"])
+    assert r.exit_code == 0 and len(r.output.splitlines()) == 4
+    # two done rounds of 670 ms (round 2's first execution was superseded) and 50 ms of setup
+    r = CliRunner().invoke(main, ["deadline", "--db", db, "--rounds", "3", "--deadline", "2.06",
+                                  "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[1].startswith("3,2.06,2,0.67,0.05,1.0,1.0,0,")
+    r = CliRunner().invoke(main, ["placement", "--db", db, "--rounds", "2", "--deadline", "2",
+                                  "--tier", "slow:model_s=1.3,power_w=10", "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    # the model's 300 ms become 1.3 s: rounds of 1.67 s, 0.05 + 2 x 1.67 = 3.39 s, 33.9 J
+    assert r.output.splitlines()[2] == "slow,1.67,3.39,0.0,False,33.9"
+    r = CliRunner().invoke(main, ["placement", "--chapter", "--format", "csv"])
+    assert r.output.splitlines()[1:] == ["local device,2.9,0.0,,64.0,False,",
+                                         "nearby workstation,0.137,0.02,80.0,11.0,True,3.6",
+                                         "cloud,0.073,0.2,6.4,31.6,True,3.83"]
+    r = CliRunner().invoke(main, ["placement", "--db", db, "--tier", "x:warp=9"])
+    assert r.exit_code == 2 and "unknown key 'warp'" in r.output

@@ -1,4 +1,4 @@
-"""The closed forms of agent rounds (DOMAIN.md section 4), in SI units.
+"""The closed forms of agent rounds (docs/agents.md), in SI units.
 
 Seconds, bits, bits per second. A screenshot agent's rounds cannot overlap
 (the next observation exists only after the action), so a task is the sum of

@@ -270,7 +270,7 @@ def sql_macros():
             for name, (params, body) in SQL_MACROS.items()]
 
 
-# the closed forms of agent rounds (DOMAIN.md section 4), public here as tracekit.model's
+# the closed forms of agent rounds (docs/agents.md), public here as tracekit.model's
 from .agent import (  # noqa: E402,F401
     agent_task_time,
     block_bootstrap_totals,
