@@ -123,9 +123,11 @@ def test_the_commands(store, tmp_path):
     assert r.exit_code == 0 and len(r.output.splitlines()) == 4
     # two done rounds of 670 ms (round 2's first execution was superseded) and 50 ms of setup
     r = CliRunner().invoke(main, ["deadline", "--db", db, "--rounds", "3", "--deadline", "2.06",
-                                  "--format", "csv"])
+                                  "--disconnect", "2", "0.25", "--format", "csv"])
     assert r.exit_code == 0, r.output
     assert r.output.splitlines()[1].startswith("3,2.06,2,0.67,0.05,1.0,1.0,0,")
+    # 2.06 s + 0.25 s + one round (0.67) or two rounds (1.34) lost
+    assert r.output.splitlines()[1].endswith(",2.98,3.65")
     r = CliRunner().invoke(main, ["placement", "--db", db, "--rounds", "2", "--deadline", "2",
                                   "--tier", "slow:model_s=1.3,power_w=10", "--format", "csv"])
     assert r.exit_code == 0, r.output

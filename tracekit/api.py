@@ -113,16 +113,18 @@ class Store:
         return pd.DataFrame(rows, columns=columns)
 
     def deadline(self, rounds, deadline_s, run=None, block=5, samples=4000, seed=0,
-                 upload_bits=None):
+                 upload_bits=None, disconnect=None):
         """What `tracekit deadline` prints, as a pandas DataFrame: P(T <= D) for a
         task of `rounds` rounds from the measured agent rounds resampled in blocks
         of `block` neighbouring rounds (and drawn independently, for contrast),
-        the share of measured tasks that met D, the uplink D needs."""
+        the share of measured tasks that met D, the uplink D needs; with
+        `disconnect` = (after round k, reconnect s) the task time after it with
+        and without committed progress."""
         import pandas as pd
 
         from .presentation.agents import deadline
         columns, rows = deadline(self.con, rounds, deadline_s, run, block, samples, seed,
-                                 upload_bits)
+                                 upload_bits, disconnect)
         return pd.DataFrame(rows, columns=columns)
 
     def placement(self, tiers, rounds, deadline_s, run=None, block=5, samples=4000, seed=0):

@@ -23,10 +23,13 @@ _deadline = click.option("--deadline", "deadline_s", type=float, required=True,
 @click.option("--samples", type=int, default=4000, show_default=True, help="Resampled tasks.")
 @click.option("--upload-bits", type=float, default=None,
               help="A round's upload, in bits: also print the uplink the deadline needs.")
+@click.option("--disconnect", nargs=2, type=float, default=None, metavar="K RECONNECT_S",
+              help="Also the task time after a disconnect after round K that takes "
+                   "RECONNECT_S to recover: with rounds before K committed, and with none.")
 @db_option
 @format_option
 @handle_errors
-def deadline(rounds, deadline_s, run, block, samples, upload_bits, db, fmt):
+def deadline(rounds, deadline_s, run, block, samples, upload_bits, disconnect, db, fmt):
     """P(T <= D) for a task of N rounds, from the measured agent rounds.
 
     The rounds are resampled in blocks of neighbouring rounds, so that slow
@@ -35,11 +38,13 @@ def deadline(rounds, deadline_s, run, block, samples, upload_bits, db, fmt):
 
     \b
     Example:
-      tracekit deadline --rounds 20 --deadline 45 --upload-bits 6.4e6
+      tracekit deadline --rounds 20 --deadline 45 --upload-bits 6.4e6 --disconnect 10 1
     """
     with api.open(db, read_only=True) as store:
         store.require_analyzed()
-        table = store.deadline(rounds, deadline_s, run, block, samples, upload_bits=upload_bits)
+        table = store.deadline(rounds, deadline_s, run, block, samples, upload_bits=upload_bits,
+                               disconnect=(int(disconnect[0]), disconnect[1])
+                               if disconnect else None)
     emit(list(table.columns), table.astype(object).where(table.notna(), None).values.tolist(), fmt)
 
 

@@ -49,9 +49,12 @@ def measured_share(con, rounds, deadline_s, run=None):
 
 
 def deadline(con, rounds, deadline_s, run=None, block=5, samples=4000, seed=0,
-             upload_bits=None):
-    """(columns, rows): the prediction, the measured share, and the uplink the
-    deadline needs when `upload_bits` is given."""
+             upload_bits=None, disconnect=None):
+    """(columns, rows): the prediction, the measured share, the uplink the
+    deadline needs when `upload_bits` is given, and with `disconnect` =
+    (after round k, reconnect seconds) the task time after such a disconnect
+    with rounds up to k-1 committed (one round lost) and with none (k lost),
+    from the mean measured round (redo_after_disconnect)."""
     parts, setup = measured_rounds(con, run)
     p = closed.deadline_probability(parts[:, 0], rounds, deadline_s, setup, block, samples, seed)
     independent = closed.deadline_probability(parts[:, 0], rounds, deadline_s, setup, 1,
@@ -66,6 +69,13 @@ def deadline(con, rounds, deadline_s, run=None, block=5, samples=4000, seed=0,
         need = closed.uplink_for_deadline(deadline_s, rounds, edge, model, rtt, upload_bits, setup)
         columns.append("uplink_needed_mbps")
         row.append(round(need / 1e6, 3) if np.isfinite(need) else None)
+    if disconnect is not None:
+        after, reconnect = disconnect
+        mean_task = setup + rounds * float(parts[:, 0].mean())
+        for lost in (1, after):
+            row.append(round(mean_task + closed.redo_after_disconnect(
+                float(parts[:, 0].mean()), lost, reconnect), 4))
+        columns += ["task_s_committed", "task_s_uncommitted"]
     return columns, [row]
 
 
