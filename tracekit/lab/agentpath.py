@@ -71,37 +71,44 @@ class AgentPath:
         when `otlp`). `cfg`: rounds, upload_bytes, edge_s, action_s, model_s,
         tasks, rates (bit/s per round, in order over all tasks),
         disconnect_after, reconnect_s, retry, deadline_s, otlp (bool)."""
-        os.makedirs(workdir, exist_ok=True)
         files = {"server": os.path.join(workdir, "server.jsonl"),
                  "client": os.path.join(workdir, "client.jsonl")}
-        model_s = cfg.pop("model_s")
-        server = subprocess.Popen(
-            netns.in_ns_realtime(self.server_ns, sys.executable, "-m", "tracekit.lab.agent",
-                                 "serve", str(PORT), files["server"], str(model_s),
-                                 "1" if committing else "0", run),
-            stdout=subprocess.PIPE, text=True, env=_env())
-        try:
-            if not server.stdout.readline().startswith("ready"):
-                raise netns.TracekitError("the agent server did not start")
-            if cfg.pop("otlp", False):
-                files["otlp"] = cfg["otlp"] = os.path.join(workdir, "trace.otlp.jsonl")
-            config = {**cfg, "log": files["client"], "run": run, "server": SERVER_ADDR,
-                      "port": PORT, "device": DEVICE if cfg.get("rates") else None,
-                      "burst": BURST, "limit": LIMIT}
-            path = os.path.join(workdir, "client.json")
-            with open(path, "w") as f:
-                json.dump(config, f)
-            if capture:
-                files["capture"] = os.path.join(workdir, "client.pcap")
-            with (record.tcpdump(lambda cmd: netns.in_ns(self.client_ns, *cmd), files["capture"],
-                                 device=DEVICE) if capture else contextlib.nullcontext()):
-                subprocess.run(netns.in_ns_realtime(self.client_ns, sys.executable, "-m",
-                                                    "tracekit.lab.agent", "client", path),
-                               check=True, env=_env())
-        finally:
-            netns.stop(server)
-            server.stdout.close()
-        return files
+        if capture:
+            files["capture"] = os.path.join(workdir, "client.pcap")
+        recording = (record.tcpdump(lambda cmd: netns.in_ns(self.client_ns, *cmd),
+                                    files["capture"], device=DEVICE)
+                     if capture else contextlib.nullcontext())
+        wrap = {"server": lambda cmd: netns.in_ns_realtime(self.server_ns, *cmd),
+                "client": lambda cmd: netns.in_ns_realtime(self.client_ns, *cmd)}
+        cfg.update(device=DEVICE if cfg.get("rates") else None, burst=BURST, limit=LIMIT)
+        return run_loop(wrap, SERVER_ADDR, workdir, files, recording, run, committing, **cfg)
+
+
+def run_loop(wrap, server_addr, workdir, files, recording, run, committing, **cfg):
+    """The agent server in wrap["server"], the client in wrap["client"] (each
+    wraps a command to run in its namespace) inside the `recording` block."""
+    os.makedirs(workdir, exist_ok=True)
+    model_s = cfg.pop("model_s")
+    server = subprocess.Popen(
+        wrap["server"]([sys.executable, "-m", "tracekit.lab.agent", "serve", str(PORT),
+                        files["server"], str(model_s), "1" if committing else "0", run]),
+        stdout=subprocess.PIPE, text=True, env=_env())
+    try:
+        if not server.stdout.readline().startswith("ready"):
+            raise netns.TracekitError("the agent server did not start")
+        if cfg.pop("otlp", False):
+            files["otlp"] = cfg["otlp"] = os.path.join(workdir, "trace.otlp.jsonl")
+        config = {**cfg, "log": files["client"], "run": run, "server": server_addr, "port": PORT}
+        path = os.path.join(workdir, "client.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        with recording:
+            subprocess.run(wrap["client"]([sys.executable, "-m", "tracekit.lab.agent", "client",
+                                           path]), check=True, env=_env(), timeout=3600)
+    finally:
+        netns.stop(server)
+        server.stdout.close()
+    return files
 
 
 def _env():
