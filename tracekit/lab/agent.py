@@ -87,9 +87,11 @@ def serve(port, log_path, model_s, committing, run):
             if committing and done > commits.get(task, 0):
                 commits[task] = done
                 log("commit", task, done)
-            log("model_start", task, rnd)
+            # the client's request id: the attribution takes the model's time from these
+            request = self.headers.get("X-Request")
+            log("model_start", task, rnd, request=request)
             time.sleep(model_s)
-            log("model_end", task, rnd)
+            log("model_end", task, rnd, request=request)
             self._reply({"action_id": f"{task}-{rnd}", "action": "click"})
 
     server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
@@ -202,7 +204,7 @@ class Agent:
                                "server.port": cfg["port"], "network.local.port": port,
                                "tracekit.request": request}):
                 self.conn.request("POST", f"/round?task={task}&round={rnd}", body=self.body,
-                                  headers={"X-Commit": str(done)})
+                                  headers={"X-Commit": str(done), "X-Request": request})
                 answer = json.loads(self.conn.getresponse().read())
             aid = answer["action_id"]
             if aid in executed and retry == "query":

@@ -4,7 +4,8 @@ An experiment file names the workload, the path, the factors and their
 levels, trials and a seed:
 
     name = "tts-direct-vs-tunnel"
-    workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS), or
+    workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS), agent-tasks
+                                # (rounds of an agent: tracekit.lab.agentrun), or
                                 # streaming (tracekit.lab.streaming: requests = streams,
                                 # chunks and initial_buffer_ms settings)
     trials = 4                  # rounds; each round runs every combination once
@@ -68,7 +69,7 @@ from . import netns
 from .record import running, tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
-WORKLOADS = ("tts", "asr", "agent", "streaming")
+WORKLOADS = ("tts", "asr", "agent", "streaming", "agent-tasks")
 STREAM_PORT = 9100
 SOCKS_PORT = 1080
 PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
@@ -230,6 +231,9 @@ def run_one(spec, trial, order, combo, workdir):
         return _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     if spec.get("workload") == "streaming":
         return _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, started)
+    if spec.get("workload") == "agent-tasks":  # rounds of an agent (lab/agentrun.py)
+        from .agentrun import run_agent_tasks
+        return run_agent_tasks(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
