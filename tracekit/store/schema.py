@@ -328,7 +328,7 @@ EVENT_LOGS = (
     Column("file_name", "VARCHAR NOT NULL", "Base name of the file"),
     Column("sha256", "VARCHAR NOT NULL UNIQUE", "SHA-256 of the file; re-ingesting the same content is refused"),
     Column("size_bytes", "BIGINT NOT NULL", "File size"),
-    Column("format", "VARCHAR NOT NULL", "`jsonl`, `csv`, `qlog`, `queqiao`, `queqiaobench`, `queqiao-tsv` or `prometheus`"),
+    Column("format", "VARCHAR NOT NULL", "`jsonl`, `csv`, `qlog`, `queqiao`, `queqiaobench`, `queqiao-tsv`, `prometheus`, `har` or `otlp`"),
     Column("records", "BIGINT NOT NULL", "Records read (lines, CSV rows, qlog events), blank lines not counted"),
     Column("events", "BIGINT NOT NULL", "Rows in `events` (records minus malformed)"),
     Column("malformed", "BIGINT NOT NULL", "Records skipped as malformed"),
