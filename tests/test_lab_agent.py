@@ -107,3 +107,53 @@ def test_each_round_carries_its_requests_transport_attribution(runs):
     assert len(d) == 12 and (d["spans"] == d["request_ns"]).all()
     # the request, client start to client end, is the round's upload, model and network
     assert (d["inside"] - d["request_ns"]).abs().max() < 1_000_000
+
+
+TIERS = """
+name = "agent-tiers"
+workload = "agent-tasks"
+trials = 1
+requests = 1
+seed = 5
+[fixed]
+rounds = 3
+upload_bytes = 20000
+edge_ms = 5
+[factors]
+tier = ["near", "far"]
+[levels.tier.near]
+rtt_ms = 10
+model_ms = 20
+[levels.tier.far]
+rtt_ms = 60
+model_ms = 5
+"""
+
+
+@pytest.mark.slow
+def test_tiers_through_lab_run_over_the_emulated_wan(tmp_path):
+    """`tracekit lab run` with the agent-tasks workload: each tier's path and
+    model time come back as the transport attribution of every round's request
+    (propagation is the emulator's round trip, processing the server's sleep)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    exp = tmp_path / "tiers.toml"
+    exp.write_text(TIERS)
+    db = str(tmp_path / "lab.duckdb")
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"),
+                                  "--db", db])
+    assert r.exit_code == 0, r.output
+    api.analyze(db)
+    d = frame(db, """
+        SELECT q.labels['tier'] AS tier, r.round, r.request_spans['propagation'] AS prop,
+            r.request_spans['processing'] AS proc, r.model_ns, r.flow_id
+        FROM agent_rounds r JOIN requests q USING (request_key) ORDER BY tier, r.round""")
+    assert len(d) == 6 and d["flow_id"].notna().all()
+    for tier, rtt_ms, model_ms in (("near", 10, 20), ("far", 60, 5)):
+        rows = d[d["tier"] == tier]
+        assert (rows["prop"] == rtt_ms * 1_000_000).all()
+        # the server's model events under the client's request id: its sleep, to the ms
+        assert ((rows["proc"] - rows["model_ns"]).abs() < 1_000).all()
+        assert (rows["model_ns"] >= model_ms * 1_000_000).all()
+        assert (rows["model_ns"] < (model_ms + 20) * 1_000_000).all()  # a sleep may overshoot
