@@ -16,8 +16,9 @@
 --   superseded is true when a later execution of the same round exists (its
 --   work was lost and done again).
 --   Spans: an X_start event is paired with the first X_end of the same
---   task, round and kind at or after it (X in edge, upload, model, action,
---   request), clipped to the execution. Every instant of the execution is
+--   task, round and kind at or after it and before the next X_start (X in
+--   edge, upload, model, action, request; a start without one is no span),
+--   clipped to the execution. Every instant of the execution is
 --   given to the first of model, upload, action, edge, network that covers
 --   it (network: inside the round's request, request_start .. request_end,
 --   but in no upload or model: the response's transfer and the round
@@ -86,10 +87,13 @@ marks AS (
 
 intervals AS (
     SELECT a.run_key, a.task, a.round, a.span, a.ts_ns AS from_ns, b.ts_ns AS to_ns
-    FROM (SELECT * FROM marks WHERE opens) a
+    FROM (SELECT *, lead(ts_ns) OVER (PARTITION BY run_key, task, round, span ORDER BY ts_ns)
+              AS next_open_ns
+          FROM marks WHERE opens) a
     ASOF JOIN (SELECT * FROM marks WHERE NOT opens) b
         ON a.run_key = b.run_key AND a.task = b.task AND a.round = b.round AND a.span = b.span
         AND b.ts_ns >= a.ts_ns
+    WHERE a.next_open_ns IS NULL OR b.ts_ns <= a.next_open_ns  -- an unended start: no span
 ),
 
 placed AS (

@@ -139,3 +139,22 @@ def test_the_commands(store, tmp_path):
                                          "cloud,0.073,0.2,6.4,31.6,True,3.83"]
     r = CliRunner().invoke(main, ["placement", "--db", db, "--tier", "x:warp=9"])
     assert r.exit_code == 2 and "unknown key 'warp'" in r.output
+
+
+def test_a_start_that_never_ended_is_no_span(db, tmp_path):
+    # round 1 is cut during its upload (no upload_end), then done again: the
+    # first upload_start must not pair with the second execution's upload_end
+    events = [(0, "task_start", "t", None, {}), (0, "round_start", "t", 1, {}),
+            (10, "upload_start", "t", 1, {}), (60, "disconnect", "t", 1, {}),
+            (100, "reconnect", "t", 1, {}), (100, "round_start", "t", 1, {}),
+            (110, "upload_start", "t", 1, {}), (150, "upload_end", "t", 1, {}),
+            (160, "round_end", "t", 1, {}), (160, "task_end", "t", None, {})]
+    write_log(tmp_path / "cut.jsonl", events)
+    load_logs(db, [read_log(str(tmp_path / "cut.jsonl"))])
+    analyze(db)
+    got = rows(db, "SELECT attempt, status, round_ns, upload_ns, unexplained_ns "
+                   "FROM agent_rounds ORDER BY start_ns")
+    assert [(r["attempt"], r["status"], r["round_ns"] // MS, r["upload_ns"] // MS,
+             r["unexplained_ns"] // MS) for r in got] == [(1, "interrupted", 60, 0, 60),
+                                                          (2, "done", 60, 40, 20)]
+
