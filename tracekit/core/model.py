@@ -268,3 +268,8 @@ def sql_macros():
     """CREATE statements of SQL_MACROS, as temporary macros of one connection."""
     return [f"CREATE OR REPLACE TEMP MACRO {name}({', '.join(params)}) AS ({body})"
             for name, (params, body) in SQL_MACROS.items()]
+
+
+# Streams sharing a link (issue #27): send schedules and delivery order.
+from .multiplex import (Piece, delivery_times, link_schedule, on_time_seconds,  # noqa: E402,F401
+                        stream_schedule)
