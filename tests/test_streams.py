@@ -1,0 +1,165 @@
+"""The `streams` table (analyses/streams.sql) on the chapter's example written
+as tracekit's own stream events, and on other stacks' qlogs.
+
+The example (docs/timing-model.md): an image of 5,000 bytes ready at 0 s and an
+audio of 1,000 bytes ready at 2 s share a 1,000 B/s link; each 100 bytes is a
+packet, logged when it has left (sender) and when it arrived (receiver, no
+delay). With priority and a lost image packet (bytes 100-199) repaired at 7 s
+the audio is complete at 3 s; under one connection-wide byte stream (HTTP/2)
+it is deliverable at 7 s (4 s of head-of-line time), per stream at 3 s.
+"""
+
+import json
+
+import pytest
+from conftest import SHARED, needs_shared
+
+from tracekit import model
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.logs import load_logs
+from tracekit.readers.events import read_log
+
+BASE = 1_800_000_000_000_000_000
+S = 1_000_000_000
+PACKET = 100
+
+
+def example_events(connection, priority, connection_order, hole_repair_s=None):
+    """Events of the example's pieces, cut into 100-byte packets."""
+    pieces = model.link_schedule([5000, 1000], [0, 2], 1000, priority=priority)
+    names = ["image", "audio"]
+    ev = [{"ts": BASE + 2 * S, "kind": "stream_ready", "connection": connection, "stream_id": "audio"},
+          {"ts": BASE, "kind": "stream_ready", "connection": connection, "stream_id": "image"}]
+    conn_off = 0
+    for p in pieces:
+        for k in range(0, p.size, PACKET):
+            sent = BASE + round((p.start + (k + PACKET) / 1000) * S)
+            piece = {"connection": connection, "stream_id": names[p.stream], "offset": p.offset + k,
+                     "length": PACKET}
+            if connection_order:
+                piece["conn_offset"] = conn_off
+            conn_off += PACKET
+            arrived = sent
+            if hole_repair_s is not None and p.stream == 0 and p.offset + k == 100:
+                arrived = BASE + hole_repair_s * S
+            ev.append({"ts": sent, "kind": "stream_sent", **piece})
+            ev.append({"ts": arrived, "kind": "stream_arrived", **piece})
+    # the audio as eight timed chunks of 125 bytes, played from 3.5 s, 20 ms each
+    for i in range(8):
+        ev.append({"ts": BASE, "kind": "stream_chunk", "connection": connection, "stream_id": "audio",
+                   "end_offset": 125 * (i + 1), "play_ns": BASE + round((3.5 + 0.02 * i) * S),
+                   "duration_ns": 20_000_000})
+    ev.append({"ts": BASE + 8 * S, "kind": "stream_read", "connection": connection, "stream_id": "audio"})
+    return ev
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from tracekit.store.db import connect
+    tmp = tmp_path_factory.mktemp("streams")
+    con = connect(tmp / "t.duckdb")
+    events = (example_events("fifo", None, True) + example_events("prio", [1, 0], True)
+              + example_events("h2-hole", [1, 0], True, 7) + example_events("h3-hole", [1, 0], False, 7))
+    path = tmp / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in sorted(events, key=lambda e: e["ts"])))
+    logs = [read_log(str(path))]
+    logs += [read_log(str(SHARED.parent / "logs" / n)) for n in QLOGS if (SHARED.parent / "logs" / n).exists()]
+    load_logs(con, logs)
+    analyze(con)
+    yield con
+    con.close()
+
+
+def row(con, connection, stream):
+    cur = con.execute("SELECT * FROM streams WHERE connection = ? AND stream_id = ?", [connection, stream])
+    names = [d[0] for d in cur.description]
+    return dict(zip(names, cur.fetchone()))
+
+
+def sec(ns):
+    return None if ns is None else (ns - BASE) / S
+
+
+def test_fifo_and_priority_schedules_from_the_sender_side(store):
+    fifo, prio = row(store, "fifo", "audio"), row(store, "prio", "audio")
+    assert sec(fifo["last_sent_ns"]) == 6.0 and sec(prio["last_sent_ns"]) == 3.0
+    assert sec(row(store, "fifo", "image")["last_sent_ns"]) == 5.0
+    assert sec(row(store, "prio", "image")["last_sent_ns"]) == 6.0
+    # FIFO: from its ready time (2 s) the audio waited 3 s while the image's 3,000 bytes went
+    assert fifo["stream_queueing_ns"] == 3 * S and fifo["bytes_ahead"] == 3000
+    assert prio["stream_queueing_ns"] == 0 and prio["bytes_ahead"] == 0
+    assert sec(fifo["ready_ns"]) == 2.0 and fifo["bytes"] == 1000
+
+
+def test_a_hole_holds_the_audio_only_under_connection_order(store):
+    h2, h3 = row(store, "h2-hole", "audio"), row(store, "h3-hole", "audio")
+    assert (h2["delivery"], h3["delivery"]) == ("connection", "stream")
+    assert sec(h2["complete_ns"]) == sec(h3["complete_ns"]) == 3.0
+    assert sec(h2["deliverable_ns"]) == 7.0 and sec(h3["deliverable_ns"]) == 3.0
+    assert h2["hol_ns"] == 4 * S and h3["hol_ns"] == 0
+    assert h2["held_by"] == "image" and h3["held_by"] is None
+    image = row(store, "h2-hole", "image")
+    assert sec(image["complete_ns"]) == 7.0 and image["hol_ns"] == 0
+    # no hole: complete and deliverable agree
+    assert row(store, "prio", "audio")["hol_ns"] == 0
+    # the model says the same
+    pieces = model.link_schedule([5000, 1000], [0, 2], 1000, priority=[1, 0])
+    complete, deliverable = model.delivery_times(pieces, 2, holes=[(0, 100, 7.0)])
+    assert (complete[1], deliverable[1]) == (sec(h2["complete_ns"]), sec(h2["deliverable_ns"]))
+
+
+def test_on_time_seconds_of_the_audio_chunks(store):
+    # played from 3.5 s: prioritised, every chunk is deliverable by 3 s (0.16 s on time);
+    # FIFO, the audio arrives from 5.1 s: none; behind the hole under HTTP/2 (7 s): none
+    assert row(store, "prio", "audio")["on_time_s"] == pytest.approx(0.16)
+    assert row(store, "h3-hole", "audio")["on_time_s"] == pytest.approx(0.16)
+    assert row(store, "fifo", "audio")["on_time_s"] == 0
+    assert row(store, "h2-hole", "audio")["on_time_s"] == 0
+    assert row(store, "prio", "audio")["chunks"] == 8
+    assert sec(row(store, "prio", "audio")["read_ns"]) == 8.0
+
+
+QLOGS = ("pcap2qlog-draft02-ngtcp2-29-dsb.qlog", "picoquic-qlog_trace_ref.qlog")
+
+
+def _qlog_oracle(name):
+    """Per (stream, packet_sent|packet_received): bytes and the first/last
+    frame's time in the file's own units, read here with json alone."""
+    doc = json.loads((SHARED.parent / "logs" / name).read_text())
+    out = {}
+    events = [dict(zip(t["event_fields"], e)) if t.get("event_fields") else e
+              for t in doc["traces"] for e in t["events"]]
+    for e in events:
+        data = e.get("data") if isinstance(e.get("data"), dict) else {}
+        for f in data.get("frames", []):
+            if f.get("frame_type") != "stream":
+                continue
+            event = (e.get("name") or e.get("event")).rpartition(":")[2]
+            key = (str(f.get("stream_id", f.get("id"))), event)
+            end = int(f.get("offset", 0)) + int(f["length"])
+            t = float(e.get("time", e.get("relative_time")))
+            b, lo, hi = out.get(key, (0, t, t))
+            out[key] = (max(b, end), min(lo, t), max(hi, t))
+    return out
+
+
+@needs_shared
+@pytest.mark.parametrize("name, unit_ns, role", [(QLOGS[0], 1_000_000, "client"), (QLOGS[1], 1_000, "server")])
+def test_other_stacks_qlogs_give_a_row_per_stream_and_direction(store, name, unit_ns, role):
+    """pcap2qlog's ngtcp2 trace (a client's view, ms) and picoquic's (a server, us):
+    bytes and first sent/arrived times equal the file's frames read with json."""
+    oracle = _qlog_oracle(name)
+    log_id = store.execute("SELECT log_id FROM event_logs WHERE file_name = ?", [name]).fetchone()[0]
+    got = store.execute("SELECT stream_id, direction, bytes, first_sent_ns, first_arrived_ns, complete_ns,"
+                        " hol_ns FROM streams WHERE connection LIKE ?", [f"qlog:{log_id}:%"]).fetchall()
+    assert len(got) == len(oracle) > 0
+    sent_dir = "c2s" if role == "client" else "s2c"
+    t0 = {d: None for d in ("c2s", "s2c")}
+    for stream, direction, size, first_sent, first_arrived, complete, hol in got:
+        event = "packet_sent" if direction == sent_dir else "packet_received"
+        b, lo, hi = oracle[(stream, event)]
+        assert size == b
+        first = first_sent if event == "packet_sent" else first_arrived
+        t0[direction] = t0[direction] or (first - round(lo * unit_ns))
+        assert first - round(lo * unit_ns) == t0[direction]   # same offset for every stream
+        assert hol in (0, None)                             # per-stream delivery: no HOL
