@@ -33,11 +33,13 @@
 --                    in-order point of the connection's byte stream at the
 --                    stream's last byte (every byte before it on the
 --                    connection arrived)
---   hol_ns           deliverable_ns - complete_ns (span hol_blocking: complete,
---                    held behind another stream's bytes)
+--   hol_ns           deliverable_ns - complete_ns
 --   held_by          the stream whose byte arrived last before the stream's
 --                    end on the connection (the hole), when hol_ns > 0
---   stream_queueing_ns  within [ready (else first_sent), last_sent], the time
+--   hol_blocking_ns  span hol_blocking (tracekit/core/spans.py STREAM_SPANS):
+--                    hol_ns when held_by names another stream; 0 when hol_ns
+--                    is 0; NULL otherwise (nothing explains it)
+--   stream_queueing_ns  span stream_queueing: within [ready (else first_sent), last_sent], the time
 --                    between consecutive sends on the connection (same
 --                    direction) that ended with another stream's piece: the
 --                    sender sent other streams' bytes while this one waited
@@ -47,8 +49,8 @@
 --                    deliverable by their play_ns; chunks: how many
 -- Columns: source, connection, direction, stream_id, delivery, bytes, ready_ns,
 --   first_sent_ns, last_sent_ns, first_arrived_ns, last_arrived_ns, complete_ns,
---   deliverable_ns, hol_ns, held_by, stream_queueing_ns, bytes_ahead, read_ns,
---   chunks, on_time_s
+--   deliverable_ns, hol_ns, held_by, hol_blocking_ns, stream_queueing_ns,
+--   bytes_ahead, read_ns, chunks, on_time_s
 WITH qlog_frames AS (
     SELECT ts_ns, kind, 'qlog:' || log_id || ':' || coalesce(fields->>'qlog_trace', '0') AS connection,
         CASE WHEN fields->'vantage_point'->>'type' = 'client'
@@ -194,6 +196,8 @@ chunks AS (
 SELECT d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
     d.first_sent_ns, d.last_sent_ns, d.first_arrived_ns, d.last_arrived_ns, d.complete_ns,
     d.deliverable_ns, d.deliverable_ns - d.complete_ns AS hol_ns, h.held_by,
+    CASE WHEN d.deliverable_ns = d.complete_ns THEN 0
+         WHEN h.held_by <> d.stream_id THEN d.deliverable_ns - d.complete_ns END AS hol_blocking_ns,
     CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.stream_queueing_ns, 0) END AS stream_queueing_ns,
     CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.bytes_ahead, 0) END AS bytes_ahead,
     m.read_ns, k.chunks, k.on_time_s

@@ -98,6 +98,7 @@ def test_a_hole_holds_the_audio_only_under_connection_order(store):
     assert sec(h2["deliverable_ns"]) == 7.0 and sec(h3["deliverable_ns"]) == 3.0
     assert h2["hol_ns"] == 4 * S and h3["hol_ns"] == 0
     assert h2["held_by"] == "image" and h3["held_by"] is None
+    assert h2["hol_blocking_ns"] == 4 * S and h3["hol_blocking_ns"] == 0
     image = row(store, "h2-hole", "image")
     assert sec(image["complete_ns"]) == 7.0 and image["hol_ns"] == 0
     # no hole: complete and deliverable agree
@@ -163,3 +164,11 @@ def test_other_stacks_qlogs_give_a_row_per_stream_and_direction(store, name, uni
         t0[direction] = t0[direction] or (first - round(lo * unit_ns))
         assert first - round(lo * unit_ns) == t0[direction]   # same offset for every stream
         assert hol in (0, None)                             # per-stream delivery: no HOL
+
+
+def test_the_stream_spans_are_registered_and_written_per_stream(store):
+    from tracekit.core import spans
+    columns = {d[0] for d in store.execute("SELECT * FROM streams LIMIT 0").description}
+    assert {f"{s.name}_ns" for s in spans.STREAM_SPANS} <= columns
+    assert not set(spans.STREAM_COLORS) & set(spans.NAMES)
+    assert not set(spans.STREAM_COLORS.values()) & set(spans.COLORS.values())
