@@ -44,15 +44,16 @@
 --                    direction) that ended with another stream's piece: the
 --                    sender sent other streams' bytes while this one waited
 --   bytes_ahead      other streams' bytes sent in that window
+--   run              the events' run (NULL from a qlog)
 --   read_ns          the receiver application's stream_read
 --   on_time_s        seconds of the stream's chunks whose bytes were
 --                    deliverable by their play_ns; chunks: how many
--- Columns: source, connection, direction, stream_id, delivery, bytes, ready_ns,
+-- Columns: run, source, connection, direction, stream_id, delivery, bytes, ready_ns,
 --   first_sent_ns, last_sent_ns, first_arrived_ns, last_arrived_ns, complete_ns,
 --   deliverable_ns, hol_ns, held_by, hol_blocking_ns, stream_queueing_ns,
 --   bytes_ahead, read_ns, chunks, on_time_s
 WITH qlog_frames AS (
-    SELECT ts_ns, kind, 'qlog:' || log_id || ':' || coalesce(fields->>'qlog_trace', '0') AS connection,
+    SELECT ts_ns, kind, run, 'qlog:' || log_id || ':' || coalesce(fields->>'qlog_trace', '0') AS connection,
         CASE WHEN fields->'vantage_point'->>'type' = 'client'
                   OR (fields->'vantage_point'->>'type' = 'network'
                       AND fields->'vantage_point'->>'flow' = 'client') THEN 'client'
@@ -70,14 +71,14 @@ pieces AS (
                   ELSE (CASE WHEN kind = 'quic_packet_sent' THEN 'out' ELSE 'in' END) END AS direction,
         coalesce(frame->>'stream_id', frame->>'id') AS stream_id, ts_ns,
         coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
-        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off
+        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off, run
     FROM qlog_frames WHERE frame->>'frame_type' = 'stream'
     UNION ALL
     SELECT 'tracekit', fields->>'connection',
         CASE kind WHEN 'stream_sent' THEN 'sent' ELSE 'arrived' END,
         coalesce(fields->>'direction', 's2c'), fields->>'stream_id', ts_ns,
         TRY_CAST(fields->>'offset' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT),
-        TRY_CAST(fields->>'conn_offset' AS BIGINT)
+        TRY_CAST(fields->>'conn_offset' AS BIGINT), run
     FROM events WHERE kind IN ('stream_sent', 'stream_arrived')
 ),
 p AS (SELECT * FROM pieces
@@ -118,7 +119,7 @@ in_order AS (  -- the time every byte up to hi had been held (NULL after a byte 
                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 per_stream AS (
-    SELECT source, connection, direction, stream_id,
+    SELECT source, connection, direction, stream_id, any_value(run) AS run,
         max(off + len) AS bytes, max(conn_off + len) AS conn_end,
         CASE WHEN count(conn_off) > 0 THEN 'connection' ELSE 'stream' END AS delivery,
         min(ts_ns) FILTER (side = 'sent') AS first_sent_ns,
@@ -193,7 +194,7 @@ chunks AS (
         AND i.axis_key IS NOT DISTINCT FROM (CASE WHEN k.delivery = 'stream' THEN k.stream_id END)
     GROUP BY ALL
 )
-SELECT d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
+SELECT d.run, d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
     d.first_sent_ns, d.last_sent_ns, d.first_arrived_ns, d.last_arrived_ns, d.complete_ns,
     d.deliverable_ns, d.deliverable_ns - d.complete_ns AS hol_ns, h.held_by,
     CASE WHEN d.deliverable_ns = d.complete_ns THEN 0

@@ -172,3 +172,12 @@ def test_the_stream_spans_are_registered_and_written_per_stream(store):
     assert {f"{s.name}_ns" for s in spans.STREAM_SPANS} <= columns
     assert not set(spans.STREAM_COLORS) & set(spans.NAMES)
     assert not set(spans.STREAM_COLORS.values()) & set(spans.COLORS.values())
+
+
+def test_the_streams_view(store):
+    from tracekit.pipeline.runner import run_analysis
+    columns, rows = run_analysis(store, "views/streams", run=None)
+    got = {(r[columns.index("connection")], r[columns.index("stream")]): dict(zip(columns, r)) for r in rows}
+    h2 = got[("h2-hole", "audio")]
+    assert (h2["complete_ms"], h2["deliverable_ms"], h2["hol_blocking_ms"]) == (3000, 7000, 4000)
+    assert got[("fifo", "audio")]["queueing_ms"] == 3000 and got[("fifo", "audio")]["last_sent_ms"] == 6000
