@@ -12,13 +12,18 @@
 --               (stream_id or id, offset, length); the trace's vantage point
 --               gives the direction (a client's sent frames are c2s; a
 --               'network' trace of flow 'client' counts as the client; no
---               vantage: 'out'/'in'). Per-stream delivery (QUIC).
+--               vantage: 'out'/'in'); the connection is `qlog:<ODCID>` (so a
+--               client's and a server's trace of it meet), else
+--               `qlog:<log>:<trace>`. Per-stream delivery (QUIC).
 --   tracekit    events stream_sent / stream_arrived with `connection`,
 --               `stream_id`, `offset`, `length`, optional `direction`
 --               (default s2c) and `conn_offset`: the piece's place in one
 --               connection-wide byte stream (HTTP/2 over TCP: `tracekit
---               h2-events` writes these from a capture). With conn_offset the
---               stream is delivered in connection order, without it per stream.
+--               h2-events` writes these from a capture), `conn_length` (the
+--               bytes it holds there, default `length`) and `conn_only` (a piece
+--               of the connection's byte stream that is no stream's data: HTTP/2
+--               HEADERS, SETTINGS...). With conn_offset the stream is delivered
+--               in connection order, without it per stream.
 --               stream_ready (the sender's application queued the stream),
 --               stream_read (the receiver's application read all of it) and
 --               stream_chunk (`end_offset`, `play_ns`, `duration_ns`: a timed
@@ -53,7 +58,8 @@
 --   deliverable_ns, hol_ns, held_by, hol_blocking_ns, stream_queueing_ns,
 --   bytes_ahead, read_ns, chunks, on_time_s
 WITH qlog_frames AS (
-    SELECT ts_ns, kind, run, 'qlog:' || log_id || ':' || coalesce(fields->>'qlog_trace', '0') AS connection,
+    SELECT ts_ns, kind, run, 'qlog:' || coalesce(fields->>'odcid', log_id || ':' || coalesce(fields->>'qlog_trace', '0'))
+            AS connection,
         CASE WHEN fields->'vantage_point'->>'type' = 'client'
                   OR (fields->'vantage_point'->>'type' = 'network'
                       AND fields->'vantage_point'->>'flow' = 'client') THEN 'client'
@@ -71,14 +77,17 @@ pieces AS (
                   ELSE (CASE WHEN kind = 'quic_packet_sent' THEN 'out' ELSE 'in' END) END AS direction,
         coalesce(frame->>'stream_id', frame->>'id') AS stream_id, ts_ns,
         coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
-        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off, run
+        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off,
+        NULL::BIGINT AS conn_len, false AS conn_only, run
     FROM qlog_frames WHERE frame->>'frame_type' = 'stream'
     UNION ALL
     SELECT 'tracekit', fields->>'connection',
         CASE kind WHEN 'stream_sent' THEN 'sent' ELSE 'arrived' END,
         coalesce(fields->>'direction', 's2c'), fields->>'stream_id', ts_ns,
         TRY_CAST(fields->>'offset' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT),
-        TRY_CAST(fields->>'conn_offset' AS BIGINT), run
+        TRY_CAST(fields->>'conn_offset' AS BIGINT),
+        coalesce(TRY_CAST(fields->>'conn_length' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT)),
+        coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run
     FROM events WHERE kind IN ('stream_sent', 'stream_arrived')
 ),
 p AS (SELECT * FROM pieces
@@ -87,9 +96,11 @@ p AS (SELECT * FROM pieces
 -- elementary byte intervals of each stream (axis 'stream') and of each
 -- connection's byte stream (axis 'conn'), with the first time any piece held them
 axis AS (
-    SELECT connection, direction, stream_id AS axis_key, side, off AS lo, off + len AS hi, ts_ns FROM p
+    SELECT connection, direction, stream_id AS axis_key, side, off AS lo, off + len AS hi, ts_ns
+    FROM p WHERE NOT conn_only
     UNION ALL
-    SELECT connection, direction, NULL, side, conn_off, conn_off + len, ts_ns FROM p WHERE conn_off IS NOT NULL
+    SELECT connection, direction, NULL, side, conn_off, conn_off + conn_len, ts_ns FROM p
+    WHERE conn_off IS NOT NULL
 ),
 bounds AS (
     SELECT DISTINCT connection, direction, axis_key, side, b
@@ -120,11 +131,11 @@ in_order AS (  -- the time every byte up to hi had been held (NULL after a byte 
 ),
 per_stream AS (
     SELECT source, connection, direction, stream_id, any_value(run) AS run,
-        max(off + len) AS bytes, max(conn_off + len) AS conn_end,
+        max(off + len) AS bytes, max(conn_off + conn_len) AS conn_end,
         CASE WHEN count(conn_off) > 0 THEN 'connection' ELSE 'stream' END AS delivery,
         min(ts_ns) FILTER (side = 'sent') AS first_sent_ns,
         min(ts_ns) FILTER (side = 'arrived') AS first_arrived_ns
-    FROM p GROUP BY ALL
+    FROM p WHERE NOT conn_only GROUP BY ALL
 ),
 ends AS (
     SELECT s.*, st.latest_ns AS last_sent_ns, ar.latest_ns AS last_arrived_ns,
@@ -159,7 +170,7 @@ marks AS (
 sends AS (  -- each send on a connection's direction owns the time since the one before it
     SELECT connection, direction, stream_id, len, ts_ns,
         lag(ts_ns) OVER (PARTITION BY connection, direction ORDER BY ts_ns, off) AS prev_ns
-    FROM p WHERE side = 'sent'
+    FROM p WHERE side = 'sent' AND NOT conn_only
 ),
 queueing AS (
     SELECT d.connection, d.direction, d.stream_id,
@@ -181,8 +192,9 @@ chunk_at AS (  -- a chunk's last byte on the delivery axis
               TRY_CAST(fields->>'duration_ns' AS BIGINT) AS duration_ns
           FROM events WHERE kind = 'stream_chunk') c
     JOIN delivered d USING (connection, direction, stream_id)
-    LEFT JOIN (SELECT DISTINCT connection, direction, stream_id, off, len, conn_off FROM p
-               WHERE conn_off IS NOT NULL) pc
+    LEFT JOIN (SELECT DISTINCT connection, direction, stream_id, off, len,
+                   conn_off + conn_len - len AS conn_off FROM p
+               WHERE conn_off IS NOT NULL AND NOT conn_only) pc
       ON d.delivery = 'connection' AND pc.connection = c.connection AND pc.direction = c.direction
      AND pc.stream_id = c.stream_id AND c.end_offset - 1 >= pc.off AND c.end_offset - 1 < pc.off + pc.len
 ),

@@ -9,19 +9,24 @@ the audio is complete at 3 s; under one connection-wide byte stream (HTTP/2)
 it is deliverable at 7 s (4 s of head-of-line time), per stream at 3 s.
 """
 
+import csv
 import json
+from pathlib import Path
 
 import pytest
 from conftest import SHARED, needs_shared
 
 from tracekit import model
 from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.h2events import h2_events
 from tracekit.pipeline.logs import load_logs
 from tracekit.readers.events import read_log
 
 BASE = 1_800_000_000_000_000_000
 S = 1_000_000_000
 PACKET = 100
+DATA = Path(__file__).parent / "data" / "pcap"
+H2 = DATA / "ndpi-http2.pcapng"   # nDPI's cleartext HTTP/2 capture, tshark's fields beside it
 
 
 def example_events(connection, priority, connection_order, hole_repair_s=None):
@@ -60,6 +65,7 @@ def store(tmp_path_factory):
     con = connect(tmp / "t.duckdb")
     events = (example_events("fifo", None, True) + example_events("prio", [1, 0], True)
               + example_events("h2-hole", [1, 0], True, 7) + example_events("h3-hole", [1, 0], False, 7))
+    events += h2_events(str(H2), 29518)
     path = tmp / "events.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in sorted(events, key=lambda e: e["ts"])))
     logs = [read_log(str(path))]
@@ -151,8 +157,10 @@ def test_other_stacks_qlogs_give_a_row_per_stream_and_direction(store, name, uni
     bytes and first sent/arrived times equal the file's frames read with json."""
     oracle = _qlog_oracle(name)
     log_id = store.execute("SELECT log_id FROM event_logs WHERE file_name = ?", [name]).fetchone()[0]
-    got = store.execute("SELECT stream_id, direction, bytes, first_sent_ns, first_arrived_ns, complete_ns,"
-                        " hol_ns FROM streams WHERE connection LIKE ?", [f"qlog:{log_id}:%"]).fetchall()
+    got = store.execute(
+        "SELECT stream_id, direction, bytes, first_sent_ns, first_arrived_ns, complete_ns, hol_ns"
+        " FROM streams WHERE connection IN (SELECT 'qlog:' || coalesce(fields->>'odcid', log_id || ':'"
+        " || coalesce(fields->>'qlog_trace', '0')) FROM events WHERE log_id = ?)", [log_id]).fetchall()
     assert len(got) == len(oracle) > 0
     sent_dir = "c2s" if role == "client" else "s2c"
     t0 = {d: None for d in ("c2s", "s2c")}
@@ -181,3 +189,31 @@ def test_the_streams_view(store):
     h2 = got[("h2-hole", "audio")]
     assert (h2["complete_ms"], h2["deliverable_ms"], h2["hol_blocking_ms"]) == (3000, 7000, 4000)
     assert got[("fifo", "audio")]["queueing_ms"] == 3000 and got[("fifo", "audio")]["last_sent_ms"] == 6000
+
+
+def test_http2_frames_in_the_tcp_byte_stream_agree_with_tshark():
+    """Every frame tracekit cuts from nDPI's HTTP/2 capture is one tshark names:
+    same packet time, stream id, type and length, in the same order."""
+    with open(DATA / "ndpi-http2.pcapng.http2.tsv") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    expected = []
+    for r in rows:
+        t = int(r["frame.time_epoch"].replace(".", ""))
+        for stream, typ, length in zip(*(r[k].split(",") for k in
+                                          ("http2.streamid", "http2.type", "http2.length"))):
+            expected.append((t, int(stream), int(typ), int(length)))
+    got = [(e["ts"], int(e["stream_id"]), e["h2_type"], e["conn_length"] - 9)
+           for e in h2_events(str(H2), 29518) if e["h2_type"] is not None]
+    assert got == expected and len(got) == 12
+
+
+def test_http2_streams_from_the_capture(store):
+    """The POST's body (135 bytes, c2s) and the 201's (86, s2c) on stream 3, from
+    tshark's DATA frames (type 0) above; one byte stream each way, so the
+    delivery is the connection's; nothing was missing: no head-of-line time."""
+    rows = store.execute("SELECT direction, bytes, delivery, first_sent_ns, complete_ns, deliverable_ns,"
+                         " hol_blocking_ns FROM streams WHERE connection = 'h2:37824' ORDER BY direction").fetchall()
+    up, down = rows
+    assert up[:4] == ("c2s", 135, "connection", 1591863460344734491)
+    assert down[:3] == ("s2c", 86, "connection")
+    assert down[4] == down[5] == 1591863460346306008 and down[6] == 0
