@@ -23,14 +23,16 @@
 --               bytes it holds there, default `length`) and `conn_only` (a piece
 --               of the connection's byte stream that is no stream's data: HTTP/2
 --               HEADERS, SETTINGS...). With conn_offset the stream is delivered
---               in connection order, without it per stream.
+--               in connection order, without it per stream. `first_ts`: when
+--               the piece's first byte was seen (default: its time).
 --               stream_ready (the sender's application queued the stream),
 --               stream_read (the receiver's application read all of it) and
 --               stream_chunk (`end_offset`, `play_ns`, `duration_ns`: a timed
 --               media chunk ending at that stream offset) are read as they say.
 -- Definitions (each NULL where no piece of that side was seen):
 --   bytes            max(offset + length) over the stream's pieces
---   first/last_sent  first send of any piece / the latest first send of a byte
+--   first/last_sent  the stream's first byte sent (the earliest first_ts) / the
+--                    latest first send of a byte
 --   first/last_arrived  the same at the receiver
 --   complete_ns      every byte [0, bytes) arrived: the latest first arrival of
 --                    a byte; NULL while a byte never arrived
@@ -77,7 +79,7 @@ pieces AS (
                   ELSE (CASE WHEN kind = 'quic_packet_sent' THEN 'out' ELSE 'in' END) END AS direction,
         coalesce(frame->>'stream_id', frame->>'id') AS stream_id, ts_ns,
         coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
-        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off,
+        TRY_CAST(frame->>'length' AS BIGINT) AS len, ts_ns AS first_ts_ns, NULL::BIGINT AS conn_off,
         NULL::BIGINT AS conn_len, false AS conn_only, run
     FROM qlog_frames WHERE frame->>'frame_type' = 'stream'
     UNION ALL
@@ -85,6 +87,7 @@ pieces AS (
         CASE kind WHEN 'stream_sent' THEN 'sent' ELSE 'arrived' END,
         coalesce(fields->>'direction', 's2c'), fields->>'stream_id', ts_ns,
         TRY_CAST(fields->>'offset' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT),
+        least(ts_ns, coalesce(TRY_CAST(fields->>'first_ts' AS BIGINT), ts_ns)),
         TRY_CAST(fields->>'conn_offset' AS BIGINT),
         coalesce(TRY_CAST(fields->>'conn_length' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT)),
         coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run
@@ -133,8 +136,8 @@ per_stream AS (
     SELECT source, connection, direction, stream_id, any_value(run) AS run,
         max(off + len) AS bytes, max(conn_off + conn_len) AS conn_end,
         CASE WHEN count(conn_off) > 0 THEN 'connection' ELSE 'stream' END AS delivery,
-        min(ts_ns) FILTER (side = 'sent') AS first_sent_ns,
-        min(ts_ns) FILTER (side = 'arrived') AS first_arrived_ns
+        min(first_ts_ns) FILTER (side = 'sent') AS first_sent_ns,
+        min(first_ts_ns) FILTER (side = 'arrived') AS first_arrived_ns
     FROM p WHERE NOT conn_only GROUP BY ALL
 ),
 ends AS (

@@ -15,7 +15,7 @@ writes one event per frame (docs/guide.md, stream events):
 - every other frame and the client's connection preface: the same with
   `conn_only` true (it holds the connection's byte stream, no stream's data).
 
-Its time is when its last byte was first seen (the latest first copy of its
+Its time is when its last byte was first seen (`first_ts`: its first byte) (the latest first copy of its
 bytes): for the receiver, when it had all arrived, before TCP's in-order
 delivery; for the sender, when it had all left. So a frame behind a hole
 keeps its own arrival time, and the `streams` table's connection order
@@ -84,10 +84,12 @@ def byte_stream(segments):
 
 
 def frames(data, seen, contiguous, at=0):
-    """[(conn_offset, frame bytes, type, flags, stream id, data offset in frame, data length, time)]."""
+    """[(conn_offset, frame bytes, type, flags, stream id, data offset in frame, data length,
+    first byte's time, time)]: the times its first and its last byte were first seen."""
     out = []
     if data.startswith(PREFACE):
-        out.append((0, len(PREFACE), None, 0, 0, 0, 0, int(seen[:len(PREFACE)].max())))
+        out.append((0, len(PREFACE), None, 0, 0, 0, 0, int(seen[:len(PREFACE)].min()),
+                    int(seen[:len(PREFACE)].max())))
         at = len(PREFACE)
     while at + 9 <= contiguous:
         length = int.from_bytes(data[at:at + 3], "big")
@@ -100,7 +102,7 @@ def frames(data, seen, contiguous, at=0):
         if typ == 0 and flags & PADDED and length:
             skip, pad = 1, data[at + 9]
         out.append((at, 9 + length, typ, flags, stream, 9 + skip, max(0, length - skip - pad),
-                    int(seen[at:end].max())))
+                    int(seen[at:end].min()), int(seen[at:end].max())))
         at = end
     return out
 
@@ -116,8 +118,8 @@ def h2_events(path, port, vantage="client", connection=None, run=None):
         sent = (vantage == "client") == client
         name = connection or f"h2:{peer}"
         offsets = {}
-        for conn_off, size, typ, _flags, stream, skip, n, ts in frames(data, seen, contiguous):
-            ev = {"ts": ts, "kind": "stream_sent" if sent else "stream_arrived",
+        for conn_off, size, typ, _flags, stream, skip, n, first, ts in frames(data, seen, contiguous):
+            ev = {"ts": ts, "first_ts": first, "kind": "stream_sent" if sent else "stream_arrived",
                   "connection": name, "direction": direction, "stream_id": str(stream),
                   "conn_offset": conn_off, "conn_length": size, "h2_type": typ}
             if typ == 0:
