@@ -27,8 +27,9 @@
 --               the piece's first byte was seen (default: its time).
 --               stream_ready (the sender's application queued the stream),
 --               stream_read (the receiver's application read all of it) and
---               stream_chunk (`end_offset`, `play_ns`, `duration_ns`: a timed
---               media chunk ending at that stream offset) are read as they say.
+--               stream_chunk (`end_offset`, `play_ns`, `duration_ns`, optional
+--               `ready_ns`: a timed media chunk ending at that stream offset)
+--               are read as they say.
 -- Definitions (each NULL where no piece of that side was seen):
 --   bytes            max(offset + length) over the stream's pieces
 --   first/last_sent  the stream's first byte sent (the earliest first_ts) / the
@@ -46,10 +47,12 @@
 --   hol_blocking_ns  span hol_blocking (tracekit/core/spans.py STREAM_SPANS):
 --                    hol_ns when held_by names another stream; 0 when hol_ns
 --                    is 0; NULL otherwise (nothing explains it)
---   stream_queueing_ns  span stream_queueing: within [ready (else first_sent), last_sent], the time
---                    between consecutive sends on the connection (same
---                    direction) that ended with another stream's piece: the
---                    sender sent other streams' bytes while this one waited
+--   stream_queueing_ns  span stream_queueing: while the stream waited -- each
+--                    chunk from its ready_ns to its last byte's send, else from
+--                    ready (else first_sent) to last_sent -- the time between
+--                    consecutive sends on the connection (same direction) that
+--                    ended with another stream's piece: the sender sent other
+--                    streams' bytes while this one had bytes ready
 --   bytes_ahead      other streams' bytes sent in that window
 --   run              the events' run (NULL from a qlog)
 --   read_ns          the receiver application's stream_read
@@ -175,25 +178,48 @@ sends AS (  -- each send on a connection's direction owns the time since the one
         lag(ts_ns) OVER (PARTITION BY connection, direction ORDER BY ts_ns, off) AS prev_ns
     FROM p WHERE side = 'sent' AND NOT conn_only
 ),
+chunk_events AS (
+    SELECT fields->>'connection' AS connection, coalesce(fields->>'direction', 's2c') AS direction,
+        fields->>'stream_id' AS stream_id, TRY_CAST(fields->>'end_offset' AS BIGINT) AS end_offset,
+        TRY_CAST(fields->>'ready_ns' AS BIGINT) AS ready_ns,
+        TRY_CAST(fields->>'play_ns' AS BIGINT) AS play_ns,
+        TRY_CAST(fields->>'duration_ns' AS BIGINT) AS duration_ns
+    FROM events WHERE kind = 'stream_chunk'
+),
+waits AS (  -- when the stream had bytes ready and not yet sent: each chunk with a ready
+            -- time until its last byte was sent, else [ready (else first sent), last sent]
+    SELECT c.connection, c.direction, c.stream_id, c.ready_ns AS lo, s.latest_ns AS hi
+    FROM chunk_events c JOIN in_order s ON s.connection = c.connection AND s.direction = c.direction
+        AND s.axis_key = c.stream_id AND s.side = 'sent' AND c.end_offset - 1 >= s.lo
+        AND c.end_offset - 1 < s.hi
+    WHERE c.ready_ns IS NOT NULL
+    UNION ALL
+    SELECT d.connection, d.direction, d.stream_id, coalesce(m.ready_ns, d.first_sent_ns), d.last_sent_ns
+    FROM delivered d LEFT JOIN marks m USING (connection, direction, stream_id)
+    WHERE NOT EXISTS (SELECT 1 FROM chunk_events c WHERE c.ready_ns IS NOT NULL
+                      AND (c.connection, c.direction, c.stream_id) = (d.connection, d.direction, d.stream_id))
+),
+islands AS (  -- overlapping waits as one
+    SELECT connection, direction, stream_id, min(lo) AS lo, max(hi) AS hi
+    FROM (SELECT *, sum(CASE WHEN lo <= prev_hi THEN 0 ELSE 1 END) OVER (
+                   PARTITION BY connection, direction, stream_id ORDER BY lo, hi) AS island
+          FROM (SELECT *, max(hi) OVER (PARTITION BY connection, direction, stream_id ORDER BY lo, hi
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_hi
+                FROM waits WHERE lo IS NOT NULL AND hi IS NOT NULL))
+    GROUP BY connection, direction, stream_id, island
+),
 queueing AS (
-    SELECT d.connection, d.direction, d.stream_id,
-        sum(greatest(0, o.ts_ns - greatest(o.prev_ns, coalesce(m.ready_ns, d.first_sent_ns))))
-            FILTER (o.stream_id <> d.stream_id)::BIGINT AS stream_queueing_ns,
-        sum(o.len) FILTER (o.stream_id <> d.stream_id)::BIGINT AS bytes_ahead
-    FROM delivered d
-    LEFT JOIN marks m USING (connection, direction, stream_id)
-    JOIN sends o ON o.connection = d.connection AND o.direction = d.direction
-        AND o.prev_ns IS NOT NULL AND o.ts_ns > coalesce(m.ready_ns, d.first_sent_ns)
-        AND o.ts_ns <= d.last_sent_ns
+    SELECT w.connection, w.direction, w.stream_id,
+        sum(o.ts_ns - greatest(o.prev_ns, w.lo)) FILTER (o.stream_id <> w.stream_id)::BIGINT
+            AS stream_queueing_ns,
+        sum(o.len) FILTER (o.stream_id <> w.stream_id)::BIGINT AS bytes_ahead
+    FROM islands w JOIN sends o ON o.connection = w.connection AND o.direction = w.direction
+        AND o.prev_ns IS NOT NULL AND o.ts_ns > w.lo AND o.ts_ns <= w.hi
     GROUP BY ALL
 ),
 chunk_at AS (  -- a chunk's last byte on the delivery axis
     SELECT c.*, d.delivery, coalesce(pc.conn_off + (c.end_offset - 1 - pc.off), c.end_offset - 1) AS at
-    FROM (SELECT fields->>'connection' AS connection, coalesce(fields->>'direction', 's2c') AS direction,
-              fields->>'stream_id' AS stream_id, TRY_CAST(fields->>'end_offset' AS BIGINT) AS end_offset,
-              TRY_CAST(fields->>'play_ns' AS BIGINT) AS play_ns,
-              TRY_CAST(fields->>'duration_ns' AS BIGINT) AS duration_ns
-          FROM events WHERE kind = 'stream_chunk') c
+    FROM chunk_events c
     JOIN delivered d USING (connection, direction, stream_id)
     LEFT JOIN (SELECT DISTINCT connection, direction, stream_id, off, len,
                    conn_off + conn_len - len AS conn_off FROM p

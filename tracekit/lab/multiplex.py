@@ -14,7 +14,7 @@ order the server writes is close to the order the bytes leave (a chunk
 written while the buffer holds image bytes waits behind them).
 
 Both log tracekit's stream events (docs/guide.md): the server stream_ready
-(each stream at t0) and stream_chunk (each chunk: end_offset, play_ns =
+(each stream at t0) and stream_chunk (each chunk: end_offset, ready_ns, play_ns =
 t0 + play_ms + k x chunk_ms, duration_ns); the client stream_read when the
 h2 library hands it a stream's end (the whole stream read: the ground truth
 of `streams.deliverable_ns`). The capture's frames come from
@@ -77,6 +77,7 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
         log("stream_ready", ts_ns=t0, stream_id=str(sid))
     for k in range(chunks):
         log("stream_chunk", ts_ns=t0, stream_id=str(audio), end_offset=(k + 1) * CHUNK_BYTES,
+            ready_ns=t0 + round(k * chunk_ms * 1e6),
             play_ns=t0 + round((play_ms + k * chunk_ms) * 1e6), duration_ns=round(chunk_ms * 1e6))
     conn.sendall(h.data_to_send())
     frame = h.max_outbound_frame_size

@@ -1,0 +1,110 @@
+"""Two streams on one HTTP/2 connection in the lab (tracekit.lab.multiplex):
+an image of 400,000 bytes and eight 20 ms audio chunks over the emulated
+path (20 Mbit/s down, 10 ms each way), captured at both ends, FIFO and audio
+first, and FIFO with one image segment dropped once just before the audio.
+
+Checked against what does not come from the `streams` table: the client's own
+read of each stream (it logs stream_read when the h2 library hands it the
+stream's end), tcpdump's reading of the client's capture (when the dropped
+segment's repair arrived), the forwarder's drop log (which segment).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tracekit.lab import multiplex
+from tracekit.pipeline.analyze import analyze
+from tracekit.pipeline.h2events import write_h2_events
+from tracekit.pipeline.logs import load_logs
+from tracekit.readers.events import read_log
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (network namespaces)"),
+    pytest.mark.skipif(not shutil.which("tcpdump"), reason="tcpdump is not installed"),
+    pytest.mark.skipif(not shutil.which("gcc") and not shutil.which("cc"), reason="no C compiler"),
+]
+pytest.importorskip("h2")
+
+# FIFO's byte layout does not depend on timing: after the server's SETTINGS and
+# two HEADERS frames (100 bytes) the image goes in 25 DATA frames (24 x 16,393 +
+# 6,793 bytes) to byte 400,325, then the audio. Relative sequence 395,001 is in
+# the image's last frame: the audio's bytes all arrive while it is missing.
+HOLE = 395_001
+AUDIO, IMAGE = "3", "1"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from tracekit.store.db import connect
+    tmp = tmp_path_factory.mktemp("mux")
+    out, logs = {}, []
+    for name, mode, hole in (("fifo", "fifo", None), ("priority", "priority", None),
+                             ("fifo-hole", "fifo", HOLE)):
+        files = multiplex.record(str(tmp / name), mode, hole=hole, play_ms=100)
+        for side in ("client", "server"):
+            frames = str(tmp / name / f"{side}-frames.jsonl")
+            write_h2_events(files[f"{side}.pcap"], 9300, frames, side, files["connection"])
+            logs += [read_log(frames), read_log(files[f"{side}.jsonl"])]
+        out[name] = files
+    con = connect(tmp / "t.duckdb")
+    load_logs(con, logs)
+    analyze(con)
+    yield con, out
+    con.close()
+
+
+def stream(con, connection, sid):
+    cur = con.execute("SELECT * FROM streams WHERE connection = ? AND stream_id = ?", [connection, sid])
+    return dict(zip([d[0] for d in cur.description], cur.fetchone()))
+
+
+def test_deliverable_from_the_capture_is_when_the_client_read_the_stream(runs):
+    con, _ = runs
+    n = 0
+    for connection in ("fifo", "priority", "fifo-hole"):
+        for sid in (AUDIO, IMAGE):
+            s = stream(con, connection, sid)
+            took = s["read_ns"] - s["ready_ns"]
+            assert abs(s["read_ns"] - s["deliverable_ns"]) <= max(1_000_000, 0.05 * took), (connection, sid)
+            assert s["read_ns"] >= s["deliverable_ns"]  # nothing is read before it arrived
+            n += 1
+    assert n == 6
+
+
+def test_priority_sends_the_audio_before_the_image_ends_fifo_after(runs):
+    con, _ = runs
+    fifo = {sid: stream(con, "fifo", sid) for sid in (AUDIO, IMAGE)}
+    prio = {sid: stream(con, "priority", sid) for sid in (AUDIO, IMAGE)}
+    assert fifo[AUDIO]["first_sent_ns"] >= fifo[IMAGE]["last_sent_ns"]
+    assert prio[AUDIO]["last_sent_ns"] < prio[IMAGE]["last_sent_ns"]
+    # FIFO: the image's bytes (all but its last frame's tail) went while the audio waited
+    assert fifo[AUDIO]["bytes_ahead"] > 350_000 and fifo[IMAGE]["bytes_ahead"] == 0
+    # each chunk waited behind image bytes for longer under FIFO than with priority
+    assert fifo[AUDIO]["stream_queueing_ns"] > prio[AUDIO]["stream_queueing_ns"]
+
+
+def test_hol_blocking_is_zero_without_loss_and_the_wait_for_the_repair_with_it(runs):
+    con, files = runs
+    for connection in ("fifo", "priority"):
+        for sid in (AUDIO, IMAGE):
+            assert stream(con, connection, sid)["hol_blocking_ns"] == 0
+    audio = stream(con, "fifo-hole", AUDIO)
+    with open(files["fifo-hole"]["drops.jsonl"]) as f:
+        drops = [json.loads(line) for line in f]
+    assert len(drops) == 1
+    seq = drops[0]["tcp_seq"]
+    # when the repair reached the client, read by tcpdump from the client's capture
+    text = subprocess.run(["tcpdump", "-r", files["fifo-hole"]["client.pcap"], "-nn", "-S", "-tt",
+                           "--time-stamp-precision=nano", "tcp src port 9300"],
+                          capture_output=True, text=True, check=True).stdout
+    repair = next(line for line in text.splitlines() if f" seq {seq}:" in line)
+    sec, frac = repair.split()[0].split(".")
+    repaired_ns = int(sec) * 1_000_000_000 + int(frac)
+    assert audio["complete_ns"] < repaired_ns == audio["deliverable_ns"]
+    assert audio["hol_blocking_ns"] == repaired_ns - audio["complete_ns"] > 0
+    assert audio["held_by"] == IMAGE
