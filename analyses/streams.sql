@@ -234,18 +234,21 @@ chunks AS (
         AND i.side = 'arrived' AND k.at >= i.lo AND k.at < i.hi
         AND i.axis_key IS NOT DISTINCT FROM (CASE WHEN k.delivery = 'stream' THEN k.stream_id END)
     GROUP BY ALL
+),
+final AS (
+    SELECT d.run, d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
+        d.first_sent_ns, d.last_sent_ns, d.first_arrived_ns, d.last_arrived_ns, d.complete_ns,
+        d.deliverable_ns, d.deliverable_ns - d.complete_ns AS hol_ns, h.held_by,
+        CASE WHEN d.deliverable_ns = d.complete_ns THEN 0
+             WHEN h.held_by <> d.stream_id THEN d.deliverable_ns - d.complete_ns END AS hol_blocking_ns,
+        CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.stream_queueing_ns, 0) END AS stream_queueing_ns,
+        CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.bytes_ahead, 0) END AS bytes_ahead,
+        m.read_ns, k.chunks, k.on_time_s
+    FROM delivered d
+    LEFT JOIN marks m USING (connection, direction, stream_id)
+    LEFT JOIN hole h USING (connection, direction, stream_id)
+    LEFT JOIN queueing q USING (connection, direction, stream_id)
+    LEFT JOIN chunks k USING (connection, direction, stream_id)
+    ORDER BY d.connection, d.direction, TRY_CAST(d.stream_id AS BIGINT), d.stream_id
 )
-SELECT d.run, d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
-    d.first_sent_ns, d.last_sent_ns, d.first_arrived_ns, d.last_arrived_ns, d.complete_ns,
-    d.deliverable_ns, d.deliverable_ns - d.complete_ns AS hol_ns, h.held_by,
-    CASE WHEN d.deliverable_ns = d.complete_ns THEN 0
-         WHEN h.held_by <> d.stream_id THEN d.deliverable_ns - d.complete_ns END AS hol_blocking_ns,
-    CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.stream_queueing_ns, 0) END AS stream_queueing_ns,
-    CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.bytes_ahead, 0) END AS bytes_ahead,
-    m.read_ns, k.chunks, k.on_time_s
-FROM delivered d
-LEFT JOIN marks m USING (connection, direction, stream_id)
-LEFT JOIN hole h USING (connection, direction, stream_id)
-LEFT JOIN queueing q USING (connection, direction, stream_id)
-LEFT JOIN chunks k USING (connection, direction, stream_id)
-ORDER BY d.connection, d.direction, TRY_CAST(d.stream_id AS BIGINT), d.stream_id
+SELECT * FROM final
