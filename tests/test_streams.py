@@ -217,3 +217,14 @@ def test_http2_streams_from_the_capture(store):
     assert up[:4] == ("c2s", 135, "connection", 1591863460344734491)
     assert down[:3] == ("s2c", 86, "connection")
     assert down[4] == down[5] == 1591863460346306008 and down[6] == 0
+
+
+def test_the_streams_chart(store, tmp_path):
+    pytest.importorskip("altair")
+    from tracekit.presentation import plots
+    chart, stem = plots.draw(store, "streams", stream="h2-hole")
+    html, png = plots.save(chart, str(tmp_path / stem))
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(html) as f:
+        assert stem == "streams-h2-hole" and "hol_blocking" in f.read()
