@@ -1,7 +1,8 @@
 """Two streams on one HTTP/2 connection in the lab (tracekit.lab.multiplex):
 an image of 400,000 bytes and eight 20 ms audio chunks over the emulated
 path (20 Mbit/s down, 10 ms each way), captured at both ends, FIFO and audio
-first, and FIFO with one image segment dropped once just before the audio.
+first, and FIFO with one image segment dropped once just before the audio,
+in cleartext (h2c) and in TLS 1.3 (decrypted with the client's key log).
 
 Checked against what does not come from the `streams` table: the client's own
 read of each stream (it logs stream_read when the h2 library hands it the
@@ -43,12 +44,13 @@ def runs(tmp_path_factory):
     from tracekit.store.db import connect
     tmp = tmp_path_factory.mktemp("mux")
     out, logs = {}, []
-    for name, mode, hole in (("fifo", "fifo", None), ("priority", "priority", None),
-                             ("fifo-hole", "fifo", HOLE)):
-        files = multiplex.record(str(tmp / name), mode, hole=hole, play_ms=100)
+    for name, mode, hole, tls in (("fifo", "fifo", None, False), ("priority", "priority", None, False),
+                                  ("fifo-hole", "fifo", HOLE, False), ("tls-fifo-hole", "fifo", HOLE, True)):
+        files = multiplex.record(str(tmp / name), mode, hole=hole, play_ms=100, tls=tls)
         for side in ("client", "server"):
             frames = str(tmp / name / f"{side}-frames.jsonl")
-            write_h2_events(files[f"{side}.pcap"], 9300, frames, side, files["connection"])
+            write_h2_events(files[f"{side}.pcap"], 9300, frames, side, files["connection"],
+                            keylog=files.get("keys.log"))
             logs += [read_log(frames), read_log(files[f"{side}.jsonl"])]
         out[name] = files
     con = connect(tmp / "t.duckdb")
@@ -66,14 +68,14 @@ def stream(con, connection, sid):
 def test_deliverable_from_the_capture_is_when_the_client_read_the_stream(runs):
     con, _ = runs
     n = 0
-    for connection in ("fifo", "priority", "fifo-hole"):
+    for connection in ("fifo", "priority", "fifo-hole", "tls-fifo-hole"):
         for sid in (AUDIO, IMAGE):
             s = stream(con, connection, sid)
             took = s["read_ns"] - s["ready_ns"]
             assert abs(s["read_ns"] - s["deliverable_ns"]) <= max(1_000_000, 0.05 * took), (connection, sid)
             assert s["read_ns"] >= s["deliverable_ns"]  # nothing is read before it arrived
             n += 1
-    assert n == 6
+    assert n == 8
 
 
 def test_priority_sends_the_audio_before_the_image_ends_fifo_after(runs):
@@ -88,18 +90,21 @@ def test_priority_sends_the_audio_before_the_image_ends_fifo_after(runs):
     assert fifo[AUDIO]["stream_queueing_ns"] > prio[AUDIO]["stream_queueing_ns"]
 
 
-def test_hol_blocking_is_zero_without_loss_and_the_wait_for_the_repair_with_it(runs):
+@pytest.mark.parametrize("run", ["fifo-hole", "tls-fifo-hole"])
+def test_hol_blocking_is_zero_without_loss_and_the_wait_for_the_repair_with_it(runs, run):
+    """In TLS (decrypted with the client's key log) a byte is timed by its
+    record: the record the repair completes is the one the audio waited for."""
     con, files = runs
     for connection in ("fifo", "priority"):
         for sid in (AUDIO, IMAGE):
             assert stream(con, connection, sid)["hol_blocking_ns"] == 0
-    audio = stream(con, "fifo-hole", AUDIO)
-    with open(files["fifo-hole"]["drops.jsonl"]) as f:
+    audio = stream(con, run, AUDIO)
+    with open(files[run]["drops.jsonl"]) as f:
         drops = [json.loads(line) for line in f]
     assert len(drops) == 1
     seq = drops[0]["tcp_seq"]
     # when the repair reached the client, read by tcpdump from the client's capture
-    text = subprocess.run(["tcpdump", "-r", files["fifo-hole"]["client.pcap"], "-nn", "-S", "-tt",
+    text = subprocess.run(["tcpdump", "-r", files[run]["client.pcap"], "-nn", "-S", "-tt",
                            "--time-stamp-precision=nano", "tcp src port 9300"],
                           capture_output=True, text=True, check=True).stdout
     repair = next(line for line in text.splitlines() if f" seq {seq}:" in line)

@@ -280,9 +280,10 @@ def parse_time(text, option="--time"):
     return ns
 
 
-def h2_events(capture, port, out, vantage="client", connection=None, run=None):
-    """Cleartext HTTP/2 frames of a capture placed in the TCP byte stream, written
-    to `out` as tracekit's stream events (JSON Lines, for `ingest`; the
-    `streams` table reads them). Returns how many events."""
+def h2_events(capture, port, out, vantage="client", connection=None, run=None, keylog=None):
+    """HTTP/2 frames of a capture (cleartext, or TLS 1.3 decrypted with `keylog`)
+    placed in the connection's byte stream, written to `out` as tracekit's
+    stream events (JSON Lines, for `ingest`; the `streams` table reads them).
+    Returns how many events."""
     from .pipeline.h2events import write_h2_events
-    return write_h2_events(capture, port, out, vantage, connection, run)
+    return write_h2_events(capture, port, out, vantage, connection, run, keylog)

@@ -15,16 +15,19 @@ from .common import CONTEXT, handle_errors
               show_default=True, help="Where the capture was taken: its sent and arrived side.")
 @click.option("--connection", default=None, help="Name of the connection (default h2:<client port>).")
 @click.option("--run", default=None, help="The run the events belong to.")
+@click.option("--keylog", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="An SSLKEYLOGFILE: HTTP/2 in TLS 1.3, decrypted with it.")
 @handle_errors
-def h2_events(capture, port, out, vantage, connection, run):
-    """Write the cleartext HTTP/2 (h2c) frames of CAPTURE, placed in the TCP byte
-    stream, as stream events (stream_sent/stream_arrived) the `streams` table reads.
+def h2_events(capture, port, out, vantage, connection, run, keylog):
+    """Write the HTTP/2 frames of CAPTURE (cleartext h2c, or TLS 1.3 with --keylog),
+    placed in the connection's byte stream, as stream events
+    (stream_sent/stream_arrived) the `streams` table reads.
 
     \b
     Example:
       tracekit h2-events tests/data/pcap/ndpi-http2.pcapng --port 29518 --out h2.events && tracekit ingest h2.events
     """
-    n = api.h2_events(capture, port, out, vantage, connection, run)
+    n = api.h2_events(capture, port, out, vantage, connection, run, keylog)
     click.echo(f"{out}: {n} stream events")
 
 

@@ -55,7 +55,22 @@ def _requests(conn, h):
     return paths
 
 
-def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, connection):
+def _tls_server(conn):
+    """The accepted socket in TLS 1.3 with ALPN h2 (a self-signed certificate made now)."""
+    import ssl
+    import tempfile
+
+    from .h3 import _certificate
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.set_alpn_protocols(["h2"])
+    with tempfile.TemporaryDirectory() as d:
+        ctx.load_cert_chain(*_certificate(d))
+    return ctx.wrap_socket(conn, server_side=True)
+
+
+def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, connection,
+          tls=False):
     """Answer one connection (see the module's docstring)."""
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -65,6 +80,8 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
     conn, _ = lsock.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    if tls:
+        conn = _tls_server(conn)
     h = _h2(False)
     h.initiate_connection()
     conn.sendall(h.data_to_send())
@@ -107,12 +124,21 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
     lsock.close()
 
 
-def client(addr, port, log_path, connection):
-    """Ask for both streams; log stream_read as each one ends."""
+def client(addr, port, log_path, connection, keylog=None):
+    """Ask for both streams; log stream_read as each one ends. With `keylog`:
+    TLS 1.3 (ALPN h2, the server not verified), its secrets written there."""
     import h2.events
     import h2.settings
     sock = socket.create_connection((addr, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if keylog:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.set_alpn_protocols(["h2"])
+        ctx.keylog_filename = keylog
+        sock = ctx.wrap_socket(sock)
     h = _h2(True)
     h.initiate_connection()
     h.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: WINDOW})
@@ -142,7 +168,8 @@ def client(addr, port, log_path, connection):
     sock.close()
 
 
-def record(workdir, mode, hole=None, rate_mbps=20.0, delay_ms=10.0, port=9300, **server_args):
+def record(workdir, mode, hole=None, rate_mbps=20.0, delay_ms=10.0, port=9300, tls=False,
+           **server_args):
     """One run over an EmulatedPath (root): the server's and the client's
     captures (whole packets), both logs, the forwarder's drop log. `hole`:
     the relative sequence number (data from 1) of a server byte whose
@@ -162,12 +189,17 @@ def record(workdir, mode, hole=None, rate_mbps=20.0, delay_ms=10.0, port=9300, *
     me = [sys.executable, "-m", "tracekit.lab.multiplex"]
     common = ["--addr", SERVER_ADDR, "--port", str(port), "--connection", connection]
     extra = [w for k, v in server_args.items() for w in (f"--{k.replace('_', '-')}", str(v))]
+    tls_server, tls_client = [], []
+    if tls:
+        out["keys.log"] = os.path.join(workdir, "keys.log")
+        tls_server, tls_client = ["--tls"], ["--keylog", out["keys.log"]]
     with EmulatedPath(spec, workdir) as path:
         with running(path.server, me + ["server", "--log", out["server.jsonl"], "--mode", mode,
-                                        *common, *extra], "multiplex server") as server:
+                                        *common, *extra, *tls_server], "multiplex server") as server:
             with tcpdump(path.server, out["server.pcap"], snaplen=0), \
                     tcpdump(path.client, out["client.pcap"], snaplen=0):
-                subprocess.run(path.client(me + ["client", "--log", out["client.jsonl"], *common]),
+                subprocess.run(path.client(me + ["client", "--log", out["client.jsonl"], *common,
+                                                 *tls_client]),
                                check=True, timeout=60)
             server.wait(timeout=30)
     out["drops.jsonl"] = path.drop_log
@@ -187,12 +219,14 @@ def main(argv=None):
     p.add_argument("--chunks", type=int, default=8)
     p.add_argument("--chunk-ms", type=float, default=20.0)
     p.add_argument("--play-ms", type=float, default=150.0)
+    p.add_argument("--tls", action="store_true", help="server: TLS 1.3 with ALPN h2")
+    p.add_argument("--keylog", help="client: TLS 1.3, its secrets written here")
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log, a.mode, a.image_bytes, a.chunks, a.chunk_ms, a.play_ms,
-              a.connection)
+              a.connection, a.tls)
     else:
-        client(a.addr, a.port, a.log, a.connection)
+        client(a.addr, a.port, a.log, a.connection, a.keylog)
 
 
 if __name__ == "__main__":

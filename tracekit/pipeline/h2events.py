@@ -1,7 +1,9 @@
 """HTTP/2 frames placed in the TCP byte stream, as tracekit's stream events.
 
 `tracekit h2-events CAPTURE --port P` reads a capture of cleartext HTTP/2
-(h2c, prior knowledge) with tracekit's own readers, puts each direction's
+(h2c, prior knowledge), or with `--keylog` of HTTP/2 in TLS 1.3 (decrypted
+by tracekit/pipeline/tls13.py; the offsets are then the decrypted byte
+stream's, each byte timed by its record), with tracekit's own readers, puts each direction's
 TCP payload in sequence order (the first copy of each byte; a byte never
 captured leaves the rest of that direction unparsed), cuts it into HTTP/2
 frames (a 9-byte header: 24-bit length, type, flags, 31-bit stream id) and
@@ -107,35 +109,72 @@ def frames(data, seen, contiguous, at=0):
     return out
 
 
-def h2_events(path, port, vantage="client", connection=None, run=None):
-    """The stream events (dicts) of every HTTP/2 connection to `port` in a capture."""
+def _tls_streams(streams, keylog, path):
+    """{client?: (plaintext, times, length)} of one connection's two directions."""
+    from .tls13 import LABELS, hello, plaintext
+    client_random = hello(*_ends(streams.get(True)), client=True)
+    suite = hello(*_ends(streams.get(False)), client=False)
+    if client_random is None or suite is None:
+        raise TracekitError(f"{path}: a connection without its TLS 1.3 ClientHello and "
+                            f"ServerHello in the capture cannot be decrypted")
+    out = {}
+    for client, (data, seen, contiguous) in streams.items():
+        secrets = [keylog.get((label, client_random)) for label in LABELS[client]]
+        if secrets[1] is None:
+            raise TracekitError(f"{path}: the key log has no {LABELS[client][1]} for client "
+                                f"random {client_random.hex()[:16]}...")
+        out[client] = plaintext(data, seen, contiguous, secrets, suite)
+    return out
+
+
+def _ends(stream):
+    return (b"", 0) if stream is None else (stream[0], stream[2])
+
+
+def h2_events(path, port, vantage="client", connection=None, run=None, keylog=None):
+    """The stream events (dicts) of every HTTP/2 connection to `port` in a capture;
+    with `keylog` (a path), HTTP/2 in TLS 1.3, decrypted (tracekit/pipeline/tls13.py)."""
     if vantage not in ("client", "server"):
         raise TracekitError(f"vantage must be client or server, not {vantage!r}")
+    keys = None
+    if keylog is not None:
+        from .tls13 import read_keylog
+        keys = read_keylog(keylog)
+    conns = {}
+    for (client, peer, addrs), segments in _segments(path, port).items():
+        conns.setdefault((peer, addrs), {})[client] = byte_stream(segments)
     events = []
-    for (client, peer, _), segments in sorted(_segments(path, port).items(), key=lambda kv: kv[0][:2]):
-        data, seen, contiguous = byte_stream(segments)
-        direction = "c2s" if client else "s2c"
-        sent = (vantage == "client") == client
-        name = connection or f"h2:{peer}"
-        offsets = {}
-        for conn_off, size, typ, _flags, stream, skip, n, first, ts in frames(data, seen, contiguous):
-            ev = {"ts": ts, "first_ts": first, "kind": "stream_sent" if sent else "stream_arrived",
-                  "connection": name, "direction": direction, "stream_id": str(stream),
-                  "conn_offset": conn_off, "conn_length": size, "h2_type": typ}
-            if typ == 0:
-                ev.update(offset=offsets.get(stream, 0), length=n)
-                offsets[stream] = offsets.get(stream, 0) + n
-            else:
-                ev.update(offset=0, length=0, conn_only=True)
-            if run is not None:
-                ev["run"] = run
-            events.append(ev)
+    for (peer, _), streams in sorted(conns.items(), key=lambda kv: kv[0][0]):
+        if keys is not None:
+            streams = _tls_streams(streams, keys, path)
+        for client, (data, seen, contiguous) in sorted(streams.items()):
+            events += _frame_events(data, seen, contiguous, client, vantage,
+                                    connection or f"h2:{peer}", run)
     return sorted(events, key=lambda e: e["ts"])
 
 
-def write_h2_events(path, port, out, vantage="client", connection=None, run=None):
+def _frame_events(data, seen, contiguous, client, vantage, name, run):
+    direction = "c2s" if client else "s2c"
+    sent = (vantage == "client") == client
+    offsets, events = {}, []
+    for conn_off, size, typ, _flags, stream, _skip, n, first, ts in frames(data, seen, contiguous):
+        ev = {"ts": ts, "first_ts": first, "kind": "stream_sent" if sent else "stream_arrived",
+              "connection": name, "direction": direction, "stream_id": str(stream),
+              "conn_offset": conn_off, "conn_length": size, "h2_type": typ}
+        if typ == 0:
+            ev.update(offset=offsets.get(stream, 0), length=n)
+            offsets[stream] = offsets.get(stream, 0) + n
+        else:
+            ev.update(offset=0, length=0, conn_only=True)
+        if run is not None:
+            ev["run"] = run
+        events.append(ev)
+    return events
+
+
+def write_h2_events(path, port, out, vantage="client", connection=None, run=None, keylog=None):
     """Write h2_events as JSON Lines to `out`; returns how many."""
-    events = h2_events(path, port, vantage, connection, run)
+    events = h2_events(path, port, vantage, connection, run, keylog)
     with open(out, "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in events)
     return len(events)
