@@ -228,3 +228,12 @@ def test_the_streams_chart(store, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with open(html) as f:
         assert stem == "streams-h2-hole" and "hol_blocking" in f.read()
+
+
+def test_tls13_traffic_keys_of_rfc8448():
+    """RFC 8448 (Simple 1-RTT Handshake): the server's handshake traffic secret
+    gives the write key and iv the RFC lists."""
+    from tracekit.pipeline.tls13 import _expand_label
+    secret = bytes.fromhex("b67b7d690cc16c4e75e54213cb2d37b4e9c912bcded9105d42befd59d391ad38")
+    assert _expand_label(secret, b"key", 16, "sha256").hex() == "3fce516009c21727d0f2e4e86ee403bc"
+    assert _expand_label(secret, b"iv", 12, "sha256").hex() == "5d313eb2671276ee13000b30"
