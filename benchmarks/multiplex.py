@@ -11,7 +11,7 @@ cells. Prints, per cell, the audio stream's median [min, max] over rounds:
 last byte sent, complete, deliverable and the client's read (ms from its
 ready time), hol_blocking and stream_queueing (ms), on-time seconds, and the
 model's audio completion (tracekit.model: the run's own image rate, 10 ms
-one way; no slow start, no socket buffer) for HTTP/2.
+one way, the server's socket buffer committed before a chunk) for HTTP/2.
 """
 
 import argparse
@@ -48,14 +48,22 @@ def _logs(cell, files):
     return out
 
 
-def _predicted(row, image_row, mode):
-    """The model's audio completion (ms from ready) at the run's own image rate."""
+def _predicted(image_row, mode, sndbuf):
+    """The model's audio completion (ms from ready) at the run's own image rate;
+    with priority, what the server's socket buffer holds (SO_SNDBUF as the
+    kernel set it, from the server's log) goes before a chunk."""
     rate = 400_000 / ((image_row["last_sent_ns"] - image_row["first_sent_ns"]) / 1e9)
     sizes = [400_000] + [969] * 8
     ready = [0.0] + [0.02 * k for k in range(8)]
-    pieces = model.link_schedule(sizes, ready, rate, None if mode == "fifo" else [1] + [0] * 8)
+    pieces = model.link_schedule(sizes, ready, rate, None if mode == "fifo" else [1] + [0] * 8,
+                                 committed=sndbuf)
     complete, _ = model.delivery_times(pieces, len(sizes), delay=0.010, order="stream")
     return max(complete[1:]) * 1e3
+
+
+def _sndbuf(files):
+    with open(files["server.jsonl"]) as f:
+        return next(json.loads(line)["sndbuf"] for line in f if '"stream_ready"' in line)
 
 
 def main():
@@ -84,7 +92,7 @@ def main():
                   for k in ("last_sent_ns", "complete_ns", "deliverable_ns", "read_ns")}
             ms.update(hol=audio["hol_blocking_ns"] / 1e6, queueing=(audio["stream_queueing_ns"] or 0) / 1e6,
                       on_time=audio["on_time_s"],
-                      predicted=_predicted(audio, image, cell[1]) if cell[0] == "h2" else None)
+                      predicted=_predicted(image, cell[1], _sndbuf(files)) if cell[0] == "h2" else None)
             results[cell].append(ms)
     for cell, runs in results.items():
         def fmt(k):

@@ -25,6 +25,13 @@ def test_priority_cuts_the_image_when_the_audio_is_ready():
     assert last.tolist() == [6.0, 3.0]   # audio 3 s earlier, image 1 s later
 
 
+def test_bytes_already_committed_go_before_the_urgent_stream():
+    # 500 bytes (0.5 s) already handed on when the audio is ready at 2 s: the cut is at 2.5 s
+    pieces = model.link_schedule(SIZES, READY, RATE, priority=[1, 0], committed=500)
+    assert [(p.stream, p.start, p.end, p.size) for p in pieces] == [
+        (IMAGE, 0, 2.5, 2500), (AUDIO, 2.5, 3.5, 1000), (IMAGE, 3.5, 6, 2500)]
+
+
 def test_a_hole_early_in_the_image_holds_the_audio_only_under_one_byte_stream():
     pieces = model.link_schedule(SIZES, READY, RATE, priority=[1, 0])
     hole = [(IMAGE, 100, 7.0)]          # a byte of the image's first piece repaired at 7 s

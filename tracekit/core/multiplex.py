@@ -28,14 +28,16 @@ class Piece(NamedTuple):
     size: int        # bytes
 
 
-def link_schedule(sizes, ready, rate, priority=None):
+def link_schedule(sizes, ready, rate, priority=None, committed=0):
     """The pieces a link of `rate` bytes/s sends, in send order.
 
     Stream i has sizes[i] bytes, all ready at ready[i]. Without `priority`
     the link is FIFO: whole streams in ready order (ties in index order).
     With it, preemptive priority: at every instant the ready, unfinished
     stream of lowest priority[i] (ties: earlier ready, then index) is sent;
-    a more urgent stream becoming ready cuts the current piece there."""
+    a more urgent stream becoming ready cuts the current piece there, or
+    `committed` bytes later: what the sender had already handed on (a socket
+    buffer, a frame being written) goes first, whatever its priority."""
     sizes = [int(s) for s in sizes]
     ready = [float(r) for r in ready]
     n = len(sizes)
@@ -55,8 +57,8 @@ def link_schedule(sizes, ready, rate, priority=None):
             continue
         i = min(waiting, key=key.get)
         end = now + left[i] / rate
-        cut = [ready[j] for j in range(n) if left[j] and now < ready[j] < end
-               and priority[j] < priority[i]]
+        cut = [ready[j] + committed / rate for j in range(n) if left[j] and now < ready[j]
+               and ready[j] + committed / rate < end and priority[j] < priority[i]]
         if cut:
             end = min(cut)
         size = left[i] if not cut else min(left[i], round((end - now) * rate))

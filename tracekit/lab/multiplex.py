@@ -80,6 +80,7 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
     conn, _ = lsock.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    sndbuf = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)  # as the kernel set it
     if tls:
         conn = _tls_server(conn)
     h = _h2(False)
@@ -91,7 +92,7 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
     log = EventLog(log_path, connection=connection, direction="s2c")
     for sid, size in ((image, image_bytes), (audio, chunks * CHUNK_BYTES)):
         h.send_headers(sid, [(":status", "200"), ("content-length", str(size))])
-        log("stream_ready", ts_ns=t0, stream_id=str(sid))
+        log("stream_ready", ts_ns=t0, stream_id=str(sid), sndbuf=sndbuf)
     for k in range(chunks):
         log("stream_chunk", ts_ns=t0, stream_id=str(audio), end_offset=(k + 1) * CHUNK_BYTES,
             ready_ns=t0 + round(k * chunk_ms * 1e6),
