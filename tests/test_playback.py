@@ -133,6 +133,15 @@ def test_buffer_needed_and_session_kind(store):
     assert d["min_initial_buffer_ns"] == 95 * MS
 
 
+def test_on_time_seconds(store):
+    """A chunk is on time when it arrived by r_0 + J + T_i (issue #27).
+    A (J = 30): r_i - T_i = 0, 0, 0, 90, 80, 70, 60 ms: three chunks, 0.06 s.
+    D (J = 40): r_i - T_i = 5 i ms: chunks 0..8, 0.18 s."""
+    sessions = {r["stream"]: r for r in rows(store, "SELECT * FROM playback_sessions")}
+    assert sessions["A"]["on_time_s"] == pytest.approx(0.06)
+    assert sessions["D"]["on_time_s"] == pytest.approx(0.18)
+
+
 def test_buffer_level_adds_arrivals_and_subtracts_playback(store):
     levels = rows(store, "SELECT ts_ns, event, level_ns, shortfall_ns FROM playback_buffer "
                          "WHERE stream = 'A' ORDER BY ts_ns, event")

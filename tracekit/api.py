@@ -303,3 +303,12 @@ def parse_time(text, option="--time"):
         raise TracekitError(f"{option} {text!r} is not an RFC 3339 time within 1677-2262 "
                             f"(e.g. 2026-08-18T10:00:00Z or 2026-08-18T18:00:00.5+08:00)")
     return ns
+
+
+def h2_events(capture, port, out, vantage="client", connection=None, run=None, keylog=None):
+    """HTTP/2 frames of a capture (cleartext, or TLS 1.3 decrypted with `keylog`)
+    placed in the connection's byte stream, written to `out` as tracekit's
+    stream events (JSON Lines, for `ingest`; the `streams` table reads them).
+    Returns how many events."""
+    from .pipeline.h2events import write_h2_events
+    return write_h2_events(capture, port, out, vantage, connection, run, keylog)

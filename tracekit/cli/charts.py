@@ -34,7 +34,9 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
     \b
     Flow charts: time-sequence, inflight, rtt (--capture, --flow).
     Application charts: buffer (playback buffer and underruns), chunks
-    (chunk timeline) (--stream); serving (throughput and TPOT by batch size).
+    (chunk timeline) (--stream); serving (throughput and TPOT by batch size);
+    streams (a connection's streams: sent, arrived, head-of-line; --stream
+    names the connection, see tracekit streams).
     Attribution: waterfall (--request KEY); ablation (median per arm with
     95% intervals) and attribution (median spans per arm, stacked)
     (--compare FACTOR [--by FACTOR] [--levels A,B]).

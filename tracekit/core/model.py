@@ -280,3 +280,6 @@ from .agent import (  # noqa: E402,F401
     transfer_saving,
     uplink_for_deadline,
 )
+# Streams sharing a link (issue #27): send schedules and delivery order.
+from .multiplex import (Piece, delivery_times, link_schedule, on_time_seconds,  # noqa: E402,F401
+                        stream_schedule)

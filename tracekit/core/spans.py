@@ -50,3 +50,15 @@ NAMES = tuple(BY_NAME)
 COLORS = {s.name: s.color for s in SPANS}
 ROUND_TRIPS = tuple(s.name for s in SPANS if s.round_trips)
 IRREDUCIBLE = tuple(s.name for s in SPANS if s.irreducible)
+
+# Spans of one stream among others on a connection (issue #27). The request
+# attribution does not write them: analyses/streams.sql does, per stream, as
+# `<name>_ns` columns, each from its evidence (stream_queueing: other streams'
+# sends between the stream's ready time and its last send; hol_blocking: the
+# stream complete, its delivery held until another stream's missing bytes
+# arrived -- `held_by` names that stream).
+STREAM_SPANS = (
+    Span("stream_queueing", "#6b6ecf", False, False, "the sender sent other streams' bytes while this one waited"),
+    Span("hol_blocking", "#393b79", False, False, "complete, held behind another stream's missing bytes"),
+)
+STREAM_COLORS = {s.name: s.color for s in STREAM_SPANS}

@@ -3,7 +3,7 @@
 from ..core.errors import TracekitError
 
 FLOW_CHARTS = ("time-sequence", "inflight", "rtt")
-APP_CHARTS = ("buffer", "chunks", "serving")
+APP_CHARTS = ("buffer", "chunks", "serving", "streams")
 ATTRIBUTION_CHARTS = ("waterfall", "ablation", "attribution")
 KINDS = FLOW_CHARTS + APP_CHARTS + ATTRIBUTION_CHARTS
 
@@ -26,6 +26,10 @@ def draw(con, kind, flow_id=None, capture_id=None, direction="s2c", stream=None,
         chart = (ablation_charts.ablation_bars(results, by) if kind == "ablation"
                  else ablation_charts.attribution_stacked(results, by))
         return chart, f"{kind}-{compare}"
+    if kind == "streams":  # --stream names the connection (issue #27)
+        from .stream_charts import streams_timeline
+        chart, connection = streams_timeline(con, stream)
+        return chart, f"streams-{connection.replace(':', '-')}"
     if kind in APP_CHARTS:
         chart = {"buffer": lambda: app_charts.playback_buffer(con, stream),
                  "chunks": lambda: app_charts.chunk_timeline(con, stream),

@@ -62,3 +62,11 @@ VIEWS += (
          "each round; the flow that carried it.", "tracekit agent-rounds --format csv"),
 )
 BY_NAME = {v.name: v for v in VIEWS}
+
+# issue #27: streams sharing a connection
+VIEWS += (
+    View("streams", "application",
+         "Streams of a connection: sent, complete, deliverable, head-of-line time, queueing, "
+         "on-time media.", "tracekit streams --format markdown"),
+)
+BY_NAME = {v.name: v for v in VIEWS}

@@ -1,0 +1,67 @@
+"""tracekit.model's streams on one link, on the chapter's example (issue #27):
+an image of 5 s of link time ready at 0, an audio of 1 s ready at 2 s."""
+
+import pytest
+
+from tracekit import model
+
+RATE = 1000.0              # bytes/s: 5,000 bytes of image = 5 s of link
+IMAGE, AUDIO = 0, 1
+SIZES, READY = [5000, 1000], [0.0, 2.0]
+
+
+def test_fifo_sends_the_image_whole_then_the_audio():
+    pieces = model.link_schedule(SIZES, READY, RATE)
+    first, last = model.stream_schedule(pieces, 2)
+    assert [(p.stream, p.start, p.end) for p in pieces] == [(IMAGE, 0, 5), (AUDIO, 5, 6)]
+    assert last.tolist() == [5.0, 6.0] and first.tolist() == [0.0, 5.0]
+
+
+def test_priority_cuts_the_image_when_the_audio_is_ready():
+    pieces = model.link_schedule(SIZES, READY, RATE, priority=[1, 0])
+    assert [(p.stream, p.start, p.end, p.offset, p.size) for p in pieces] == [
+        (IMAGE, 0, 2, 0, 2000), (AUDIO, 2, 3, 0, 1000), (IMAGE, 3, 6, 2000, 3000)]
+    _, last = model.stream_schedule(pieces, 2)
+    assert last.tolist() == [6.0, 3.0]   # audio 3 s earlier, image 1 s later
+
+
+def test_bytes_already_committed_go_before_the_urgent_stream():
+    # 500 bytes (0.5 s) already handed on when the audio is ready at 2 s: the cut is at 2.5 s
+    pieces = model.link_schedule(SIZES, READY, RATE, priority=[1, 0], committed=500)
+    assert [(p.stream, p.start, p.end, p.size) for p in pieces] == [
+        (IMAGE, 0, 2.5, 2500), (AUDIO, 2.5, 3.5, 1000), (IMAGE, 3.5, 6, 2500)]
+
+
+def test_a_hole_early_in_the_image_holds_the_audio_only_under_one_byte_stream():
+    pieces = model.link_schedule(SIZES, READY, RATE, priority=[1, 0])
+    hole = [(IMAGE, 100, 7.0)]          # a byte of the image's first piece repaired at 7 s
+    complete, one = model.delivery_times(pieces, 2, holes=hole, order="connection")
+    _, per_stream = model.delivery_times(pieces, 2, holes=hole, order="stream")
+    assert complete.tolist() == [7.0, 3.0]
+    assert one.tolist() == [7.0, 7.0]          # HTTP/2: the audio handed over at 7 s
+    assert per_stream.tolist() == [7.0, 3.0]   # HTTP/3: at 3 s
+    assert (one - complete)[AUDIO] == 4.0      # 4 s of head-of-line time
+    # a hole after the audio's bytes (in the image's second piece) holds nothing of it
+    _, late = model.delivery_times(pieces, 2, holes=[(IMAGE, 4000, 7.0)])
+    assert late[AUDIO] == 3.0
+    with pytest.raises(ValueError):
+        model.delivery_times(pieces, 2, order="fifo")
+
+
+def test_eight_audio_chunks_are_on_time_only_when_prioritised():
+    rate, delay = 100_000.0, 0.05            # image 500,000 bytes = 5 s; a chunk 320 bytes
+    n = 8
+    sizes = [500_000] + [320] * n
+    ready = [0.0] + [0.02 * k for k in range(n)]
+    play = [0.4 + 0.02 * k for k in range(n)]
+
+    def audio_on_time(priority):
+        pieces = model.link_schedule(sizes, ready, rate, priority)
+        complete, _ = model.delivery_times(pieces, len(sizes), delay=delay, order="stream")
+        return model.on_time_seconds(complete[1:], play, 0.02), complete[1:]
+
+    fifo, fifo_arrivals = audio_on_time(None)
+    prio, prio_arrivals = audio_on_time([1] + [0] * n)
+    assert fifo == 0.0 and min(fifo_arrivals) > 5.0
+    assert prio == pytest.approx(0.16)
+    assert prio_arrivals[0] == pytest.approx(0.0032 + delay)

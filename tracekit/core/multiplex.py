@@ -1,0 +1,122 @@
+"""Streams that share one link (docs/timing-model.md, Multiplexed streams).
+
+Two mechanisms, kept apart:
+
+- send scheduling: which stream's bytes the sender puts on the link next.
+  FIFO sends whole messages in the order they became ready; preemptive
+  priority sends the most urgent ready stream's bytes, interrupting a less
+  urgent one when a more urgent one becomes ready (`link_schedule`);
+- delivery order at the receiver: with one connection-wide byte stream (TCP,
+  so HTTP/2) a byte reaches the application only when every byte sent before
+  it on the connection has arrived; with per-stream order (QUIC, so HTTP/3)
+  only when every byte before it in its own stream has (`delivery_times`).
+
+Seconds and bytes; a piece is a contiguous run of one stream's bytes sent
+without interruption. Public through `tracekit.model`.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Piece(NamedTuple):
+    stream: int      # index into the streams given
+    start: float     # its first byte starts onto the link
+    end: float       # its last byte has left
+    offset: int      # first stream offset it carries
+    size: int        # bytes
+
+
+def link_schedule(sizes, ready, rate, priority=None, committed=0):
+    """The pieces a link of `rate` bytes/s sends, in send order.
+
+    Stream i has sizes[i] bytes, all ready at ready[i]. Without `priority`
+    the link is FIFO: whole streams in ready order (ties in index order).
+    With it, preemptive priority: at every instant the ready, unfinished
+    stream of lowest priority[i] (ties: earlier ready, then index) is sent;
+    a more urgent stream becoming ready cuts the current piece there, or
+    `committed` bytes later: what the sender had already handed on (a socket
+    buffer, a frame being written) goes first, whatever its priority."""
+    sizes = [int(s) for s in sizes]
+    ready = [float(r) for r in ready]
+    n = len(sizes)
+    if priority is None:
+        order = sorted(range(n), key=lambda i: (ready[i], i))
+        priority = [0] * n
+        key = {i: k for k, i in enumerate(order)}
+    else:
+        key = {i: (priority[i], ready[i], i) for i in range(n)}
+    left = list(sizes)
+    sent = [0] * n
+    pieces, now = [], 0.0
+    while any(left):
+        waiting = [i for i in range(n) if left[i] and ready[i] <= now]
+        if not waiting:
+            now = min(ready[i] for i in range(n) if left[i])
+            continue
+        i = min(waiting, key=key.get)
+        end = now + left[i] / rate
+        cut = [ready[j] + committed / rate for j in range(n) if left[j] and now < ready[j]
+               and ready[j] + committed / rate < end and priority[j] < priority[i]]
+        if cut:
+            end = min(cut)
+        size = left[i] if not cut else min(left[i], round((end - now) * rate))
+        pieces.append(Piece(i, now, end, sent[i], size))
+        sent[i] += size
+        left[i] -= size
+        now = end
+    return pieces
+
+
+def stream_schedule(pieces, n_streams):
+    """Per stream, (first byte sent, last byte sent): the start of its first
+    piece and the end of its last."""
+    first = np.full(n_streams, np.nan)
+    last = np.full(n_streams, np.nan)
+    for p in pieces:
+        if np.isnan(first[p.stream]):
+            first[p.stream] = p.start
+        last[p.stream] = p.end
+    return first, last
+
+
+def delivery_times(pieces, n_streams, delay=0.0, holes=(), order="connection"):
+    """Per stream, (complete, deliverable) in seconds.
+
+    A piece arrives at its end + delay; a hole (stream, offset, repaired_at)
+    says the byte at that offset of that stream arrived only at repaired_at
+    (its loss recovery), so the piece carrying it arrives then. complete:
+    the stream's last piece to arrive. deliverable: under
+    order="connection" the latest arrival of every piece sent up to the
+    stream's last piece (one byte stream: the in-order point); under
+    order="stream" the stream's own complete time. deliverable - complete is
+    head-of-line time."""
+    if order not in ("connection", "stream"):
+        raise ValueError(f"order must be 'connection' or 'stream', not {order!r}")
+    arrival = [p.end + delay for p in pieces]
+    for stream, offset, repaired in holes:
+        for k, p in enumerate(pieces):
+            if p.stream == stream and p.offset <= offset < p.offset + p.size:
+                arrival[k] = max(arrival[k], repaired)
+    complete = np.full(n_streams, np.nan)
+    deliverable = np.full(n_streams, np.nan)
+    in_order = -np.inf
+    for k, p in enumerate(pieces):
+        in_order = max(in_order, arrival[k])
+        complete[p.stream] = np.fmax(complete[p.stream], arrival[k])
+        if order == "connection":
+            deliverable[p.stream] = in_order
+    if order == "stream":
+        deliverable = complete.copy()
+    return complete, deliverable
+
+
+def on_time_seconds(arrivals, play_times, durations):
+    """Seconds of media that arrived by their play time: the sum of
+    durations[i] over chunks with arrivals[i] <= play_times[i]. A late chunk
+    counts nothing, however many of its bytes arrived."""
+    arrivals = np.asarray(arrivals, dtype=float)
+    play = np.asarray(play_times, dtype=float)
+    dur = np.broadcast_to(np.asarray(durations, dtype=float), arrivals.shape)
+    return float(dur[arrivals <= play].sum())
