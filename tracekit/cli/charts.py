@@ -56,7 +56,8 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
 
 @click.command(context_settings=CONTEXT)
 @click.option("--run", "run", default=None,
-              help="A run or an experiment (its label); the whole store without it.")
+              help="Only this run (its run label or the events' run field), as the views.")
+@click.option("--experiment", default=None, help="Only this experiment's requests.")
 @click.option("--compare", default=None, metavar="FACTOR",
               help="Show the ablation of this factor (as tracekit ablation).")
 @click.option("--by", multiple=True, metavar="FACTOR", help="Ablation rows per level of this.")
@@ -66,19 +67,20 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
               help="The HTML file to write.")
 @db_option
 @handle_errors
-def report(run, compare, by, levels, where, out, db):
-    """Write one self-contained HTML report (it opens offline in any browser): what
-    was measured, the ablation table with intervals, attribution per arm and per
-    request, time-sequence graphs of the flows that matter, playback and serving,
-    and where every figure came from.
+def report(run, experiment, compare, by, levels, where, out, db):
+    """Write one self-contained HTML report (it opens offline in any browser). It
+    leads with the answer -- each ablation's verdict, where the time went, the
+    flagged requests -- then the ablation tables, the requests and their
+    waterfalls, the flows that matter, playback, serving and what was measured,
+    all limited to the requests --run, --experiment and --where select.
 
     \b
     Example:
-      tracekit report --run cross-region --compare path --by connection --levels direct,tunnel --out report.html
+      tracekit report --experiment cross-region --compare path --by connection --levels direct,tunnel --out report.html
     """
     from ..presentation.html import build
     with api.open(db, read_only=True) as store:
-        page = build(store.con, run=run, compare=compare, by=by,
+        page = build(store.con, run=run, experiment=experiment, compare=compare, by=by,
                      levels=levels.split(",") if levels else None, where=parse_labels(where))
     with open(out, "w", encoding="utf-8") as f:
         f.write(page)

@@ -162,9 +162,14 @@ def build(con, kind, capture_id, flow_id, direction):
     raise TracekitError(f"unknown chart {kind!r}; known: {', '.join(KINDS)}")
 
 
-def save(chart, stem):
-    """Write STEM.html (self-contained) and STEM.png; return the two paths."""
+def save(chart, stem, title=None):
+    """Write STEM.html (self-contained: the Vega runtime inlined once, the spec
+    as inert JSON, presentation/page.py) and STEM.png; return the two paths."""
+    from .page import Page
     html, png = f"{stem}.html", f"{stem}.png"
-    chart.save(html, inline=True)
+    page = Page(title or f"tracekit plot: {stem.rsplit('/', 1)[-1]}")
+    page.section(None).append(page.chart(chart, ""))
+    with open(html, "w", encoding="utf-8") as f:
+        f.write(page.render())
     chart.save(png, scale_factor=1.5)
     return html, png
