@@ -15,6 +15,10 @@ from .common import CONTEXT, db_option, handle_errors, parse_labels
               help="Capture id (needed when the store holds several); flow charts.")
 @click.option("--direction", type=click.Choice(["s2c", "c2s"]), default="s2c", show_default=True,
               help="Data direction to draw; flow charts.")
+@click.option("--from", "t_from", type=float, default=None, metavar="S",
+              help="Flow charts: from S seconds after the flow's first packet.")
+@click.option("--to", "t_to", type=float, default=None, metavar="S",
+              help="Flow charts: up to S seconds (a short stretch is drawn in full detail).")
 @click.option("--stream", default=None, help="Audio stream (buffer, chunks charts).")
 @click.option("--run", default=None, help="Only this run (serving chart).")
 @click.option("--request", "request_key", default=None, help="Request key (waterfall chart).")
@@ -27,12 +31,14 @@ from .common import CONTEXT, db_option, handle_errors, parse_labels
               help="Output path without extension (default from the kind and ids).")
 @db_option
 @handle_errors
-def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare, by, levels,
-         where, stem, db):
+def plot(kind, flow_id, capture_id, direction, t_from, t_to, stream, run, request_key, compare,
+         by, levels, where, stem, db):
     """Draw a chart: STEM.html (self-contained, works offline) and STEM.png.
 
     \b
-    Flow charts: time-sequence, inflight, rtt (--capture, --flow).
+    Flow charts: time-sequence, inflight, rtt (--capture, --flow); a long
+    flow is drawn from per-pixel min/max aggregates, --from/--to S draws a
+    stretch of it in full detail.
     Application charts: buffer (playback buffer and underruns), chunks
     (chunk timeline) (--stream); serving (throughput and TPOT by batch size).
     Attribution: waterfall (--request KEY); ablation (median per arm with
@@ -49,7 +55,7 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
         where = parse_labels(where) if compare else {}
         chart, default = plots.draw(store.con, kind, flow_id, capture_id, direction, stream, run,
                                     request_key, compare, by,
-                                    levels.split(",") if levels else None, where)
+                                    levels.split(",") if levels else None, where, t_from, t_to)
         html, png = plots.save(chart, stem or default)
     click.echo(f"wrote {html} and {png}")
 

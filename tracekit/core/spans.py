@@ -50,3 +50,18 @@ NAMES = tuple(BY_NAME)
 COLORS = {s.name: s.color for s in SPANS}
 ROUND_TRIPS = tuple(s.name for s in SPANS if s.round_trips)
 IRREDUCIBLE = tuple(s.name for s in SPANS if s.irreducible)
+
+# The sender's limitation states (the `stalls` table), each with one colour
+# every chart uses; a state that means what a span means has the span's colour.
+STATE_COLORS = {
+    "handshake": COLORS["connect_tcp"],
+    "slow_start": "#f7e1a0",
+    "congestion_limited": COLORS["window_waiting"],
+    "receive_window_limited": COLORS["receiver_limited"],
+    "zero_window": "#5c4033",
+    "application_limited": COLORS["server_idle"],
+    "pacing_idle": COLORS["pacing"],
+    "loss_recovery": COLORS["loss_recovery"],
+    "rto_wait": "#6b3d73",
+    "closed": "#e8e8e8",
+}
