@@ -72,8 +72,10 @@ class Page:
         if more:
             note = (note + " " if note else "") + (f"{more:,} more rows: the CLI's views and "
                                                    f"tracekit sql show them all.")
-        return {"kind": "table", "columns": list(columns), "numeric": numeric,
-                "rows": [[cell(v) for v in r] for r in shown], "note": note}
+        cells = [[cell(v) for v in r] for r in shown]
+        long = [any(len(r[i]) > 40 for r in cells) for i in range(len(columns))]
+        return {"kind": "table", "columns": list(columns), "numeric": numeric, "long": long,
+                "rows": cells, "note": note}
 
     @staticmethod
     def text(text, heading=None, cls=None):
