@@ -75,6 +75,12 @@ def test_run_scopes_as_the_views_do(demo_store, tmp_path):
     assert {"log1:transport", "log1:model", "log1:local"} <= set(re.findall(r"<td>([^<]*)</td>",
                                                                             text))
     assert "log20:r0" not in text and ">Playback<" in text
+    text = _report(demo_store, tmp_path / "fresh.html", "--experiment", "cross-region",
+                   "--where", "connection=fresh")
+    assert re.findall(r"<li>(cross-region: [^<]*?):", text) == [
+        "cross-region: path (connection=fresh)"]  # the factor --where fixes is not compared
+    rows = re.findall(r"<tr><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
+    assert rows and {c for _, c in rows} == {"fresh"}
     r = subprocess.run([sys.executable, "-m", "tracekit.cli", "report", "--db", str(demo_store),
                         "--run", "cross-region", "--out", str(tmp_path / "x.html")],
                        capture_output=True, text=True)

@@ -38,7 +38,7 @@ def _designs(con, scope, compare, by, levels):
             continue
         design = con.execute("SELECT any_value(design) FROM runs WHERE experiment = ?",
                              [e]).fetchall()[0][0] or []
-        for factor in design:
+        for factor in (f for f in design if f not in where):  # (a factor --where fixes: none)
             out.append((e, factor, tuple(f for f in design if f != factor), None, where))
     if compare and not experiments:
         out.append((None, compare, tuple(by), levels, scope.labels()))
