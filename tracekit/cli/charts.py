@@ -84,10 +84,8 @@ def report(run, experiment, compare, by, levels, where, out, db):
     Example:
       tracekit report --experiment cross-region --compare path --by connection --levels direct,tunnel --out report.html
     """
-    from ..presentation.html import build
     with api.open(db, read_only=True) as store:
-        page = build(store.con, run=run, experiment=experiment, compare=compare, by=by,
-                     levels=levels.split(",") if levels else None, where=parse_labels(where))
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
+        page = store.report(out, run=run, experiment=experiment, compare=compare, by=by,
+                            levels=levels.split(",") if levels else None,
+                            where=parse_labels(where))
     click.echo(f"wrote {out} ({len(page) / 1e6:.1f} MB, self-contained)")
