@@ -8,8 +8,9 @@ records of 1,500-byte packets): a handshake, a 100-byte request, then data
 segments of 1,448 bytes every 100 us with one in 2,000 lost and resent after
 three duplicate ACKs, the receiver ACKing every second segment, a 40 ms
 RTT, FIN both ways. Ingests and analyses it (`tracekit ingest`, `analyze`),
-then runs `tracekit plot time-sequence` in a child process and prints the
-HTML and PNG sizes, the wall time and the child's peak RSS (getrusage).
+then runs `tracekit plot time-sequence` (the whole flow, then a 0.2 s
+stretch in full detail) and `tracekit report` in child processes and prints
+the HTML and PNG sizes, the wall time and each child's peak RSS (getrusage).
 """
 
 import argparse
@@ -127,6 +128,10 @@ def main():
         print(f"plot time-sequence ({label}): {wall:.1f} s wall (HTML and PNG), peak RSS "
               f"{peak:.0f} MB, HTML {os.path.getsize(stem + '.html') / 1e6:.2f} MB, "
               f"PNG {os.path.getsize(stem + '.png') / 1e6:.2f} MB")
+    page = os.path.join(a.out, "long-flow-report.html")
+    wall, peak = tracekit("report", "--db", db, "--out", page)
+    print(f"report: {wall:.1f} s wall, peak RSS {peak:.0f} MB, HTML "
+          f"{os.path.getsize(page) / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":

@@ -203,9 +203,9 @@ def _application(con, page, scope):
             blocks.append(page.chart(playback_buffer(con, stream), (
                 f"Playback buffer of stream {stream} (audio received and not yet played), "
                 f"underruns shaded by the stage charged: the model, the transport or the client.")))
-    cols, rows = run_analysis(con, "views/serving", run=None)
-    rows = [r for r in rows if runs is None or r[cols.index("run")] in runs] \
-        if "run" in cols else (rows if runs is None else [])
+    cols, rows = run_analysis(con, "views/serving", run=scope.run) \
+        if scope.everything or (scope.run and not scope.experiment and not scope.where) \
+        else ([], [])  # (serving batches carry a run, no labels)
     if rows:
         page.section("Model serving", "serving").append(Page.table(cols, rows))
 

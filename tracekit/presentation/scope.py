@@ -72,8 +72,9 @@ def resolve(con, run=None, experiment=None, where=None):
                                       params).fetchall()}
     s.captures = sorted(captures | {r[3] for r in s.requests if r[3] is not None})
     s.logs = sorted(logs | {r[4] for r in s.requests if r[4] is not None})
-    streams = con.execute("SELECT count(*) FROM playback WHERE run = ?", [run]).fetchall()[0][0] \
-        if run else 0
+    streams = con.execute("SELECT (SELECT count(*) FROM playback WHERE run = $r) + (SELECT "
+                          "count(*) FROM serving_batches WHERE run = $r)", {"r": run}
+                          ).fetchall()[0][0] if run else 0
     if not (s.requests or s.captures or s.logs or streams):
         if run and con.execute("SELECT count(*) FROM runs WHERE experiment = ?",
                                [run]).fetchall()[0][0]:
