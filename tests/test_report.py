@@ -70,21 +70,22 @@ def test_every_section_holds_only_the_scope(report, demo_store):
     assert len(waterfalls) == len(set(waterfalls)) >= 1  # no request drawn twice
 
 
-def test_run_scopes_as_the_views_do(demo_store, tmp_path):
-    text = _report(demo_store, tmp_path / "stalls.html", "--run", "stalls")
-    assert {"log1:transport", "log1:model", "log1:local"} <= set(re.findall(r"<td>([^<]*)</td>",
-                                                                            text))
-    assert "log20:r0" not in text and ">Playback<" in text
-    text = _report(demo_store, tmp_path / "fresh.html", "--experiment", "cross-region",
-                   "--where", "connection=fresh")
-    assert re.findall(r"<li>(cross-region: [^<]*?):", text) == [
-        "cross-region: path (connection=fresh)"]  # the factor --where fixes is not compared
-    rows = re.findall(r"<tr><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
-    assert rows and {c for _, c in rows} == {"fresh"}
-    r = subprocess.run([sys.executable, "-m", "tracekit.cli", "report", "--db", str(demo_store),
-                        "--run", "cross-region", "--out", str(tmp_path / "x.html")],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and "it is an experiment: --experiment cross-region" in r.stderr
+def test_run_scopes_as_the_views_do(demo_store):
+    """In one process (the library's Store.report, what the command calls)."""
+    import tracekit
+    from tracekit.core.errors import TracekitError
+    with tracekit.open(demo_store, read_only=True) as store:
+        text = store.report(run="stalls")
+        assert {"log1:transport", "log1:model", "log1:local"} <= set(
+            re.findall(r"<td>([^<]*)</td>", text))
+        assert "log20:r0" not in text and ">Playback<" in text
+        text = store.report(experiment="cross-region", where={"connection": "fresh"})
+        assert re.findall(r"<li>(cross-region: [^<]*?):", text) == [
+            "cross-region: path (connection=fresh)"]  # the factor --where fixes is not compared
+        rows = re.findall(r"<tr><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
+        assert rows and {c for _, c in rows} == {"fresh"}
+        with pytest.raises(TracekitError, match="it is an experiment: --experiment cross-region"):
+            store.report(run="cross-region")
 
 
 def test_the_tables_hold_the_clis_numbers(report, demo_store):
