@@ -106,7 +106,10 @@ def test_the_tables_hold_the_clis_numbers(report, demo_store):
 
 @needs_chromium
 def test_every_chart_renders_offline_without_errors(report, tmp_path):
-    assert len(check_drawn(dump(report))) >= 5
+    dom = dump(report)
+    assert len(check_drawn(dom)) >= 5
+    top, bottom = map(int, re.search(r'<body data-answer="(\d+)-(\d+)"', dom).groups())
+    assert top < 150 and bottom < 900  # the answer, whole, in the first screen
     shot = screenshot(report, tmp_path / "report.png")
     assert shot.stat().st_size > 20_000
 
