@@ -48,7 +48,7 @@ demo: setup
 	$(BIN)/tracekit plot buffer --db demo.duckdb --stream local --out demo-playback-buffer
 	$(BIN)/tracekit plot attribution --db demo.duckdb --compare path --by connection \
 		--levels direct,tunnel --where experiment=cross-region --out demo-attribution
-	$(BIN)/tracekit report --db demo.duckdb --run cross-region --compare path --by connection \
+	$(BIN)/tracekit report --db demo.duckdb --experiment cross-region --compare path --by connection \
 		--levels direct,tunnel --out demo-report.html
 
 test: setup-test

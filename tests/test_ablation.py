@@ -58,3 +58,37 @@ def test_schedule_interleaves_and_alternates_the_first_level():
     rounds = [[tuple(c.values()) for t, _, c in plan if t == k] for k in range(3)]
     first = [("direct", "fresh"), ("direct", "warm"), ("tunnel", "fresh"), ("tunnel", "warm")]
     assert rounds == [first, first[::-1], first]
+
+
+def test_sign_test_is_the_binomial_tail():
+    from math import comb
+
+    from tracekit.presentation.ablation import sign_test
+    assert sign_test(0, 9) == 2 / 2 ** 9  # one-sided tail 1/512, doubled
+    assert abs(sign_test(5, 15) - 2 * sum(comb(20, i) for i in range(6)) / 2 ** 20) < 1e-15
+    assert sign_test(10, 10) == 1.0 and sign_test(0, 0) == 1.0
+
+
+def test_the_verdict_is_hedged():
+    """A difference only when the interval excludes 1, the rounds are not split and
+    the medians differ by more than the RTT spread; otherwise no difference, and why."""
+    from tracekit.presentation.ablation import verdict
+    from tracekit.presentation.table import ablation_rows
+    slow = arm("direct", [300.0 + i for i in range(12)], [{}] * 12)
+    fast = arm("tunnel", [100.0 + i for i in range(12)], [{}] * 12)
+    differs, text = verdict(compare_arms(slow, fast))
+    assert differs and text.startswith("tunnel faster than direct: direct/tunnel = 2.") \
+        and "tunnel won 12 of 12 rounds" in text
+    # the same arms, the pairs interleaved so each arm wins half the rounds
+    mixed = arm("tunnel", [100.0 + 400 * (i % 2) for i in range(12)], [{}] * 12)
+    differs, text = verdict(compare_arms(slow, mixed))
+    assert not differs and text.startswith("no difference shown") and "rounds won split 6-6" in text
+    same = arm("tunnel", [299.5 + i for i in range(12)], [{}] * 12)
+    differs, text = verdict(compare_arms(slow, same))
+    assert not differs and "includes 1" in text
+    differs, text = verdict(compare_arms(slow, fast, rtt_spread_ns=500.0))
+    assert not differs and "less than the RTT spread" in text
+    columns, rows = ablation_rows([compare_arms(slow, fast)], ())
+    row = dict(zip(columns, rows[0]))
+    assert (row["pairs"], row["won"], row["lost"]) == (12, 0, 12)
+    assert isinstance(row["ci_low"], float) and row["ci_low"] < row["ratio"] < row["ci_high"]

@@ -52,3 +52,51 @@ def test_every_span_has_a_colour():
     spans |= {"loss_recovery", "unattributed"}
     assert len(spans) > 15 and spans <= set(SPAN_COLORS), spans - set(SPAN_COLORS)
     assert SPAN_COLORS["unexplained"] == "#000000"
+
+
+def test_decimate_keeps_each_pixels_extremes():
+    """Per-pixel min/max: every pixel column's lowest and highest value survive,
+    at most two rows per column, and a short series is left as it is."""
+    import numpy as np
+    import pandas as pd
+    rng = np.random.default_rng(7)
+    df = pd.DataFrame({"t": np.sort(rng.uniform(0, 10, 50_000)), "y": rng.normal(size=50_000)})
+    out = charts.decimate(df, "y", 0.0, 10.0, width=100)
+    assert len(out) <= 200
+    pixel = (df.t / 10 * 100).clip(0, 99).astype(int)
+    kept = (out.t / 10 * 100).clip(0, 99).astype(int)
+    assert (df.groupby(pixel).y.max() == out.groupby(kept).y.max()).all()
+    assert (df.groupby(pixel).y.min() == out.groupby(kept).y.min()).all()
+    assert charts.decimate(df.head(100), "y", 0.0, 10.0) is not None
+    assert len(charts.decimate(df.head(100), "y", 0.0, 10.0)) == 100
+
+
+def test_a_long_flow_is_drawn_from_aggregates_and_a_stretch_in_detail(shared_db, monkeypatch):
+    """With the detail threshold lowered, the segments become one rule per pixel
+    and class that still covers the flow's lowest to highest sequence number
+    (checked against tcp_analysis directly); a --from/--to stretch sets the
+    shared time axis of the graph and the state ribbon."""
+    con, ids = shared_db
+    analyze(con)
+    cid = ids["zeek__206_example_a.pcap"]
+    monkeypatch.setattr(charts, "DETAIL", 20)
+    spec = charts.time_sequence(con, cid, 1, "s2c").to_dict()
+    data = spec["datasets"]
+    segs = next(v for v in data.values() if v and "segments" in v[0])
+    (n, lo, hi), = con.execute("SELECT count(*), min(rel_seq), max(rel_end) FROM tcp_analysis "
+                               "WHERE capture_id = ? AND flow_id = 1 AND NOT from_client "
+                               "AND segment IS NOT NULL", [cid]).fetchall()
+    assert n > 20 and len(segs) < n and len(segs) <= 5 * charts.WIDTH
+    assert sum(r["segments"] for r in segs) == n
+    assert min(r["seq"] for r in segs) == lo and max(r["seq_end"] for r in segs) == hi
+    part = charts.time_sequence(con, cid, 1, "s2c", 0.0, 0.05).to_dict()
+    domains = [layer["encoding"]["x"]["scale"]["domain"] for layer in
+               part["vconcat"][0]["layer"] + [part["vconcat"][1]] if "scale" in layer["encoding"]["x"]]
+    assert domains and all(d == [0.0, 0.05] for d in domains)
+
+
+def test_every_limitation_state_has_one_colour():
+    from tracekit.core.spans import STATE_COLORS
+    from tracekit.store.schema import STALL_STATES
+    assert set(STATE_COLORS) == set(STALL_STATES)
+    assert len(set(STATE_COLORS.values())) == len(STATE_COLORS)

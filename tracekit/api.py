@@ -17,23 +17,39 @@ and create or remove the store as the command needs. The CLI is these calls
 plus printing.
 """
 
+from __future__ import annotations
+
+import builtins
 import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from .core.errors import TracekitError
 from .readers.formats import INPUT_FORMATS  # noqa: F401 (what --format accepts)
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from .presentation.ablation import Comparison
+
+Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 
 class Store:
     """One tracekit store (a DuckDB file); a context manager that closes it."""
 
-    def __init__(self, path=None, read_only=False):
+    def __init__(self, path: str | os.PathLike[str] | None = None,
+                 read_only: bool | str = False) -> None:
         from .pipeline.stores import open_store
         from .store.db import default_db_path
-        self.path = str(path or default_db_path())
-        self.con = open_store(self.path, read_only=read_only)
+        self.path: str = str(path or default_db_path())
+        self.con: duckdb.DuckDBPyConnection = open_store(self.path, read_only=read_only)
 
-    def ingest(self, files, labels=None, replace=False, clock_offset_ns=None, log_format=None,
-               time_ns=None):
+    def ingest(self, files: Sequence[str | os.PathLike[str]],
+               labels: Mapping[str, str] | None = None, replace: bool = False,
+               clock_offset_ns: int | None = None, log_format: str | None = None,
+               time_ns: int | None = None) -> tuple[list[Any], list[Any]]:
         """Ingest captures and event logs (told apart by their first bytes) in one
         transaction: all of them, or none. `time_ns` dates the files that carry no
         time of their own (bench reports, harness TSV, bare /metrics scrapes).
@@ -46,26 +62,29 @@ class Store:
         done = ingest_into(self.con, inputs, labels, replace, clock_offset_ns)
         return done.captures, done.logs
 
-    def analyze(self, progress=None, params=None):
+    def analyze(self, progress: Callable[..., object] | None = None,
+                params: Mapping[str, object] | None = None) -> list[Any]:
         """Bring every derived table up to date; a StepResult per step."""
         from .pipeline.analyze import analyze
-        return analyze(self.con, progress, params)
+        results: list[Any] = analyze(self.con, progress, params)
+        return results
 
-    def sql(self, query, params=None):
+    def sql(self, query: str, params: object = None) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation of any query over the store's tables and views."""
         return self.con.sql(query, params=params)
 
-    def table(self, name):
+    def table(self, name: str) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation of one table or view (docs/tables.md lists them)."""
         return self.con.table(name)
 
-    def rows(self, name, **params):
+    def rows(self, name: str, **params: object) -> Rows:
         """(columns, rows) of analyses/<name>.sql with its parameters: what a
         view of the CLI prints, before formatting."""
         from .pipeline.runner import run_analysis
-        return run_analysis(self.con, name, **params)
+        out: Rows = run_analysis(self.con, name, **params)
+        return out
 
-    def query(self, text):
+    def query(self, text: str) -> Rows | None:
         """(columns, rows) of any SQL statement, or None when it returns no rows
         (a DDL statement); a DuckDB error becomes a QueryError."""
         import duckdb
@@ -79,7 +98,7 @@ class Store:
             return None
         return [d[0] for d in cur.description], cur.fetchall()
 
-    def view(self, name, **params):
+    def view(self, name: str, **params: object) -> pd.DataFrame:
         """A CLI view as a pandas DataFrame: attribute, handshakes, retransmissions,
         rounds, stalls, acks, rtt, requests, playback, underruns, serving. Filters as
         the CLI's: capture_id, flow_id (transport views) or run (application views)."""
@@ -91,23 +110,30 @@ class Store:
         columns, rows = self.rows(f"views/{name}", **{**BY_NAME[name].defaults(), **params})
         return pd.DataFrame(rows, columns=columns)
 
-    def comparisons(self, compare, by=(), levels=None, where=None, predict=None):
+    def comparisons(self, compare: str, by: Sequence[str] = (),
+                    levels: Sequence[str] | None = None, where: Mapping[str, str] | None = None,
+                    predict: Sequence[str] | None = None) -> list[Comparison]:
         """The ablation's Comparison objects (presentation.ablation); `predict`:
         None for none, () for the factor's default spans, or span names."""
         from .presentation.ablation import ablation
         from .presentation.ablation import predict as predicted
-        results = ablation(self.con, compare, by=tuple(by), levels=levels, where=where)
+        if isinstance(by, str):  # one factor named alone, not its letters
+            by = (by,)
+        results: list[Comparison] = ablation(self.con, compare, by=tuple(by), levels=levels,
+                                             where=where)
         if predict is not None:
             for c in results:
                 c.prediction = predicted(c, compare, tuple(predict) or None)
         return results
 
-    def ablation(self, compare, by=(), levels=None, where=None, predict=False):
+    def ablation(self, compare: str, by: Sequence[str] = (), levels: Sequence[str] | None = None,
+                 where: Mapping[str, str] | None = None, predict: bool = False) -> pd.DataFrame:
         """The table `tracekit ablation` prints, as a pandas DataFrame (times in ms);
         `predict` adds the counterfactual columns (`--predict`)."""
         import pandas as pd
 
         from .presentation.table import ablation_rows
+        by = (by,) if isinstance(by, str) else tuple(by)  # one factor named alone
         results = self.comparisons(compare, by, levels, where, () if predict else None)
         columns, rows = ablation_rows(results, tuple(by), predictions=predict)
         return pd.DataFrame(rows, columns=columns)
@@ -137,7 +163,36 @@ class Store:
         columns, rows = placement(self.con, tiers, rounds, deadline_s, run, block, samples, seed)
         return pd.DataFrame(rows, columns=columns)
 
-    def require_analyzed(self):
+    def report(self, out: str | os.PathLike[str] | None = None, run: str | None = None,
+               experiment: str | None = None, where: Mapping[str, str] | None = None,
+               compare: str | None = None, by: Sequence[str] = (),
+               levels: Sequence[str] | None = None) -> str:
+        """The HTML report `tracekit report` writes, as a string (also written to
+        `out` when given): the answer first, then the drill-down, limited to
+        the requests `run`, `experiment` and `where` ({label: value}) select;
+        `compare`/`by`/`levels` choose the ablation (else each experiment's
+        design factors)."""
+        from .presentation.html import build
+        page: str = build(self.con, run=run, experiment=experiment, compare=compare,
+                          by=(by,) if isinstance(by, str) else tuple(by),
+                          levels=list(levels) if levels else None, where=dict(where or {}))
+        if out is not None:
+            with builtins.open(out, "w", encoding="utf-8") as f:
+                f.write(page)
+        return page
+
+    def plot(self, kind: str, out: str | os.PathLike[str], **options: Any) -> tuple[str, str]:
+        """Draw the chart `tracekit plot KIND` draws into OUT.html and OUT.png and
+        return their paths. Options by kind: capture_id, flow_id, direction,
+        t_from, t_to (time-sequence, inflight, rtt); stream (buffer, chunks);
+        run (serving); request_key (waterfall); compare, by, levels, where
+        (ablation, attribution)."""
+        from .presentation import plots
+        chart, _ = plots.draw(self.con, kind, **options)
+        paths: tuple[str, str] = plots.save(chart, os.fspath(out))
+        return paths
+
+    def require_analyzed(self) -> None:
         """Raise unless `tracekit analyze` has built the derived tables."""
         n = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
                              "'handshakes'").fetchall()[0][0]
@@ -145,7 +200,8 @@ class Store:
             raise TracekitError(f"{self.path} has not been analysed yet; run: tracekit analyze "
                                 f"--db {self.path}")
 
-    def check(self, capture_id=None, flow_id=None, run=None, log_id=None, where=None):
+    def check(self, capture_id: int | None = None, flow_id: int | None = None,
+              run: str | None = None, log_id: int | None = None, where: str | None = None) -> None:
         """An id the store does not hold is an error, not an empty table
         (`where` names the store in the message about a log)."""
         con = self.con
@@ -167,59 +223,66 @@ class Store:
             raise TracekitError(f"no event log {log_id} in {where or self.path} (see tracekit "
                                 f"sql 'FROM event_logs')")
 
-    def capture_ids(self):
+    def capture_ids(self) -> list[int]:
         """The ids of the ingested captures, in order."""
         return [r[0] for r in self.con.execute(
             "SELECT capture_id FROM captures ORDER BY 1").fetchall()]
 
-    def estimate_clock(self, log_id, capture_id):
+    def estimate_clock(self, log_id: int, capture_id: int | None) -> Any:
         """A ClockEstimate of event log `log_id`'s offset against a capture's clock."""
         from .presentation.clock import estimate_offset
         self.check(log_id=log_id)
         return estimate_offset(self.con, log_id, capture_id)
 
-    def apply_clock(self, log_id, estimate):
+    def apply_clock(self, log_id: int, estimate: Any) -> None:
         """Move the log's events by a ClockEstimate (the analyses rebuild next time)."""
         from .pipeline.logs import set_clock_offset
         set_clock_offset(self.con, log_id, estimate.offset_ns, "estimated", estimate.uncertainty_ns)
 
-    def tls_keys(self, capture_id, keylog):
+    def tls_keys(self, capture_id: int, keylog: str | os.PathLike[str]) -> int:
         """Decrypt a capture's TLS with a key log (tshark); rebuild its handshakes.
         Returns the number of decrypted messages."""
         from .pipeline.analyze import analyze
         from .pipeline.steps.keylog import load_keys
-        n = load_keys(self.con, capture_id, keylog)
+        n: int = load_keys(self.con, capture_id, keylog)
         analyze(self.con)
         return n
 
-    def close(self):
+    def close(self) -> None:
         self.con.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
 
-def open(path=None, read_only=False):  # noqa: A001 - tracekit.open, like sqlite3.connect
+def open(path: str | os.PathLike[str] | None = None,  # noqa: A001 - like sqlite3.connect
+         read_only: bool | str = False) -> Store:
     """Open (creating if needed) the store at `path` (default: $TRACEKIT_DB or
     ./tracekit.duckdb); `read_only` for a store you must not change
     ("auto": read-only when the file cannot be written)."""
     return Store(os.fspath(path) if path is not None else None, read_only)
 
 
-def open_dataset(directory):
+def open_dataset(directory: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection whose views are the tables of a Parquet
     dataset (`tracekit export --parquet DIR`): `.sql(...)` as on a store."""
     from .pipeline.stores import open_dataset as dataset
-    return dataset(str(directory))
+    con: duckdb.DuckDBPyConnection = dataset(str(directory))
+    return con
 
 
-def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_format="auto",
-           clock_offset_ns=None, time_ns=None, progress=None, workers=None, cluster=None,
-           dataset_progress=None):
+def ingest(db: str | os.PathLike[str] | None = None,
+           files: Sequence[str | os.PathLike[str]] = (),
+           manifests: Sequence[str | os.PathLike[str]] = (),
+           labels: Mapping[str, str] | None = None, replace: bool = False,
+           input_format: str = "auto", clock_offset_ns: int | None = None,
+           time_ns: int | None = None, progress: Callable[..., object] | None = None,
+           workers: int | None = None, cluster: str | None = None,
+           dataset_progress: Callable[..., object] | None = None) -> Any:
     """Ingest files and manifests' runs into the store or dataset `db`
     (pipeline.ingest.ingest); returns an Ingested."""
     from .pipeline.ingest import ingest as run
@@ -227,15 +290,19 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
                progress, workers, cluster, dataset_progress)
 
 
-def on_dataset(db, workers=None, cluster=None):
+def on_dataset(db: str | os.PathLike[str] | None, workers: int | None = None,
+               cluster: str | None = None) -> bool:
     """Whether `db` is a Parquet dataset (analysed on Dask)."""
     from .pipeline.ingest import on_dask
     from .store.db import default_db_path
-    return on_dask(str(db or default_db_path()), workers, cluster)
+    return bool(on_dask(str(db or default_db_path()), workers, cluster))
 
 
-def analyze(db=None, params=None, progress=None, workers=None, cluster=None,
-            dataset_progress=None):
+def analyze(db: str | os.PathLike[str] | None = None,
+            params: Mapping[str, object] | None = None,
+            progress: Callable[..., object] | None = None, workers: int | None = None,
+            cluster: str | None = None,
+            dataset_progress: Callable[..., object] | None = None) -> Any:
     """Bring every derived table of `db` up to date: a StepResult per step for
     a store; for a dataset (on Dask) a (DatasetRun, where) pair."""
     if on_dataset(db, workers, cluster):
@@ -247,22 +314,25 @@ def analyze(db=None, params=None, progress=None, workers=None, cluster=None,
         return store.analyze(progress, params)
 
 
-def export(db, directory):
+def export(db: str | os.PathLike[str], directory: str | os.PathLike[str]) -> dict[str, int]:
     """Write the store as a Parquet dataset in a new folder; {table: rows}."""
     from .pipeline.analyze import store_wide_tables
     from .store.dataset import export as write
     with open(db, read_only=True) as store:
-        return write(store.con, directory, whole=store_wide_tables())
+        written: dict[str, int] = write(store.con, directory, whole=store_wide_tables())
+    return written
 
 
-def import_dataset(directory, db):
+def import_dataset(directory: str | os.PathLike[str],
+                   db: str | os.PathLike[str]) -> dict[str, int]:
     """Fill a new store from a Parquet dataset; {table: rows}."""
     from .store.dataset import import_into
     with open(db) as store:
-        return import_into(store.con, directory)
+        read: dict[str, int] = import_into(store.con, directory)
+    return read
 
 
-def lab_plan(experiment):
+def lab_plan(experiment: str | os.PathLike[str]) -> tuple[Any, list[tuple[Any, ...]]]:
     """(spec, [(trial, order, factor levels, settings)]) of an experiment file."""
     from .lab import experiment as ex
     spec = ex.load(experiment)
@@ -270,7 +340,10 @@ def lab_plan(experiment):
                   for trial, order, combo in ex.schedule(spec)]
 
 
-def lab_run(experiment, workdir, db, progress=None, resume=False, on_runs_done=None):
+def lab_run(experiment: str | os.PathLike[str], workdir: str | os.PathLike[str],
+            db: str | os.PathLike[str], progress: Callable[..., object] | None = None,
+            resume: bool = False,
+            on_runs_done: Callable[[Any], object] | None = None) -> tuple[Any, Any, Any]:
     """Run an experiment file (root), then ingest every run with its labels into
     `db`. `on_runs_done(busy)` is called between the runs and the ingest with the
     runs the machine disturbed. Returns (spec, manifests, disturbed runs)."""
@@ -288,17 +361,17 @@ def lab_run(experiment, workdir, db, progress=None, resume=False, on_runs_done=N
     return spec, manifests, busy
 
 
-def lab_clean(force=False):
+def lab_clean(force: bool = False) -> list[str]:
     """Remove what crashed lab runs left; the lines saying what was done."""
     from .lab import cleanup
     return list(cleanup.clean(force))
 
 
-def parse_time(text, option="--time"):
+def parse_time(text: str, option: str = "--time") -> int:
     """An RFC 3339 time -> int ns since the epoch (TracekitError if it is not one
     within 1677-2262, what int64 nanoseconds hold)."""
     from .readers.events.logfmt import rfc3339_ns
-    ns = rfc3339_ns(text)
+    ns: int | None = rfc3339_ns(text)
     if ns is None or not -(1 << 63) < ns < (1 << 63):
         raise TracekitError(f"{option} {text!r} is not an RFC 3339 time within 1677-2262 "
                             f"(e.g. 2026-08-18T10:00:00Z or 2026-08-18T18:00:00.5+08:00)")

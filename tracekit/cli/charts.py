@@ -15,6 +15,10 @@ from .common import CONTEXT, db_option, handle_errors, parse_labels
               help="Capture id (needed when the store holds several); flow charts.")
 @click.option("--direction", type=click.Choice(["s2c", "c2s"]), default="s2c", show_default=True,
               help="Data direction to draw; flow charts.")
+@click.option("--from", "t_from", type=float, default=None, metavar="S",
+              help="Flow charts: from S seconds after the flow's first packet.")
+@click.option("--to", "t_to", type=float, default=None, metavar="S",
+              help="Flow charts: up to S seconds (a short stretch is drawn in full detail).")
 @click.option("--stream", default=None, help="Audio stream (buffer, chunks charts).")
 @click.option("--run", default=None, help="Only this run (serving chart).")
 @click.option("--request", "request_key", default=None, help="Request key (waterfall chart).")
@@ -27,12 +31,14 @@ from .common import CONTEXT, db_option, handle_errors, parse_labels
               help="Output path without extension (default from the kind and ids).")
 @db_option
 @handle_errors
-def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare, by, levels,
-         where, stem, db):
+def plot(kind, flow_id, capture_id, direction, t_from, t_to, stream, run, request_key, compare,
+         by, levels, where, stem, db):
     """Draw a chart: STEM.html (self-contained, works offline) and STEM.png.
 
     \b
-    Flow charts: time-sequence, inflight, rtt (--capture, --flow).
+    Flow charts: time-sequence, inflight, rtt (--capture, --flow); a long
+    flow is drawn from per-pixel min/max aggregates, --from/--to S draws a
+    stretch of it in full detail.
     Application charts: buffer (playback buffer and underruns), chunks
     (chunk timeline) (--stream); serving (throughput and TPOT by batch size);
     streams (a connection's streams: sent, arrived, head-of-line; --stream
@@ -51,14 +57,15 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
         where = parse_labels(where) if compare else {}
         chart, default = plots.draw(store.con, kind, flow_id, capture_id, direction, stream, run,
                                     request_key, compare, by,
-                                    levels.split(",") if levels else None, where)
+                                    levels.split(",") if levels else None, where, t_from, t_to)
         html, png = plots.save(chart, stem or default)
     click.echo(f"wrote {html} and {png}")
 
 
 @click.command(context_settings=CONTEXT)
 @click.option("--run", "run", default=None,
-              help="A run or an experiment (its label); the whole store without it.")
+              help="Only this run (its run label or the events' run field), as the views.")
+@click.option("--experiment", default=None, help="Only this experiment's requests.")
 @click.option("--compare", default=None, metavar="FACTOR",
               help="Show the ablation of this factor (as tracekit ablation).")
 @click.option("--by", multiple=True, metavar="FACTOR", help="Ablation rows per level of this.")
@@ -68,20 +75,19 @@ def plot(kind, flow_id, capture_id, direction, stream, run, request_key, compare
               help="The HTML file to write.")
 @db_option
 @handle_errors
-def report(run, compare, by, levels, where, out, db):
-    """Write one self-contained HTML report (it opens offline in any browser): what
-    was measured, the ablation table with intervals, attribution per arm and per
-    request, time-sequence graphs of the flows that matter, playback and serving,
-    and where every figure came from.
+def report(run, experiment, compare, by, levels, where, out, db):
+    """Write one self-contained HTML report (it opens offline in any browser). It
+    leads with the answer -- each ablation's verdict, where the time went, the
+    flagged requests -- then the ablation tables, the requests and their
+    waterfalls, the flows that matter, playback, serving and what was measured,
+    all limited to the requests --run, --experiment and --where select.
 
     \b
     Example:
-      tracekit report --run cross-region --compare path --by connection --levels direct,tunnel --out report.html
+      tracekit report --experiment cross-region --compare path --by connection --levels direct,tunnel --out report.html
     """
-    from ..presentation.html import build
     with api.open(db, read_only=True) as store:
-        page = build(store.con, run=run, compare=compare, by=by,
-                     levels=levels.split(",") if levels else None, where=parse_labels(where))
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(page)
+        page = store.report(out, run=run, experiment=experiment, compare=compare, by=by,
+                            levels=levels.split(",") if levels else None,
+                            where=parse_labels(where))
     click.echo(f"wrote {out} ({len(page) / 1e6:.1f} MB, self-contained)")

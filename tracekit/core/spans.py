@@ -62,3 +62,18 @@ STREAM_SPANS = (
     Span("hol_blocking", "#393b79", False, False, "complete, held behind another stream's missing bytes"),
 )
 STREAM_COLORS = {s.name: s.color for s in STREAM_SPANS}
+
+# The sender's limitation states (the `stalls` table), each with one colour
+# every chart uses; a state that means what a span means has the span's colour.
+STATE_COLORS = {
+    "handshake": COLORS["connect_tcp"],
+    "slow_start": "#f7e1a0",
+    "congestion_limited": COLORS["window_waiting"],
+    "receive_window_limited": COLORS["receiver_limited"],
+    "zero_window": "#5c4033",
+    "application_limited": COLORS["server_idle"],
+    "pacing_idle": COLORS["pacing"],
+    "loss_recovery": COLORS["loss_recovery"],
+    "rto_wait": "#6b3d73",
+    "closed": "#e8e8e8",
+}

@@ -253,3 +253,41 @@ def _rtt_spread(con, request_keys):
                           [request_keys]).fetchall()
         value = row[0][0] if row else None
     return float(value) if value is not None else float("nan")
+
+
+def sign_test(wins_a, wins_b):
+    """Two-sided exact sign test: the chance of a split at least this uneven
+    if each round were a coin toss (ties dropped)."""
+    import math
+    n = wins_a + wins_b
+    if not n:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins_a, wins_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def verdict(c):
+    """(differs, text) of a Comparison, hedged: "no difference" when the 95 %
+    interval of the ratio includes 1, when the rounds won are split (a sign
+    test p >= 0.05, or the arm that won more rounds has the longer median),
+    or when the medians differ by less than the RTT spread."""
+    import math
+    if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
+        return False, "an arm has no requests"
+    a, b = c.arms[0].level, c.arms[1].level
+    if not math.isfinite(c.ci_low):
+        return False, f"too few requests to tell ({a}/{b} = {c.ratio_of_medians:.2f})"
+    faster, slower = (a, b) if c.ratio_of_medians < 1 else (b, a)
+    wins = c.won if c.ratio_of_medians < 1 else c.won[::-1]
+    reasons = []
+    if c.ci_low <= 1 <= c.ci_high:
+        reasons.append(f"the 95 % interval {c.ci_low:.2f}-{c.ci_high:.2f} includes 1")
+    if wins[0] <= wins[1] or sign_test(*c.won) >= 0.05:
+        reasons.append(f"rounds won split {c.won[0]}-{c.won[1]}")
+    if c.no_difference:
+        reasons.append("the medians differ by less than the RTT spread")
+    ratio = f"{a}/{b} = {c.ratio_of_medians:.2f}"
+    if reasons:
+        return False, f"no difference shown: {ratio}, but {' and '.join(reasons)}"
+    return True, (f"{faster} faster than {slower}: {ratio} (95 % interval "
+                  f"{c.ci_low:.2f}-{c.ci_high:.2f}), {faster} won {wins[0]} of {c.pairs} rounds")

@@ -41,12 +41,16 @@ def ablation_bars(results, by):
 
 
 def waterfall(con, request_key):
-    """The spans of one request, one after another, irreducible ones marked."""
+    """The spans of one request as a timeline: one after another in the order
+    attribution.sql lays them (span_order; within a span, episodes and rounds
+    in numeric order, not as strings), irreducible ones solid."""
     alt = _alt()
     df = con.execute("""
-        SELECT span || coalesce(' (' || detail || ')', '') AS label, span, ns / 1e6 AS ms,
+        SELECT span || coalesce(' (' || detail || ')', '') AS label, span, ns::DOUBLE / 1e6 AS ms,
                irreducible, span_order
-        FROM attribution WHERE request_key = ? ORDER BY span_order, detail""", [request_key]).df()
+        FROM attribution WHERE request_key = ?
+        ORDER BY span_order, list_transform(regexp_extract_all(coalesce(detail, ''), '[0-9]+'),
+                                            lambda d: d::BIGINT), detail""", [request_key]).df()
     if df.empty:
         raise TracekitError(f"no request {request_key!r} in attribution (see tracekit requests)")
     df["end_ms"] = df["ms"].cumsum()
@@ -59,8 +63,9 @@ def waterfall(con, request_key):
         color=alt.Color("span:N", scale=scale, legend=None),
         opacity=alt.condition("datum.irreducible", alt.value(1.0), alt.value(0.6)),
         tooltip=["span", "label", "ms", "irreducible"])
-    return bars.properties(width=700, height=24 * len(df) + 40,
-                           title=f"Where the time of {request_key} went (solid: irreducible)")
+    return bars.properties(width=700, height=24 * len(df) + 40, title=alt.TitleParams(
+        f"Where the time of request {request_key} went, in order",
+        subtitle="solid: irreducible (part of the serial bound); light: the rest"))
 
 
 def attribution_stacked(results, by):

@@ -1,127 +1,25 @@
-"""`tracekit report`: one self-contained HTML page of a store, a run or an
-experiment -- what was measured, the ablation table, where the time went per
-arm and per request, the flows that matter, playback and serving -- with the
-provenance of every figure (which capture, which log, vantage, the bound's
-inputs and where each came from).
+"""`tracekit report`: one self-contained HTML page that leads with the answer.
 
-The page needs no network: Vega, Vega-Lite and Vega-Embed are inlined once
-(vl-convert's bundle) and every chart is a Vega-Lite spec drawn as SVG. The
-tables hold the numbers the CLI prints (the same SQL views), as text.
+First "The answer": for each experiment (or run) in scope, the ablation's
+verdict for each factor of its design (or the `--compare` asked for), hedged
+as `tracekit ablation` hedges it; where the time went (each span's share of
+the scope's requests' time); the flagged requests. Then the drill-down: the
+ablation tables and charts, the requests with their bound and gap, the
+waterfalls of the median and the largest gap, the flows with the most
+retransmissions, playback and serving, and what was measured (captures and
+logs). Every section holds only what `--run`, `--experiment` and `--where`
+select (presentation/scope.py), the same requests the views show.
+
+The page is a Jinja2 template with autoescaping and the charts' specs are
+inert JSON (presentation/page.py): a value in the store is always text.
 """
-
-import datetime
-import html
-import json
 
 from ..core.errors import TracekitError
-from ..core.version import __version__
 from ..pipeline.runner import run_analysis
+from .page import Page
+from .scope import resolve
 
-
-def _esc(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return html.escape(f"{v:g}")
-    return html.escape(str(v))
-
-
-def _table(columns, rows, cls="data", limit=None):
-    shown = rows if limit is None else rows[:limit]
-    head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(v)}</td>" for v in r) + "</tr>" for r in shown)
-    more = (f"<p class='note'>{len(rows) - len(shown):,} more rows: tracekit sql or the CLI "
-            f"views show them all.</p>" if len(rows) > len(shown) else "")
-    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
-
-
-class Page:
-    def __init__(self, title):
-        self.title = title
-        self.sections = []  # (heading, html)
-        self.charts = []  # (div id, spec)
-
-    def section(self, heading, body):
-        self.sections.append((heading, body))
-
-    def chart(self, chart, caption):
-        cid = f"chart{len(self.charts)}"
-        self.charts.append((cid, chart.to_dict()))
-        return (f"<figure><div id='{cid}' class='chart'></div>"
-                f"<figcaption>{caption}</figcaption></figure>")
-
-    def render(self):
-        import vl_convert
-        bundle = vl_convert.javascript_bundle()
-        specs = json.dumps({cid: spec for cid, spec in self.charts})
-        toc = "".join(f"<li><a href='#s{i}'>{html.escape(h)}</a></li>"
-                      for i, (h, _) in enumerate(self.sections))
-        body = "".join(f"<section id='s{i}'><h2>{html.escape(h)}</h2>{b}</section>"
-                       for i, (h, b) in enumerate(self.sections))
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>{html.escape(self.title)}</title>
-<style>
-body {{ font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
-h1 {{ font-size: 1.6em; }} h2 {{ border-bottom: 1px solid #ddd; padding-bottom: .2em; }}
-table.data {{ border-collapse: collapse; font: 12px/1.3 ui-monospace, monospace; margin: .5em 0; }}
-table.data th, table.data td {{ border: 1px solid #ddd; padding: 2px 6px; text-align: right;
-                               vertical-align: top; }}
-td:last-child {{ text-align: left; }}
-table.data th {{ background: #f4f4f4; }}
-figure {{ margin: 1em 0; }} figcaption, .note {{ color: #555; font-size: 12px; }}
-</style></head><body>
-<h1>{html.escape(self.title)}</h1>
-<p class="note">tracekit {__version__}, {stamp}. Every number below is in the store; the
-captions say where each came from.</p>
-<ol>{toc}</ol>
-{body}
-<pre id="errors" hidden></pre>
-<script>
-// every error the page meets is written into #errors (a test reads it back)
-const errors = document.getElementById("errors");
-function note(text) {{ errors.hidden = false; errors.textContent += text + "\n"; }}
-window.addEventListener("error", e => note("error: " + e.message));
-const consoleError = console.error;
-console.error = (...args) => {{ note("console.error: " + args.join(" ")); consoleError(...args); }};
-</script>
-<script>{bundle}</script>
-<script>
-const specs = {specs};
-for (const [id, spec] of Object.entries(specs)) {{
-  vegaEmbed("#" + id, spec, {{renderer: "svg", actions: false}})
-    .then(() => document.getElementById(id).setAttribute("data-rendered", "yes"))
-    .catch(err => console.error("chart " + id + ": " + err));
-}}
-</script>
-</body></html>
-"""
-
-
-def _measured(con, page, where_run):
-    cols, rows = _query(con, """
-        SELECT capture_id AS capture, file_name, format, packets,
-               round((last_ts_ns - first_ts_ns) / 1e9, 3) AS seconds,
-               read_stop, array_to_string(list_transform(map_entries(labels),
-                                                         lambda e: e.key || '=' || e.value), ' ') AS labels
-        FROM captures c
-        WHERE $run IS NULL OR labels['run'] = $run OR labels['experiment'] = $run
-        ORDER BY capture_id""", run=where_run)
-    logs_cols, logs = _query(con, """
-        SELECT log_id AS log, file_name, format, events, malformed, clock_source,
-               array_to_string(list_transform(map_entries(labels),
-                                              lambda e: e.key || '=' || e.value), ' ') AS labels
-        FROM event_logs
-        WHERE $run IS NULL OR labels['run'] = $run OR labels['experiment'] = $run
-        ORDER BY log_id""", run=where_run)
-    if not rows and not logs:
-        raise TracekitError("nothing in the store matches (see tracekit captures and runs)")
-    page.section("What was measured",
-                 "<h3>Captures</h3>" + _table(cols, rows, limit=40)
-                 + "<h3>Event logs</h3>" + (_table(logs_cols, logs, limit=40) if logs else
-                                             "<p class='note'>none</p>"))
-    return [r[0] for r in rows]
+REQUEST_ROWS = 200
 
 
 def _query(con, sql, **params):
@@ -129,129 +27,226 @@ def _query(con, sql, **params):
     return [d[0] for d in cur.description], cur.fetchall()
 
 
-def _ablation(con, page, compare, by, levels, where):
-    from .ablation import ablation
+def _designs(con, scope, compare, by, levels):
+    """[(experiment or None, compare, by, levels, where)] of the ablations to show."""
+    experiments = sorted({r[2] for r in scope.requests if r[2] is not None})
+    out = []
+    for e in experiments:
+        where = {**scope.labels(), "experiment": e}
+        if compare:
+            out.append((e, compare, tuple(by), levels, where))
+            continue
+        design = con.execute("SELECT any_value(design) FROM runs WHERE experiment = ?",
+                             [e]).fetchall()[0][0] or []
+        for factor in (f for f in design if f not in where):  # (a factor --where fixes: none)
+            out.append((e, factor, tuple(f for f in design if f != factor), None, where))
+    if compare and not experiments:
+        out.append((None, compare, tuple(by), levels, scope.labels()))
+    return out
+
+
+def _ablations(con, page, scope, compare, by, levels):
+    """The verdict lines of the answer; the tables and charts in their section."""
+    from .ablation import ablation, verdict
     from .ablation_charts import ablation_bars, attribution_stacked
     from .table import ablation_rows
-    results = ablation(con, compare, by=by, levels=levels, where=where)
-    cols, rows = ablation_rows(results, by)
-    text = _table(cols, rows)
-    text += page.chart(ablation_bars(results, by),
-                       f"Median request time per arm of <code>{_esc(compare)}</code> with its "
-                       f"bootstrap 95 % interval (2,000 resamples, seed 1); requests of "
-                       f"{_esc(where or 'the whole store')}.")
-    text += page.chart(attribution_stacked(results, by),
-                       "The median of each span per arm (tracekit attribution): each span is "
-                       "backed by evidence; what nothing explains is <code>unexplained</code>.")
-    page.section(f"Ablation: {compare}" + (f" by {', '.join(by)}" if by else ""), text)
+    lines, blocks, charted = [], [], set()
+    for experiment, factor, by_, levels_, where in _designs(con, scope, compare, by, levels):
+        try:
+            results = ablation(con, factor, by=by_, levels=levels_, where=where)
+        except TracekitError as e:
+            lines.append(f"{experiment or scope.describe()}: {factor}: {e}")
+            continue
+        name = f"{factor}" + (f" by {', '.join(by_)}" if by_ else "")
+        for c in results:
+            cell = c.label(by_)
+            lines.append(f"{experiment or 'requests'}: {factor}"
+                         + (f" ({cell})" if cell else "") + f": {verdict(c)[1]}")
+        cols, rows = ablation_rows(results, by_)
+        blocks.append(Page.text(
+            f"Requests with {', '.join(f'{k}={v}' for k, v in where.items())}; ratio = first "
+            f"arm / second; spans_moved: the median paired change of each span, signed, in ms.",
+            heading=f"{experiment or scope.describe()}: {name}"))
+        blocks.append(Page.table(cols, rows))
+        if experiment not in charted:
+            charted.add(experiment)
+            blocks.append(page.chart(ablation_bars(results, by_),
+                                     f"Median request time per arm of {factor} with its bootstrap "
+                                     f"95 % interval (2,000 resamples, seed 1)."))
+            blocks.append(page.chart(attribution_stacked(results, by_),
+                                     "The median of each span per arm (tracekit attribution): "
+                                     "each span is backed by evidence; what nothing explains "
+                                     "is unexplained."))
+    return lines, blocks
 
 
-def _attribution(con, page, run):
+def _groups(con, scope, attribute):
+    """(columns, rows): per experiment (else run) in scope, its requests, their
+    median time, the spans that took most of it and the flagged requests."""
+    cols, rows = attribute
+    col = {c: i for i, c in enumerate(cols)}
+    group = {r[0]: r[2] or (f"run {r[1]}" if r[1] else "requests of no run") for r in scope.requests}
+    spans = con.execute("""
+        SELECT request_key, span, sum(ns)::DOUBLE FROM attribution
+        WHERE list_contains($keys, request_key) GROUP BY ALL HAVING sum(ns) > 0""",
+                        {"keys": scope.keys}).fetchall()
+    totals = {}
+    for key, span, ns in spans:
+        by_span = totals.setdefault(group[key], {})
+        by_span[span] = by_span.get(span, 0) + ns
+    out = []
+    for name in sorted({group[r[0]] for r in rows}):
+        mine = [r for r in rows if group[r[0]] == name]
+        measured = sorted(r[col["measured_ms"]] for r in mine if r[col["measured_ms"]] is not None)
+        by_span = totals.get(name, {})
+        whole = sum(by_span.values()) or 1
+        top = sorted(by_span.items(), key=lambda kv: -kv[1])[:4]
+        out.append([name, len(mine), measured[len(measured) // 2] if measured else None,
+                    ", ".join(f"{span} {ns / whole:.0%}" for span, ns in top),
+                    sum(1 for r in mine if r[col["flag"]])])
+    return ["requests of", "requests", "median_ms", "most of their time", "flagged"], out
+
+
+def _answer(con, page, scope, attribute, ablation_lines):
+    cols, rows = attribute
+    col = {c: i for i, c in enumerate(cols)}
+    lines = list(ablation_lines) or ["no ablation: no experiment in scope and no --compare"]
+    page.summary.append(Page.text(lines, heading="Verdicts of the ablations", cls="answer"))
+    if rows:
+        page.summary.append(Page.text("Each span's share of the requests' summed time "
+                                      "(tracekit attribution).", heading="Where the time went"))
+        page.summary.append(Page.table(*_groups(con, scope, attribute)))
+    flagged = [r for r in rows if r[col["flag"]]]
+    text = ([f"{r[col['request']]}: {r[col['flag']]} ({r[col['measured_ms']]} ms measured)"
+             for r in flagged[:5]] + ([f"and {len(flagged) - 5} more (the requests table)"]
+                                      if len(flagged) > 5 else [])) or ["none"]
+    page.summary.append(Page.text(text, heading=f"Flagged requests: {len(flagged)}", cls="answer"))
+
+
+def _requests(con, page, scope, attribute):
     from .ablation_charts import waterfall
-    cols, rows = run_analysis(con, "views/attribute", run=run)
+    cols, rows = attribute
     if not rows:
         return
-    text = _table(cols, rows, limit=300)
     col = {c: i for i, c in enumerate(cols)}
+    blocks = page.section("Requests: measured, bound and gap", "requests")
+    blocks.append(Page.table(cols, rows, limit=REQUEST_ROWS,
+                             note="In start order; times in ms (the view tracekit attribute)."))
     gaps = sorted((r for r in rows if r[col["gap_ms"]] is not None), key=lambda r: r[col["gap_ms"]])
-    picks = []
-    if gaps:
-        picks = [gaps[len(gaps) // 2], gaps[-1]]
-    bound_cols, bound_rows = _query(con, """
+    picks = {}
+    for label, r in (("the median gap", gaps[len(gaps) // 2] if gaps else None),
+                     ("the largest gap", gaps[-1] if gaps else None)):
+        if r is not None and r[0] not in picks:
+            picks[r[0]] = (label, r)
+    for key, (label, r) in picks.items():
+        blocks.append(page.chart(waterfall(con, key), (
+            f"Request {key} ({label}): {r[col['measured_ms']]} ms measured, bound "
+            f"{r[col['bound_ms']]} ms, seen at the {r[col['vantage']] or 'unknown vantage'} "
+            f"point; T_c from {r[col['processing_source']] or 'no source'}.")))
+    bcols, brows = _query(con, """
         SELECT request_key, round(rtt_ns / 1e6, 3) AS rtt_ms, rtt_source,
                round(rate_bps / 1e6, 3) AS rate_mbps, rate_source,
                round(processing_ns / 1e6, 3) AS processing_ms, processing_source, vantage, partial
-        FROM bounds WHERE request_key IN (SELECT unnest($keys::VARCHAR[]))""",
-        keys=[p[0] for p in picks]) if picks else ([], [])
-    for label, r in zip(("the median gap", "the largest gap"), picks):
-        key = r[0]
-        text += page.chart(waterfall(con, key),
-                           f"Request <code>{_esc(key)}</code> ({label}): {_esc(r[col['measured_ms']])} "
-                           f"ms measured, bound {_esc(r[col['bound_ms']])} ms, seen at the "
-                           f"{_esc(r[col['vantage']])}; T_c from {_esc(r[col['processing_source']])}.")
-    if bound_rows:
-        text += "<h3>The bound's inputs for these requests, and their sources</h3>"
-        text += _table(bound_cols, bound_rows)
-    page.section("Where the time went, per request", text)
+        FROM bounds WHERE list_contains($keys, request_key) ORDER BY request_key""",
+                          keys=list(picks))
+    if brows:
+        blocks.append(Page.text("Each input of the bound of these requests, and its source.",
+                                heading="The bound's inputs"))
+        blocks.append(Page.table(bcols, brows))
 
 
-def _flows(con, page, captures, limit=3):
+def _flows(con, page, scope, limit=3):
     from .charts import time_sequence
-    if not captures:
+    if not scope.captures:
         return
     cols, rows = _query(con, """
         SELECT f.capture_id, f.flow_id, f.client_addr || ':' || f.client_port AS client,
-               f.server_addr || ':' || f.server_port AS server, f.payload_bytes_s2c AS bytes_s2c,
+               f.server_addr || ':' || f.server_port AS server, f.packets_c2s + f.packets_s2c
+               AS packets, f.payload_bytes_s2c AS bytes_s2c,
                coalesce(r.retransmissions, 0) AS retransmissions
         FROM flows f LEFT JOIN (SELECT capture_id, flow_id, count(*) AS retransmissions
                                 FROM retransmissions GROUP BY ALL) r USING (capture_id, flow_id)
-        WHERE f.protocol = 'tcp' AND f.capture_id IN (SELECT unnest($ids::INTEGER[]))
-          AND f.packets_s2c > 2
+        WHERE f.protocol = 'tcp' AND list_contains($ids, f.capture_id) AND f.packets_s2c > 2
         ORDER BY retransmissions DESC, f.payload_bytes_s2c DESC, f.capture_id, f.flow_id
-        LIMIT $limit""", ids=captures, limit=limit)
+        LIMIT $limit""", ids=scope.captures, limit=limit)
     if not rows:
         return
-    text = _table(cols, rows)
-    for capture_id, flow_id, client, server, _, retrans in rows:
-        (fname, vantage), = con.execute(
-            "SELECT c.file_name, coalesce(s.vantage, 'unknown') FROM captures c LEFT JOIN "
-            "(SELECT capture_id, any_value(vantage) AS vantage FROM rtt_summary GROUP BY ALL) s "
-            "USING (capture_id) WHERE capture_id = ?", [capture_id]).fetchall()
-        text += page.chart(time_sequence(con, capture_id, flow_id),
-                           f"Capture {capture_id} ({_esc(fname)}, seen at the {_esc(vantage)}), "
-                           f"flow {flow_id}: {_esc(server)} to {_esc(client)}; {retrans} "
-                           f"retransmissions. Segments by class, the ACK and receive-window "
-                           f"lines, SACK blocks; the ribbon below is the sender's limitation "
-                           f"state.")
-    page.section("The flows that matter", text)
+    blocks = page.section("The flows with the most retransmissions", "flows")
+    blocks.append(Page.table(cols, rows))
+    for capture_id, flow_id, client, server, _, _, retrans in rows:
+        (fname,), = con.execute("SELECT file_name FROM captures WHERE capture_id = ?",
+                                [capture_id]).fetchall()
+        blocks.append(page.chart(time_sequence(con, capture_id, flow_id), (
+            f"Capture {capture_id} ({fname}), flow {flow_id}: data {server} to {client}, "
+            f"{retrans} retransmissions. Segments by class, the ACK and receive-window lines, "
+            f"SACK blocks; the ribbon below, on the same time axis, is the sender's limitation "
+            f"state. tracekit plot time-sequence --capture {capture_id} --flow {flow_id} "
+            f"--from S --to S draws a stretch in full detail.")))
 
 
-def _playback(con, page, run):
+def _application(con, page, scope):
     from .app_charts import playback_buffer
-    cols, rows = run_analysis(con, "views/playback", run=run)
-    if not rows:
-        return
-    text = _table(cols, rows)
-    ucols, urows = run_analysis(con, "views/underruns", run=run)
-    if urows:
-        text += "<h3>Underruns</h3>" + _table(ucols, urows)
-    streams = [r[cols.index("stream")] for r in rows if not str(r[cols.index("stream")]).startswith("(")]
-    for stream in streams[:4]:
-        text += page.chart(playback_buffer(con, stream),
-                           f"Playback buffer of stream <code>{_esc(stream)}</code> (audio received "
-                           f"and not yet played), underruns shaded by the stage charged: the "
-                           f"model, the transport or the client, from the client's and the "
-                           f"server's events and the capture.")
-    page.section("Playback", text)
-
-
-def _serving(con, page, run):
-    cols, rows = run_analysis(con, "views/serving", run=run)
+    runs = None if scope.everything else set(scope.runs)
+    cols, rows = run_analysis(con, "views/playback", run=None)
+    rows = [r for r in rows if runs is None or r[cols.index("run")] in runs]
     if rows:
-        page.section("Model serving", _table(cols, rows))
+        blocks = page.section("Playback", "playback")
+        blocks.append(Page.table(cols, rows))
+        ucols, urows = run_analysis(con, "views/underruns", run=None)
+        urows = [r for r in urows if runs is None or r[ucols.index("run")] in runs]
+        if urows:
+            blocks += [Page.text("Each underrun, charged to a stage.", heading="Underruns"),
+                       Page.table(ucols, urows)]
+        streams = [r[cols.index("stream")] for r in rows
+                   if not str(r[cols.index("stream")]).startswith("(")]
+        for stream in streams[:4]:
+            blocks.append(page.chart(playback_buffer(con, stream), (
+                f"Playback buffer of stream {stream} (audio received and not yet played), "
+                f"underruns shaded by the stage charged: the model, the transport or the client.")))
+    cols, rows = run_analysis(con, "views/serving", run=scope.run) \
+        if scope.everything or (scope.run and not scope.experiment and not scope.where) \
+        else ([], [])  # (serving batches carry a run, no labels)
+    if rows:
+        page.section("Model serving", "serving").append(Page.table(cols, rows))
 
 
-def build(con, run=None, compare=None, by=(), levels=None, where=None):
-    """The report as one HTML string. `run`: a run or an experiment label (None:
-    the whole store); `compare`/`by`/`levels`/`where`: the ablation to show."""
-    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'attribution'"
-                    ).fetchall()[0][0]
-    if not n:
+def _measured(con, page, scope):
+    blocks = page.section("What was measured", "measured")
+    cols, rows = _query(con, """
+        SELECT capture_id AS capture, file_name, format, packets,
+               round((last_ts_ns - first_ts_ns) / 1e9, 3) AS seconds, read_stop,
+               array_to_string(list_transform(map_entries(labels),
+                                              lambda e: e.key || '=' || e.value), ' ') AS labels
+        FROM captures WHERE list_contains($ids, capture_id) ORDER BY capture_id""",
+                        ids=scope.captures)
+    blocks += [Page.text(f"{len(rows)} captures.", heading="Captures"), Page.table(cols, rows)]
+    cols, rows = _query(con, """
+        SELECT log_id AS log, file_name, format, events, malformed, clock_source,
+               array_to_string(list_transform(map_entries(labels),
+                                              lambda e: e.key || '=' || e.value), ' ') AS labels
+        FROM event_logs WHERE list_contains($ids, log_id) ORDER BY log_id""", ids=scope.logs)
+    blocks += [Page.text(f"{len(rows)} event logs.", heading="Event logs"), Page.table(cols, rows)]
+
+
+def build(con, run=None, experiment=None, compare=None, by=(), levels=None, where=None):
+    """The report as one HTML string: `run`, `experiment`, `where` ({label:
+    value}) choose the requests as the views do (None: the whole store);
+    `compare`/`by`/`levels` the ablation (else each factor of each
+    experiment's design)."""
+    if not con.execute("SELECT count(*) FROM information_schema.tables "
+                       "WHERE table_name = 'attribution'").fetchall()[0][0]:
         raise TracekitError("the store has not been analysed yet; run tracekit analyze")
-    title = f"tracekit report: {run}" if run else "tracekit report"
-    page = Page(title)
-    captures = _measured(con, page, run)
-    runs = [r[0] for r in con.execute(
-        "SELECT DISTINCT run FROM runs WHERE $run IS NULL OR run = $run OR experiment = $run",
-        {"run": run}).fetchall()] if run else [None]
-    if compare:
-        if run and not where:  # the ablation of this experiment (or run) only
-            (is_experiment,), = con.execute("SELECT count(*) > 0 FROM runs WHERE experiment = ?",
-                                            [run]).fetchall()
-            where = {"experiment" if is_experiment else "run": run}
-        _ablation(con, page, compare, tuple(by), levels, where)
-    _attribution(con, page, runs[0] if len(runs) == 1 else None)
-    _flows(con, page, captures)
-    _playback(con, page, run)  # (an experiment's name matches no stream's run: none shown)
-    _serving(con, page, run)
+    scope = resolve(con, run, experiment, where)
+    page = Page("tracekit report: " + scope.describe())
+    cols, rows = run_analysis(con, "views/attribute", run=None)
+    keys = set(scope.keys)
+    attribute = (cols, [r for r in rows if r[0] in keys])
+    lines, blocks = _ablations(con, page, scope, compare, tuple(by), levels)
+    _answer(con, page, scope, attribute, lines)
+    if blocks:
+        page.section("Ablations", "ablations").extend(blocks)
+    _requests(con, page, scope, attribute)
+    _flows(con, page, scope)
+    _application(con, page, scope)
+    _measured(con, page, scope)
     return page.render()

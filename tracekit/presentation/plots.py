@@ -9,7 +9,7 @@ KINDS = FLOW_CHARTS + APP_CHARTS + ATTRIBUTION_CHARTS
 
 
 def draw(con, kind, flow_id=None, capture_id=None, direction="s2c", stream=None, run=None,
-         request_key=None, compare=None, by=(), levels=None, where=None):
+         request_key=None, compare=None, by=(), levels=None, where=None, t_from=None, t_to=None):
     """(Altair chart, default file stem) of one kind of chart."""
     from . import app_charts, charts
     if kind in ATTRIBUTION_CHARTS:
@@ -42,8 +42,9 @@ def draw(con, kind, flow_id=None, capture_id=None, direction="s2c", stream=None,
         if len(ids) != 1:
             raise TracekitError(f"the store holds {len(ids)} captures; choose one with --capture")
         capture_id = ids[0]
-    return (charts.build(con, kind, capture_id, flow_id, direction),
-            f"{kind}-c{capture_id}-f{flow_id}")
+    stretch = "" if t_from is None and t_to is None else f"-{t_from or 0:g}s-{t_to or 'end'}"
+    return (charts.build(con, kind, capture_id, flow_id, direction, t_from, t_to),
+            f"{kind}-c{capture_id}-f{flow_id}{stretch}".replace("ends", "end"))
 
 
 def save(chart, stem):

@@ -79,8 +79,15 @@ def render(columns, rows, fmt="table"):
 
 
 def ablation_rows(results, by, top_spans=3, predictions=False):
-    """(columns, rows) of the ablation table; times in ms."""
+    """(columns, rows) of the ablation table; times in ms. Numbers stay numbers:
+    ci_low/ci_high (the ratio's bootstrap 95 % interval), pairs, won (rounds
+    the first arm won) and lost (rounds the second won); `spans_moved` gives
+    each span's signed median change in ms, and its share of the total change
+    only where a share reads (the arms differ and the span moved with the
+    total, by at most all of it); `verdict` is hedged (ablation.verdict)."""
     import math
+
+    from .ablation import verdict
 
     def ms(ns):
         return None if ns is None or not math.isfinite(ns) else round(ns / 1e6, 1)
@@ -91,7 +98,9 @@ def ablation_rows(results, by, top_spans=3, predictions=False):
     columns = list(by)
     for name in names:
         columns += [f"{name}_n", f"{name}_completed", f"{name}_median_ms"]
-    columns += ["ratio", "paired_ratio", "ci95", "won", "spans_moved", "rtt_spread_ms", "verdict"]
+    tail = ["ratio", "paired_ratio", "ci_low", "ci_high", "pairs", "won", "lost", "spans_moved",
+            "rtt_spread_ms", "verdict"]
+    columns += tail
     if predictions:
         columns += ["predicted_by", "predicted_ms", "saved_ms", "saved_ci95_ms", "prediction"]
     rows = []
@@ -99,21 +108,14 @@ def ablation_rows(results, by, top_spans=3, predictions=False):
         row = list(c.by)
         for arm in c.arms:
             row += [arm.n, arm.completed, ms(arm.median if arm.n else None)]
-        row += [None] * (len(columns) - len(row) - 7 - (5 if predictions else 0))
-        ci = (f"{c.ci_low:.2f}-{c.ci_high:.2f}" if math.isfinite(c.ci_low) else None)
-        moved = ", ".join(f"{name} {change / 1e6:+.1f} ms ({share:.0%})"
-                          if math.isfinite(share) and not c.no_difference
-                          else f"{name} {change / 1e6:+.1f} ms"
+        row += [None] * (len(columns) - len(row) - len(tail) - (5 if predictions else 0))
+        differs, said = verdict(c)
+        moved = ", ".join(f"{name} {change / 1e6:+.1f} ms"
+                          + (f" ({share:.0%})" if differs and 0 < share <= 1 else "")
                           for name, change, share in c.spans_moved[:top_spans])
-        if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
-            verdict = "an arm has no requests"
-        elif c.no_difference:
-            verdict = "no difference (within RTT spread)"
-        else:
-            verdict = f"{c.arms[0].level} {r3(c.ratio_of_medians)}x {c.arms[1].level}"
-        row += [r3(c.ratio_of_medians), r3(c.median_paired_ratio), ci,
-                f"{c.won[0]}-{c.won[1]}" if c.pairs else None, moved or None,
-                ms(c.rtt_spread_ns), verdict]
+        row += [r3(c.ratio_of_medians), r3(c.median_paired_ratio), r3(c.ci_low), r3(c.ci_high),
+                c.pairs, c.won[0] if c.pairs else None, c.won[1] if c.pairs else None,
+                moved or None, ms(c.rtt_spread_ns), said]
         if predictions:
             p = c.prediction
             if p is None:
