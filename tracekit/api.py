@@ -138,8 +138,9 @@ class Store:
         columns, rows = ablation_rows(results, tuple(by), predictions=predict)
         return pd.DataFrame(rows, columns=columns)
 
-    def deadline(self, rounds, deadline_s, run=None, block=5, samples=4000, seed=0,
-                 upload_bits=None, disconnect=None):
+    def deadline(self, rounds: int, deadline_s: float, run: str | None = None, block: int = 5,
+                 samples: int = 4000, seed: int = 0, upload_bits: float | None = None,
+                 disconnect: tuple[int, float] | None = None) -> pd.DataFrame:
         """What `tracekit deadline` prints, as a pandas DataFrame: P(T <= D) for a
         task of `rounds` rounds from the measured agent rounds resampled in blocks
         of `block` neighbouring rounds (and drawn independently, for contrast),
@@ -153,7 +154,9 @@ class Store:
                                  upload_bits, disconnect)
         return pd.DataFrame(rows, columns=columns)
 
-    def placement(self, tiers, rounds, deadline_s, run=None, block=5, samples=4000, seed=0):
+    def placement(self, tiers: Sequence[tuple[str, Mapping[str, float]]], rounds: int,
+                  deadline_s: float, run: str | None = None, block: int = 5, samples: int = 4000,
+                  seed: int = 0) -> pd.DataFrame:
         """What `tracekit placement` prints: the measured rounds moved to each tier
         of `tiers` [(name, {edge_s, model_s, rtt_s, setup_s, upload_s | upload_bits +
         uplink_bps, power_w})], predicted task time, P(T <= D), energy."""
@@ -378,10 +381,13 @@ def parse_time(text: str, option: str = "--time") -> int:
     return ns
 
 
-def h2_events(capture, port, out, vantage="client", connection=None, run=None, keylog=None):
+def h2_events(capture: str | os.PathLike[str], port: int, out: str | os.PathLike[str],
+              vantage: str = "client", connection: str | None = None, run: str | None = None,
+              keylog: str | os.PathLike[str] | None = None) -> int:
     """HTTP/2 frames of a capture (cleartext, or TLS 1.3 decrypted with `keylog`)
     placed in the connection's byte stream, written to `out` as tracekit's
     stream events (JSON Lines, for `ingest`; the `streams` table reads them).
     Returns how many events."""
     from .pipeline.h2events import write_h2_events
-    return write_h2_events(capture, port, out, vantage, connection, run, keylog)
+    n: int = write_h2_events(capture, port, out, vantage, connection, run, keylog)
+    return n
