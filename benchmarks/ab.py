@@ -25,7 +25,9 @@ from common import alternate, load, medians, run
 
 
 def tracekit(source, *args):
-    return [sys.executable, "-m", "tracekit.cli", *args], {"PYTHONPATH": source}
+    # -P: the working directory is not on sys.path (run from inside a source
+    # tree, `-m` would import that tree's tracekit whatever PYTHONPATH says)
+    return [sys.executable, "-P", "-m", "tracekit.cli", *args], {"PYTHONPATH": source}
 
 
 def main():
@@ -44,7 +46,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tracekit-ab-")
     try:
         for name, src in sources.items():  # each version's kernels, and its ingested store
-            subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", *samples],
+            subprocess.run([sys.executable, "-P", "-m", "tracekit.pipeline.warmup", *samples],
                            env={**os.environ, "PYTHONPATH": src}, check=True,
                            stdout=subprocess.DEVNULL)
             cmd, env = tracekit(src, "ingest", *what, "--db", f"{work}/{name}-base.duckdb")

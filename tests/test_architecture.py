@@ -35,21 +35,23 @@ def _python_files():
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-SPLIT_PENDING = pytest.mark.xfail(
-    strict=True, reason="issue #29: the long kernels and modules are being split (branch split)")
+# split on branch harden; remove when merged
+ALLOWED_LONG = {"tracekit/readers/capture/pcapng.py", "tracekit/pipeline/captures.py"}
 
 
-@SPLIT_PENDING
 def test_no_module_is_longer_than_a_sitting():
-    long = [(str(p.relative_to(ROOT)), n) for p in _python_files()
-            if (n := p.read_text().count("\n")) > MODULE_LINES]
+    long = [(path, n) for p in _python_files()
+            if (n := p.read_text().count("\n")) > MODULE_LINES
+            and (path := p.relative_to(ROOT).as_posix()) not in ALLOWED_LONG]
     assert not long
 
 
-@SPLIT_PENDING
 def test_no_function_is_longer_than_a_screenful_unless_it_is_one_state_machine():
     long = []
     for p in _python_files():
+        path = p.relative_to(ROOT).as_posix()
+        if path in ALLOWED_LONG:
+            continue
         tree = ast.parse(p.read_text())
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -57,8 +59,23 @@ def test_no_function_is_longer_than_a_screenful_unless_it_is_one_state_machine()
             n = node.end_lineno - node.lineno + 1
             doc = ast.get_docstring(node) or ""
             if n > FUNCTION_LINES and STATE_MACHINE not in doc:
-                long.append((f"{p.relative_to(ROOT)}:{node.lineno}", node.name, n))
+                long.append((f"{path}:{node.lineno}", node.name, n))
     assert not long
+
+
+def _breaks_a_size_rule(p):
+    text = p.read_text()
+    return text.count("\n") > MODULE_LINES or any(
+        node.end_lineno - node.lineno + 1 > FUNCTION_LINES
+        and STATE_MACHINE not in (ast.get_docstring(node) or "")
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def test_the_allow_list_holds_only_files_that_still_break_the_rules():
+    """Once harden's split is merged its files obey: take them off ALLOWED_LONG."""
+    assert [path for path in sorted(ALLOWED_LONG)
+            if not _breaks_a_size_rule(ROOT / path)] == []
 
 
 def test_the_drawing_of_the_imports_is_current_and_points_down():

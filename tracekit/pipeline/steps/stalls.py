@@ -210,107 +210,141 @@ def _drained(st, k, drain, p_next, now):
     st[k, P_UNDRAINED] = -1
 
 
-@kernel(helpers=(alloc, release, _emit, _resolve, _pend, _drained))
+def _open_slot(fl, fid, fs, st, ep_ptr):
+    """A flow's first packet: its slot and both directions start afresh."""
+    fs[fl, FLOW_ID] = fid
+    fs[fl, HAS_PREV] = 0
+    for d in range(2):
+        k = 2 * fl + d
+        for c in range(NSTATE):
+            st[k, c] = 0
+        st[k, PEER_WIN] = -1
+        st[k, CUR_FLIGHT] = -1
+        st[k, R_STATE] = -1
+        st[k, P_HEAD] = -1
+        st[k, P_TAIL] = -1
+        st[k, P_UNDRAINED] = -1
+        st[k, EP_NEXT] = ep_ptr[2 * fid + d]
+
+
+def _certain_state(k, fid, d, now, next_rto, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
+                   st):
+    """The states the interval from `now` has whatever comes next: handshake,
+    closed, application limited (nothing in flight), rto_wait, loss_recovery;
+    -1 when none holds. Moves direction k past the loss episodes begun by now."""
+    infl = st[k, INFL]
+    e = st[k, EP_NEXT]
+    while e < ep_ptr[2 * fid + d + 1] and ep_start[e] <= now:
+        e += 1
+    st[k, EP_NEXT] = e
+    recovering = e > ep_ptr[2 * fid + d] and ep_end[e - 1] > now
+    if ack_ts[fid] >= 0 and now < ack_ts[fid]:
+        return HANDSHAKE
+    if now >= rst_ts[fid] or (now >= fin_ts[fid, d] and infl == 0):
+        return CLOSED
+    if infl == 0:
+        return APP
+    if next_rto:
+        return RTO_WAIT
+    if recovering:
+        return RECOVERY
+    return -1
+
+
+def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st):
+    """What limited a sender with data in flight, unless the tail rule finds it
+    application limited: zero window, receive window, pacing, slow start or
+    congestion."""
+    first_loss = NEVER
+    if ep_ptr[2 * fid + d] < ep_ptr[2 * fid + d + 1]:
+        first_loss = ep_start[ep_ptr[2 * fid + d]]
+    infl = st[k, INFL]
+    pw = st[k, PEER_WIN]
+    growing = st[k, PREV_GROWING] or (st[k, PREV_BYTES] > 0 and 2 * st[k, CUR_BYTES]
+                                      >= 3 * st[k, PREV_BYTES])
+    if pw == 0:
+        return ZERO_WINDOW
+    if pw >= 0 and infl + st[k, MSS] > pw:
+        return RWND
+    if next_new and gap >= PACING_GAP_NS:
+        return PACING
+    if growing and now < first_loss:
+        return SLOW_START
+    return CONGESTION
+
+
+def _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window, flight, fs, st,
+            pm, pending, out, out_m):
+    """What packet j changes: the peer's window, the sender's MSS, flights and
+    pending runs (new data decides them), in-flight bytes and drains."""
+    fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next = pending
+    now_j = ts[j]
+    if window[j] >= 0:
+        st[2 * fl + (1 - own_j), PEER_WIN] = window[j]  # this side's window bounds the other's data
+    ko = 2 * fl + own_j
+    if payload[j] > st[ko, MSS]:
+        st[ko, MSS] = payload[j]
+    if new_data[j]:
+        if flight[j] != st[ko, CUR_FLIGHT]:  # a new flight: did the last one grow?
+            st[ko, PREV_GROWING] = 1 if (st[ko, PREV_BYTES] > 0 and 2 * st[ko, CUR_BYTES]
+                                         >= 3 * st[ko, PREV_BYTES]) else 0
+            st[ko, PREV_BYTES] = st[ko, CUR_BYTES]
+            st[ko, CUR_BYTES] = 0
+            st[ko, CUR_FLIGHT] = flight[j]
+        st[ko, CUR_BYTES] += payload[j]
+        _resolve(st, ko, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
+                 p_next, now_j, 0, fs, fl, out, out_m)
+    st[ko, INFL] = inflight[j]
+    st[2 * fl + 1 - own_j, INFL] = peer_inflight[j]
+    for d in range(2):
+        k = 2 * fl + d
+        if st[k, P_HEAD] != -1:
+            if st[k, INFL] == 0:
+                _drained(st, k, drain, p_next, now_j)
+            _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
+                     drain, p_next, -1, now_j, fs, fl, out, out_m)
+
+
+@kernel(helpers=(alloc, release, _emit, _resolve, _pend, _drained, _open_slot, _certain_state,
+                 _fallback, _packet))
 def limitation_runs(ts, flow, slot, first, from_client, new_data, rto, payload, inflight,
                     peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start,
                     ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets, max_inf,
                     drain, p_next, out, out_m):
-    """One chunk of a capture's TCP packets in frame order; runs written to `out`."""
-    n = len(ts)
-    for j in range(n):
+    """One chunk of a capture's TCP packets in frame order; runs written to `out`.
+    Per packet: the interval since the flow's previous packet gets a state per
+    direction (certain, or pending on the tail rule), then the packet's own
+    changes."""
+    pending = (fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next)
+    for j in range(len(ts)):
         fl = slot[j]
         fid = flow[j]
         own_j = 0 if from_client[j] else 1
         if first[j]:
-            fs[fl, FLOW_ID] = fid
-            fs[fl, HAS_PREV] = 0
-            for d in range(2):
-                k = 2 * fl + d
-                for c in range(NSTATE):
-                    st[k, c] = 0
-                st[k, PEER_WIN] = -1
-                st[k, CUR_FLIGHT] = -1
-                st[k, R_STATE] = -1
-                st[k, P_HEAD] = -1
-                st[k, P_TAIL] = -1
-                st[k, P_UNDRAINED] = -1
-                st[k, EP_NEXT] = ep_ptr[2 * fid + d]
+            _open_slot(fl, fid, fs, st, ep_ptr)
         now_j = ts[j]
         if fs[fl, HAS_PREV]:
             now = fs[fl, PREV_TS]
             for d in range(2):
                 k = 2 * fl + d
                 infl = st[k, INFL]
-                e = st[k, EP_NEXT]
-                while e < ep_ptr[2 * fid + d + 1] and ep_start[e] <= now:
-                    e += 1
-                st[k, EP_NEXT] = e
-                recovering = e > ep_ptr[2 * fid + d] and ep_end[e - 1] > now
                 next_own = own_j == d
-                first_loss = NEVER
-                if ep_ptr[2 * fid + d] < ep_ptr[2 * fid + d + 1]:
-                    first_loss = ep_start[ep_ptr[2 * fid + d]]
-                if ack_ts[fid] >= 0 and now < ack_ts[fid]:
-                    state = HANDSHAKE
-                elif now >= rst_ts[fid] or (now >= fin_ts[fid, d] and infl == 0):
-                    state = CLOSED
-                elif infl == 0:
-                    state = APP
-                elif next_own and rto[j]:
-                    state = RTO_WAIT
-                elif recovering:
-                    state = RECOVERY
-                else:
-                    state = -1  # the tail rule decides, else this fallback:
-                if state == -1:
-                    pw = st[k, PEER_WIN]
-                    growing = st[k, PREV_GROWING] or (st[k, PREV_BYTES] > 0 and 2 * st[k, CUR_BYTES]
-                                                      >= 3 * st[k, PREV_BYTES])
-                    if pw == 0:
-                        fallback = ZERO_WINDOW
-                    elif pw >= 0 and infl + st[k, MSS] > pw:
-                        fallback = RWND
-                    elif next_own and new_data[j] and now_j - now >= PACING_GAP_NS:
-                        fallback = PACING
-                    elif growing and now < first_loss:
-                        fallback = SLOW_START
-                    else:
-                        fallback = CONGESTION
+                state = _certain_state(k, fid, d, now, next_own and rto[j], ack_ts, fin_ts,
+                                       rst_ts, ep_ptr, ep_start, ep_end, st)
+                if state == -1:  # the tail rule decides, else this fallback:
+                    fallback = _fallback(k, fid, d, now, now_j - now, next_own and new_data[j],
+                                         ep_ptr, ep_start, st)
                     _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
                           drain, p_next, fallback, 1, 1, now, now_j, infl)
+                    continue
+                b = 1 if (infl > 0 and state != HANDSHAKE and state != CLOSED) else 0
+                if st[k, P_HEAD] != -1:  # behind undecided runs: wait in line
+                    _pend(st, k, pm, fb, tail, busy, start, end, duration, packets,
+                          max_inf, drain, p_next, state, 0, b, now, now_j, infl)
                 else:
-                    b = 1 if (infl > 0 and state != HANDSHAKE and state != CLOSED) else 0
-                    if st[k, P_HEAD] != -1:  # behind undecided runs: wait in line
-                        _pend(st, k, pm, fb, tail, busy, start, end, duration, packets,
-                              max_inf, drain, p_next, state, 0, b, now, now_j, infl)
-                    else:
-                        _emit(st, k, state, b, now, now_j, now_j - now, 1, infl, fs, fl,
-                              out, out_m)
-        # packet j: what it changes
-        if window[j] >= 0:
-            st[2 * fl + (1 - own_j), PEER_WIN] = window[j]  # this side's window bounds the other's data
-        ko = 2 * fl + own_j
-        if payload[j] > st[ko, MSS]:
-            st[ko, MSS] = payload[j]
-        if new_data[j]:
-            if flight[j] != st[ko, CUR_FLIGHT]:  # a new flight: did the last one grow?
-                st[ko, PREV_GROWING] = 1 if (st[ko, PREV_BYTES] > 0 and 2 * st[ko, CUR_BYTES]
-                                             >= 3 * st[ko, PREV_BYTES]) else 0
-                st[ko, PREV_BYTES] = st[ko, CUR_BYTES]
-                st[ko, CUR_BYTES] = 0
-                st[ko, CUR_FLIGHT] = flight[j]
-            st[ko, CUR_BYTES] += payload[j]
-            _resolve(st, ko, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
-                     p_next, now_j, 0, fs, fl, out, out_m)
-        st[ko, INFL] = inflight[j]
-        st[2 * fl + 1 - own_j, INFL] = peer_inflight[j]
-        for d in range(2):
-            k = 2 * fl + d
-            if st[k, P_HEAD] != -1:
-                if st[k, INFL] == 0:
-                    _drained(st, k, drain, p_next, now_j)
-                _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
-                         drain, p_next, -1, now_j, fs, fl, out, out_m)
+                    _emit(st, k, state, b, now, now_j, now_j - now, 1, infl, fs, fl, out, out_m)
+        _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window, flight, fs,
+                st, pm, pending, out, out_m)
         fs[fl, HAS_PREV] = 1
         fs[fl, PREV_TS] = now_j
         fs[fl, PREV_OWN] = own_j

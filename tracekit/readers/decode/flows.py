@@ -146,7 +146,121 @@ def _rehash(old_key, old_val, key, val):
     return used
 
 
-@kernel
+def _endpoints(shi, slo, sp, dhi, dlo, dp):
+    """Canonical endpoint order: a is the smaller (address, port). Returns
+    (the sender is a, a's address and port, b's address and port)."""
+    if shi != dhi:
+        src_is_a = shi < dhi
+    elif slo != dlo:
+        src_is_a = slo < dlo
+    else:
+        src_is_a = sp <= dp
+    if src_is_a:
+        return src_is_a, shi, slo, sp, dhi, dlo, dp
+    return src_is_a, dhi, dlo, dp, shi, slo, sp
+
+
+def _lookup(key, val, mask, k0, ahi, alo, bhi, blo):
+    """The hash table's slot for this key: where it is, or the empty slot
+    where it would go (open addressing, linear probing)."""
+    h = np.uint64(0x9E3779B97F4A7C15)
+    for kk in (k0, ahi, alo, bhi, blo):
+        h ^= kk
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(31)
+    h &= mask
+    while val[h, 5] != EMPTY:
+        if (key[h, 0] == k0 and key[h, 1] == ahi and key[h, 2] == alo
+                and key[h, 3] == bhi and key[h, 4] == blo):
+            break
+        h = (h + np.uint64(1)) & mask
+    return h
+
+
+def _open_flow(fid, h, src_is_a, synack, proto, ipver, frame, now, ahi, alo, ap, bhi, blo, bp,
+               val, st, ends):
+    """Flow `fid` starts at this packet (in hash slot h): its client, its row
+    of counters and its endpoints."""
+    val[h, 0] = fid
+    if synack:
+        val[h, 1] = 0 if src_is_a else 1  # SYN-ACK first: its receiver is the client
+    else:
+        val[h, 1] = 1 if src_is_a else 0
+    val[h, 2] = 0
+    val[h, 3] = UNKNOWN
+    val[h, 4] = UNKNOWN
+    st[fid, 0] = proto
+    st[fid, 1] = ipver
+    st[fid, 2] = val[h, 1]
+    st[fid, 3] = frame
+    st[fid, 5] = now
+    for c in range(7, 13):
+        st[fid, c] = 0
+    st[fid, 14] = 0
+    st[fid, 16] = 0
+    ends[fid, 0] = ahi
+    ends[fid, 1] = alo
+    ends[fid, 2] = np.uint64(ap)
+    ends[fid, 3] = bhi
+    ends[fid, 4] = blo
+    ends[fid, 5] = np.uint64(bp)
+
+
+def _tcp_stats(fid, d, fc, f, now, mss, wscale, sack_perm, tfo, tcp_ack, st):
+    """A TCP packet's counters: the handshake (the client's SYN, d = 0, or the
+    server's SYN-ACK, d = 1; the first ACK after them), Fast Open, FINs, RST."""
+    syn = (f & TH_SYN) != 0
+    ack = (f & TH_ACK) != 0
+    if (syn and not ack and fc) or (syn and ack and not fc):
+        if st[fid, 13 + 2 * d] == NONE:  # syn_ts_ns / synack_ts_ns
+            st[fid, 13 + 2 * d] = now
+            st[fid, 20 + d] = mss if mss >= 0 else NONE
+            st[fid, 22 + d] = wscale if wscale >= 0 else NONE
+            st[fid, 24 + d] = 1 if sack_perm else 0
+        st[fid, 14 + 2 * d] += 1  # syn_count / synack_count
+        if d == 0:
+            st[fid, 17] = now  # last_syn_ts_ns
+    elif (st[fid, 13] != NONE and st[fid, 18] == NONE and ack and not syn
+          and (not fc or tcp_ack != 0)):
+        st[fid, 18] = now
+        st[fid, 19] = now - st[fid, 17]
+    if syn and tfo:
+        st[fid, 26] = 1
+    if (f & TH_FIN) != 0:
+        if st[fid, 27 + d] == NONE:
+            st[fid, 27 + d] = now
+    if (f & TH_RST) != 0 and st[fid, 29] == NONE:
+        st[fid, 29] = now
+
+
+def _connection(h, new, fc, f, isn, wscale, key, val):
+    """Port reuse and window scaling: a pure SYN records its ISN, FIN or RST
+    marks the connection ended; the SYNs decide each side's shift. Returns
+    the shift that scales this segment."""
+    syn = (f & TH_SYN) != 0
+    ack = (f & TH_ACK) != 0
+    if new:
+        key[h, 5] = 0
+    if syn and not ack:
+        val[h, 2] = 0
+        key[h, 5] = isn
+    side = 3 if fc else 4
+    shift = val[h, side]
+    if syn:
+        if not ack and val[h, side] != UNKNOWN:
+            pass  # a SYN sent again: the connection's first SYN decided
+        elif wscale >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
+            val[h, side] = min(wscale, 14)
+        else:  # the first SYN, or the SYN-ACK, without the option: neither side scales
+            val[h, 3] = NOT_SCALED
+            val[h, 4] = NOT_SCALED
+        shift = UNKNOWN
+    if (f & (TH_FIN | TH_RST)) != 0:
+        val[h, 2] = 1
+    return shift
+
+
+@kernel(helpers=(_endpoints, _lookup, _open_flow, _tcp_stats, _connection))
 def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
            flags, wscale, tcp_seq, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
            begin, key, val, used, next_flow_id, st, ends, flow_id, from_client, scale):
@@ -161,33 +275,12 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
     for i in range(begin, len(is_flow)):
         if not is_flow[i]:
             continue
-        # canonical endpoint order: a is the smaller (address, port)
-        if src_hi[i] != dst_hi[i]:
-            src_is_a = src_hi[i] < dst_hi[i]
-        elif src_lo[i] != dst_lo[i]:
-            src_is_a = src_lo[i] < dst_lo[i]
-        else:
-            src_is_a = sport[i] <= dport[i]
-        if src_is_a:
-            ahi, alo, ap, bhi, blo, bp = src_hi[i], src_lo[i], sport[i], dst_hi[i], dst_lo[i], dport[i]
-        else:
-            ahi, alo, ap, bhi, blo, bp = dst_hi[i], dst_lo[i], dport[i], src_hi[i], src_lo[i], sport[i]
+        src_is_a, ahi, alo, ap, bhi, blo, bp = _endpoints(src_hi[i], src_lo[i], sport[i],
+                                                          dst_hi[i], dst_lo[i], dport[i])
         k0 = (np.uint64(proto[i]) << np.uint64(32)) | (np.uint64(ap) << np.uint64(16)) | np.uint64(bp)
-        h = np.uint64(0x9E3779B97F4A7C15)
-        for kk in (k0, ahi, alo, bhi, blo):
-            h ^= kk
-            h *= np.uint64(0xBF58476D1CE4E5B9)
-            h ^= h >> np.uint64(31)
-        h &= mask
-        while val[h, 5] != EMPTY:
-            if (key[h, 0] == k0 and key[h, 1] == ahi and key[h, 2] == alo
-                    and key[h, 3] == bhi and key[h, 4] == blo):
-                break
-            h = (h + np.uint64(1)) & mask
+        h = _lookup(key, val, mask, k0, ahi, alo, bhi, blo)
         f = flags[i] if is_tcp[i] else 0
-        syn = (f & TH_SYN) != 0
-        ack = (f & TH_ACK) != 0
-        pure_syn = syn and not ack
+        pure_syn = (f & TH_SYN) != 0 and (f & TH_ACK) == 0
         # a SYN after a FIN or RST starts a new connection, unless it is the
         # same attempt sent again (the same ISN: Windows retries a refused SYN)
         isn = np.uint64(tcp_seq[i]) + np.uint64(1) if pure_syn else np.uint64(0)
@@ -209,31 +302,9 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
             new = True  # port reuse after FIN/RST
         frame = first_frame + i
         if new:
-            fid = next_flow_id
+            _open_flow(next_flow_id, h, src_is_a, (f & (TH_SYN | TH_ACK)) == (TH_SYN | TH_ACK),
+                       proto[i], ipver[i], frame, ts[i], ahi, alo, ap, bhi, blo, bp, val, st, ends)
             next_flow_id += 1
-            val[h, 0] = fid
-            if syn and ack:
-                val[h, 1] = 0 if src_is_a else 1  # SYN-ACK first: its receiver is the client
-            else:
-                val[h, 1] = 1 if src_is_a else 0
-            val[h, 2] = 0
-            val[h, 3] = UNKNOWN
-            val[h, 4] = UNKNOWN
-            st[fid, 0] = proto[i]
-            st[fid, 1] = ipver[i]
-            st[fid, 2] = val[h, 1]
-            st[fid, 3] = frame
-            st[fid, 5] = ts[i]
-            for c in range(7, 13):
-                st[fid, c] = 0
-            st[fid, 14] = 0
-            st[fid, 16] = 0
-            ends[fid, 0] = ahi
-            ends[fid, 1] = alo
-            ends[fid, 2] = np.uint64(ap)
-            ends[fid, 3] = bhi
-            ends[fid, 4] = blo
-            ends[fid, 5] = np.uint64(bp)
         fid = val[h, 0]
         fc = (val[h, 1] == 1) == src_is_a
         flow_id[i] = fid
@@ -246,45 +317,6 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         st[fid, 11 + d] += wire[i]
         if not is_tcp[i]:
             continue
-        # handshake: the client's SYN (d = 0) or the server's SYN-ACK (d = 1)
-        if (pure_syn and fc) or (syn and ack and not fc):
-            if st[fid, 13 + 2 * d] == NONE:  # syn_ts_ns / synack_ts_ns
-                st[fid, 13 + 2 * d] = ts[i]
-                st[fid, 20 + d] = mss[i] if mss[i] >= 0 else NONE
-                st[fid, 22 + d] = wscale[i] if wscale[i] >= 0 else NONE
-                st[fid, 24 + d] = 1 if sack_perm[i] else 0
-            st[fid, 14 + 2 * d] += 1  # syn_count / synack_count
-            if d == 0:
-                st[fid, 17] = ts[i]  # last_syn_ts_ns
-        elif (st[fid, 13] != NONE and st[fid, 18] == NONE and ack and not syn
-              and (not fc or tcp_ack[i] != 0)):
-            st[fid, 18] = ts[i]
-            st[fid, 19] = ts[i] - st[fid, 17]
-        if syn and tfo[i]:
-            st[fid, 26] = 1
-        if (f & TH_FIN) != 0:
-            if st[fid, 27 + d] == NONE:
-                st[fid, 27 + d] = ts[i]
-        if (f & TH_RST) != 0 and st[fid, 29] == NONE:
-            st[fid, 29] = ts[i]
-        # port reuse and window scaling
-        if new:
-            key[h, 5] = 0
-        if pure_syn:
-            val[h, 2] = 0
-            key[h, 5] = isn
-        side = 3 if fc else 4
-        if syn:
-            if not ack and val[h, side] != UNKNOWN:
-                pass  # a SYN sent again: the connection's first SYN decided
-            elif wscale[i] >= 0 and not (ack and val[h, 3 if side == 4 else 4] == NOT_SCALED):
-                val[h, side] = min(wscale[i], 14)
-            else:  # the first SYN, or the SYN-ACK, without the option: neither side scales
-                val[h, 3] = NOT_SCALED
-                val[h, 4] = NOT_SCALED
-            scale[i] = UNKNOWN
-        else:
-            scale[i] = val[h, side]
-        if (f & (TH_FIN | TH_RST)) != 0:
-            val[h, 2] = 1
+        _tcp_stats(fid, d, fc, f, ts[i], mss[i], wscale[i], sack_perm[i], tfo[i], tcp_ack[i], st)
+        scale[i] = _connection(h, new, fc, f, isn, wscale[i], key, val)
     return next_flow_id, added, len(is_flow)
