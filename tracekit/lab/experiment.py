@@ -192,6 +192,18 @@ def _tune(path, s):
                                 "src", SERVER_ADDR, "initcwnd", str(int(s["initcwnd"]))]))
 
 
+def _other_runner(spec, protocol):
+    """The run function of a run that is not the TTS shape over TCP/TLS/h2, or None."""
+    if protocol == "h3":
+        return _run_h3
+    if spec.get("workload") == "streaming":
+        return _run_streaming
+    if spec.get("workload") == "agent-tasks":  # rounds of an agent (lab/agentrun.py)
+        from .agentrun import run_agent_tasks
+        return run_agent_tasks
+    return None
+
+
 def run_one(spec, trial, order, combo, workdir):
     """One run; returns its manifest (also written as manifest.json)."""
     from .tts import PROCESSING_MS
@@ -227,13 +239,9 @@ def run_one(spec, trial, order, combo, workdir):
         server_extra = ["--tls-cert", cert, "--tls-key", key]
         client_extra = ["--tls" if protocol == "tls" else "--h2", "--keylog", files["keylog"]]
     started = time.time()
-    if protocol == "h3":
-        return _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started)
-    if spec.get("workload") == "streaming":
-        return _run_streaming(spec, s, trial, order, combo, out, files, pspec, run_id, started)
-    if spec.get("workload") == "agent-tasks":  # rounds of an agent (lab/agentrun.py)
-        from .agentrun import run_agent_tasks
-        return run_agent_tasks(spec, s, trial, order, combo, out, files, pspec, run_id, started)
+    other = _other_runner(spec, protocol)
+    if other is not None:
+        return other(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
