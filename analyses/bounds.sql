@@ -1,7 +1,7 @@
 -- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
 -- Step: store.
--- Sources: captures, events, flights, flows, requests, rtt_summary.
+-- Sources: bottleneck, captures, events, flows, requests, rtt_summary.
 --
 -- Built over the whole store.
 -- Definitions:
@@ -25,19 +25,19 @@
 --                    departure) and for a request that got no response
 --                    (`no_response`, T_c too)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
---                    else, only when some flow on the path shows it was full,
---                    its delivery rate (rate_source `full_path`). Each flight
---                    (flights: one round trip of sending, seen at the sender)
---                    carries the largest delivery rate its ACKs measured (as
---                    tcpi_delivery_rate) and whether an RTT sample showed a
---                    queue (>= 1.25 x the smallest); a flow was full when for 2
---                    flights it delivered within 10 % of its best while a queue
---                    stood or segments were lost: the bottleneck was busy, so
---                    the delivery rate was its rate. B is the best delivery of
---                    the path's full flows. A
---                    sender that never fills the path (paced, window- or
---                    application-limited) shows no such flight, and a capture
---                    near the receiver none at all: B unknown.
+--                    else the request's own flow's, measured from the dispersion
+--                    of its segments or ACKs (analyses/bottleneck.sql, `known`
+--                    only; rate_source `trains`), else the median of the known
+--                    rates of the other flows of the same capture and path
+--                    (`capture_trains`): one run's evidence, never the store's,
+--                    so a run's bound does not depend on what else was ingested.
+--                    Unknown when none is known: a sender that never sent two
+--                    full segments back to back, a handful of segments. A
+--                    measured B is refuted (`refuted`, unknown) for a request
+--                    whose own bytes crossed faster: S / B longer than its
+--                    first to last segment of either direction (a sender that
+--                    spaced single segments wider than the path does, e.g. BBR
+--                    below 1.2 Mbit/s, shows its pacing rate, not the path's).
 --   T_c              processing: the `processing_ms` label if given; else the
 --                    request's model_start -> model_end events (any log, same
 --                    run and request id); else, at a server-side capture, the
@@ -67,29 +67,17 @@ path_rtt AS (
     WHERE s.path_rtt_ns > 0 GROUP BY ALL
 ),
 
-rounds AS (  -- each flight (one round trip of sending, at least 4 segments) with its
-             -- delivery rate
-    SELECT capture_id, flow_id, direction, delivery_rate_bps / 8.0 AS rate_Bps, queued,
-        retransmissions
-    FROM flights WHERE delivery_rate_bps > 0 AND segments >= 4
+own_rate AS (  -- the bottleneck of the request's own flow (analyses/bottleneck.sql): the
+               -- response's direction, else the request's
+    SELECT capture_id, flow_id, arg_min(rate_bps, direction <> 's2c') / 8.0 AS rate_Bps
+    FROM bottleneck WHERE known GROUP BY ALL
 ),
 
-per_flow AS (
-    SELECT capture_id, flow_id, direction, max(rate_Bps) AS best_Bps FROM rounds GROUP BY ALL
-),
-
-full_flows AS (  -- a flow direction that stayed full for 2 flights: delivering within
-                 -- 10 % of its best while a queue stood on the path or segments were lost
-    SELECT r.capture_id, r.flow_id, r.direction, any_value(p.best_Bps) AS best_Bps
-    FROM rounds r JOIN per_flow p USING (capture_id, flow_id, direction)
-    WHERE r.rate_Bps >= 0.9 * p.best_Bps AND (r.queued OR r.retransmissions > 0)
-    GROUP BY ALL HAVING count(*) >= 2
-),
-
-path_rate AS (  -- the best delivery of the path's full flows: the bottleneck's rate
-    SELECT coalesce(c.labels['path'], fl.server_addr) AS path, max(x.best_Bps) AS rate_Bps
-    FROM full_flows x JOIN flows fl USING (capture_id, flow_id) JOIN captures c USING (capture_id)
-    GROUP BY ALL
+capture_rate AS (  -- else the median of the capture's other flows on the same path
+    SELECT b.capture_id, coalesce(c.labels['path'], f.server_addr) AS path,
+        median(b.rate_bps) / 8.0 AS rate_Bps
+    FROM bottleneck b JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
+    WHERE b.known AND b.direction = 's2c' GROUP BY ALL
 ),
 
 model_time AS (  -- per run and request: ids repeat from run to run
@@ -105,9 +93,11 @@ inputs AS (
         coalesce(round(TRY_CAST(q.labels['rtt_ms'] AS DOUBLE) * 1e6)::BIGINT, p.rtt_ns) AS rtt_ns,
         CASE WHEN q.labels['rtt_ms'] IS NOT NULL THEN 'given'
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
-        coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, b.rate_Bps) AS rate_Bps,
+        coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, o.rate_Bps, b.rate_Bps)
+            AS rate_Bps,
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
-             WHEN b.rate_Bps IS NOT NULL THEN 'full_path' END AS rate_source,
+             WHEN o.rate_Bps IS NOT NULL THEN 'trains'
+             WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
         m.ns AS model_ns,
         CASE WHEN q.vantage = 'server'
              THEN q.response_first_byte_ns - q.request_last_byte_ns END AS server_turnaround_ns,
@@ -122,8 +112,21 @@ inputs AS (
         q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before
     FROM req q
     LEFT JOIN path_rtt p USING (path)
-    LEFT JOIN path_rate b USING (path)
+    LEFT JOIN own_rate o USING (capture_id, flow_id)
+    LEFT JOIN capture_rate b USING (capture_id, path)
     LEFT JOIN model_time m ON m.request = q.request AND m.run IS NOT DISTINCT FROM q.run
+),
+
+checked AS (  -- a measured B the request's own bytes crossed faster than is refuted: unknown
+    SELECT * REPLACE (CASE WHEN refuted THEN NULL ELSE rate_Bps END AS rate_Bps,
+                      CASE WHEN refuted THEN 'refuted' ELSE rate_source END AS rate_source)
+    FROM (SELECT *, coalesce(rate_source IN ('trains', 'capture_trains')
+                     AND (timed_down * 1e9 / rate_Bps
+                              > coalesce(response_last_byte_ns - response_first_byte_ns, 0)
+                          OR timed_up * 1e9 / rate_Bps
+                              > coalesce(request_last_byte_ns - request_first_byte_ns, 0)), FALSE)
+                     AS refuted
+          FROM inputs)
 ),
 
 shaped AS (
@@ -146,7 +149,7 @@ shaped AS (
                        rate_Bps) AS upload_ns,
         tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
         duration_ns, vantage
-    FROM inputs
+    FROM checked
 ),
 
 summed AS (

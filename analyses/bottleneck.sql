@@ -1,0 +1,133 @@
+-- bottleneck: per flow and direction, the bottleneck's rate from the dispersion of trains.
+--
+-- Step: capture.
+-- Sources: flows, packets, rtt_summary, tcp_analysis.
+--
+-- Parameters: $first, $last (the captures capture_id BETWEEN them).
+-- Definitions. Segments that queue behind each other at the bottleneck leave it
+-- spaced by their size / its rate, and keep that spacing to the receiver;
+-- the receiver's ACKs, sent as they arrive, carry it back to the sender
+-- (the ACK clock). So a train of segments that crossed a standing queue
+-- shows the rate at either end: near the receiver in the data's arrivals,
+-- near the sender in its ACKs'.
+--   train            16 consecutive packets of one kind (disjoint, in frame
+--                    order): near the receiver, data segments of the
+--                    direction, every one full-sized (payload >= the
+--                    receiver's MSS option - 60, or the largest payload seen
+--                    when no SYN was captured); near the sender, ACKs that
+--                    newly acknowledge its data, with no duplicate ACK or
+--                    SACK block among them (a hole's repair acknowledges at
+--                    once bytes that arrived over many round trips)
+--   its rate         IP bytes after the first packet / the time from the first
+--                    to the last (ACKs: bytes acknowledged x the direction's IP
+--                    bytes per payload byte); bit/s at the IP level, the rate a
+--                    shaper such as tbf or the lab's path is set to, less the
+--                    link header
+--   queued           the train crossed a standing queue: no gap in it longer than
+--                    twice its mean gap (an idle link between flights -- slow
+--                    start, a window- or loss-limited sender, an application
+--                    pause -- breaks the spacing and leaves the train out; at
+--                    most 7 % below the rate when it is kept)
+--   side             `arrivals` at a capture near the receiver (rtt_summary's
+--                    vantage), `acks` near the sender; elsewhere both, and the
+--                    lower is kept (at the sender data leave at the host's own
+--                    rate, which is no bound)
+--   rate_bps         the median rate of the queued trains; p25_bps, p75_bps
+--   confidence       the share of queued trains within 10 % of the median
+--   known            at least 4 queued trains (64 segments' worth), their
+--                    quartiles within 20 % of the median and confidence >= 0.5;
+--                    otherwise the rate is no measurement (a handful of
+--                    segments, or a sender that never kept the queue standing)
+-- Columns: capture_id, flow_id, direction, side, trains, queued_trains, rate_bps,
+--   p25_bps, p75_bps, confidence, known
+WITH ta AS (
+    SELECT t.capture_id, t.flow_id, t.frame, t.ts_ns, t.payload_bytes, t.acked_bytes,
+        CASE WHEN t.from_client THEN 'c2s' ELSE 's2c' END AS sender,
+        p.ip_total_bytes AS ip_bytes, t.ws_duplicate_ack OR p.tcp_sack_left IS NOT NULL AS sacky
+    FROM tcp_analysis t JOIN packets p USING (capture_id, frame)
+    WHERE t.capture_id BETWEEN $first AND $last AND p.capture_id BETWEEN $first AND $last
+),
+
+mss AS (  -- the direction's full size: the receiver's MSS option, else the largest payload
+    SELECT d.capture_id, d.flow_id, d.sender AS direction,
+        coalesce(CASE d.sender WHEN 's2c' THEN any_value(f.client_mss) ELSE any_value(f.server_mss) END
+                 - 60, max(d.payload_bytes)) AS full_bytes,
+        sum(d.ip_bytes) / sum(d.payload_bytes) AS ip_per_payload
+    FROM ta d JOIN flows f USING (capture_id, flow_id)
+    WHERE d.payload_bytes > 0 GROUP BY d.capture_id, d.flow_id, d.sender
+),
+
+arrivals AS (  -- data segments of the direction, each with the gap since the one before
+    SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, 'arrivals' AS side, ip_bytes,
+        payload_bytes >= m.full_bytes AND lag(payload_bytes) OVER w >= m.full_bytes AS whole,
+        ts_ns - lag(ts_ns) OVER w AS gap_ns
+    FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
+        AND m.direction = ta.sender
+    WHERE payload_bytes > 0
+    WINDOW w AS (PARTITION BY ta.capture_id, ta.flow_id, ta.sender ORDER BY frame)
+),
+
+acks AS (  -- the other side's ACKs that newly acknowledge the direction's data
+    SELECT a.capture_id, a.flow_id, CASE a.sender WHEN 'c2s' THEN 's2c' ELSE 'c2s' END AS direction,
+        'acks' AS side, round(coalesce(a.acked_bytes, 0) * m.ip_per_payload) AS ip_bytes,
+        a.acked_bytes > 0 AND NOT a.sacky AND NOT lag(a.sacky) OVER w AS whole,
+        ts_ns - lag(ts_ns) OVER w AS gap_ns
+    FROM ta a JOIN mss m ON m.capture_id = a.capture_id AND m.flow_id = a.flow_id
+        AND m.direction <> a.sender
+    WHERE a.acked_bytes > 0 OR a.sacky
+    WINDOW w AS (PARTITION BY a.capture_id, a.flow_id, a.sender ORDER BY frame)
+),
+
+pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
+    SELECT capture_id, flow_id, direction, side, ip_bytes * 8e9 / gap_ns AS rate_bps,
+        round(ln(ip_bytes * 8e9 / gap_ns) / ln(1.05))::BIGINT AS bin
+    FROM (SELECT * FROM arrivals UNION ALL SELECT * FROM acks)
+    WHERE whole AND gap_ns > 0 AND ip_bytes > 0
+),
+
+bins AS (  -- pairs within 10 % (two bins) of each bin
+    SELECT capture_id, flow_id, direction, side, bin,
+        sum(n) OVER w AS near, max(n) OVER w AS peak, n,
+        sum(n) OVER (PARTITION BY capture_id, flow_id, direction, side) AS total
+    FROM (SELECT capture_id, flow_id, direction, side, bin, count(*) AS n FROM pairs GROUP BY ALL)
+    WINDOW w AS (PARTITION BY capture_id, flow_id, direction, side ORDER BY bin
+                 RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)
+),
+
+modes AS (  -- the fastest well-supported mode: the bottleneck's spacing (slower modes are
+            -- the sender's own spacing between its bursts)
+    SELECT capture_id, flow_id, direction, side, max(bin) AS bin
+    FROM bins WHERE n = peak AND near >= greatest(30, 0.1 * total) GROUP BY ALL
+),
+
+per_side AS (
+    SELECT p.capture_id, p.flow_id, p.direction, p.side, count(*) AS pairs,
+        count(*) FILTER (abs(p.bin - m.bin) <= 2) AS modal_pairs,
+        median(p.rate_bps) FILTER (abs(p.bin - m.bin) <= 2) AS rate_bps,
+        quantile_cont(p.rate_bps, 0.25) FILTER (abs(p.bin - m.bin) <= 2) AS p25_bps,
+        quantile_cont(p.rate_bps, 0.75) FILTER (abs(p.bin - m.bin) <= 2) AS p75_bps
+    FROM pairs p JOIN modes m USING (capture_id, flow_id, direction, side)
+    GROUP BY ALL
+),
+
+chosen AS (  -- the side the capture point can read (rtt_summary's vantage)
+    SELECT s.*, modal_pairs / pairs AS confidence,
+        CASE WHEN coalesce(v.vantage, 'unknown') NOT IN ('client', 'server') THEN TRUE
+             WHEN (v.vantage = 'client') = (s.direction = 's2c') THEN s.side = 'arrivals'
+             ELSE s.side = 'acks' END AS readable
+    FROM per_side s
+    LEFT JOIN (SELECT capture_id, flow_id, any_value(vantage) AS vantage FROM rtt_summary
+               WHERE capture_id BETWEEN $first AND $last GROUP BY ALL) v USING (capture_id, flow_id)
+),
+
+final AS (
+    SELECT capture_id, flow_id, direction, arg_min(side, rate_bps) AS side,
+        arg_min(pairs, rate_bps) AS pairs, arg_min(modal_pairs, rate_bps) AS modal_pairs,
+        round(min(rate_bps))::BIGINT AS rate_bps, round(arg_min(p25_bps, rate_bps))::BIGINT AS p25_bps,
+        round(arg_min(p75_bps, rate_bps))::BIGINT AS p75_bps,
+        round(arg_min(confidence, rate_bps), 3) AS confidence
+    FROM chosen WHERE readable GROUP BY ALL
+)
+
+SELECT *, modal_pairs >= 30 AND confidence >= 0.25 AS known
+FROM final ORDER BY capture_id, flow_id, direction
