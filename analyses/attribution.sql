@@ -173,7 +173,10 @@ phased AS (
         i.down_loss_recovery_ns + i.down_rto_wait_ns AS s_loss,
         i.down_pacing_idle_ns AS s_pacing,
         i.down_application_limited_ns AS s_idle,
-        greatest(coalesce(m.model_end_ns, 0) - i.c_ns, 0) AS generating_ns,
+        -- (the model's end reaches the capture point one way, R / 2, later)
+        CASE WHEN m.model_end_ns IS NOT NULL
+             THEN greatest(m.model_end_ns + coalesce(i.rtt_ns, 0) // 2 - i.c_ns, 0) ELSE 0 END
+            AS generating_ns,
         -- through a tunnel: its local part (to the first datagram out, from the
         -- last datagram in) and the WAN part between
         tm.t_up IS NOT NULL AND tm.t_down IS NOT NULL AND tm.t_up <= tm.t_down
@@ -248,19 +251,57 @@ wait2 AS (
         least(coalesce(processing_ns, 0),
               CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END - w_propagation)
             AS w_processing,
+        -- seen before the bottleneck, the request's last bytes cross it after b
+        least(greatest(coalesce(upload_ns, 0) - ut_window - ut_pacing - ut_loss, 0),
+              greatest((c_ns - b_ns) - w_tunnel_local - w_propagation
+                       - least(coalesce(processing_ns, 0),
+                               CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END
+                               - w_propagation), 0)) AS w_upload,
         -- on this host the local tunnel is the sender: its waits are the WAN's
         CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                  + (dn_window - dt_window) ELSE 0 END AS dn_tunnel
     FROM wait
 ),
-w AS (  -- one wide row per request: every span's time
+w0 AS (
     SELECT *,
         -- a response handed over faster than B left part of its transfer before c
         CASE WHEN rate_known THEN
             least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver, 0),
-                  (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing) ELSE 0 END
-            AS w_transfer
+                  (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_upload) ELSE 0 END
+            AS w_transfer,
+        -- the model still generating while the response flowed (its events): the rest of
+        -- T_c is processing, whatever else the transport did meanwhile
+        least(greatest(coalesce(processing_ns, 0) - w_processing, 0),
+              least(generating_ns, d_ns - c_ns)) AS p_total
     FROM wait2
+),
+w1 AS (  -- taken from the sender's wait first, then loss recovery, window waiting, unexplained
+    SELECT *, least(p_total, dn_generating) AS p_idle,
+        least(p_total - least(p_total, dn_generating), dn_loss - dt_loss) AS p_loss
+    FROM w0
+),
+w2 AS (
+    SELECT *, least(p_total - p_idle - p_loss,
+                    CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window END) AS p_window
+    FROM w1
+),
+w3 AS (
+    SELECT *, least(p_total - p_idle - p_loss - p_window, greatest(dn_other, 0)) AS p_other
+    FROM w2
+),
+w4 AS (  -- (without B the clocked gaps are no transfer of their own: the model's too)
+    SELECT *, least(p_total - p_idle - p_loss - p_window - p_other,
+                    CASE WHEN rate_known THEN 0 ELSE dt_window END) AS p_clocked
+    FROM w3
+),
+w AS (  -- one wide row per request: every span's time
+    SELECT *,
+        -- through a tunnel the rest of S_d / B crossed the WAN while the local tunnel waited
+        CASE WHEN tunnel AND rate_known THEN
+            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver
+                           - w_transfer, 0), dn_tunnel) ELSE 0 END AS dt_tunnel,
+        p_idle + p_loss + p_window + p_other + p_clocked AS dn_processing
+    FROM w4
 ),
 
 spans_wide AS (
@@ -276,27 +317,29 @@ spans_wide AS (
         up_other AS upload_unexplained,
         w_propagation AS propagation,
         w_processing AS processing,
+        dn_processing AS download_processing,
+        w_upload AS wait_upload_transfer,
         w_transfer AS wait_download_transfer,
         w_tunnel_local AS tunnel_queueing,
         CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
-                 - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+                 - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_tunnel_transit,
-        (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_transfer
+        (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_upload - w_transfer
             - CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
-                   - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+                   - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_unexplained,
-        dt_window + dt_pacing + dt_loss + dt_receiver AS download_transfer,
-        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window END AS window_waiting,
+        dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_tunnel AS download_transfer,
+        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window END AS window_waiting,
         dn_pacing - dt_pacing AS pacing,
-        dn_loss - dt_loss AS loss_recovery,
+        dn_loss - dt_loss - p_loss AS loss_recovery,
         dn_receiver - dt_receiver AS receiver_limited,
-        dn_idle + dn_generating AS server_idle,
-        dn_tunnel AS download_tunnel_transit,
+        dn_idle + dn_generating - p_idle AS server_idle,
+        dn_tunnel - dt_tunnel AS download_tunnel_transit,
         dn_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                                           ELSE 0 END AS sender_wait,
-        dn_other AS download_unexplained,
+        dn_other - p_other AS download_unexplained,
         end_ns - d_ns AS tail_client_idle,
-        dn_loss - dt_loss AS loss_total, s_loss, from_client_side, rate_known,
+        dn_loss - dt_loss - p_loss AS loss_total, s_loss, from_client_side, rate_known,
         processing_source, rtt_source
     FROM w
 ),
@@ -316,6 +359,10 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('upload_unexplained', 16, 'unexplained', 'upload', false, 'no limitation state explains it'),
         ('propagation', 8, 'propagation', 'wait', true, 'R'),
         ('processing', 9, 'processing', 'wait', true, 'T_c'),
+        ('download_processing', 11, 'processing', 'download', true,
+         'T_c beyond the wait: the server''s events show the model still generating while the response flowed'),
+        ('wait_upload_transfer', 8, 'upload_transfer', 'wait', true,
+         'S_u / B: seen before the bottleneck, the request''s last bytes crossed it after the last byte here'),
         ('wait_download_transfer', 11, 'download_transfer', 'wait', true,
          'handed over faster than B: its bytes crossed the bottleneck before the first byte'),
         ('wait_unexplained', 16, 'unexplained', 'wait', false,
@@ -363,7 +410,7 @@ spans AS (
                  THEN 'S_d / B, out of the gaps the ACK clock explains'
              WHEN c.span = 'window_waiting' AND c.from_client_side
                  THEN 'the ACK clock: a full-sized segment, then the gap until 1.25 R after the client''s ACK'
-             WHEN c.span = 'processing' THEN 'T_c from ' || c.processing_source
+             WHEN c.span = 'processing' AND c.phase = 'wait' THEN 'T_c from ' || c.processing_source
              WHEN c.span = 'propagation' THEN 'R from ' || c.rtt_source
              WHEN c.span = 'server_idle' AND c.from_client_side
                  THEN 'the server''s events: the model was still generating'
