@@ -1,7 +1,7 @@
 -- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
 -- Step: store.
--- Sources: bottleneck, captures, events, flows, requests, rtt_summary.
+-- Sources: bottleneck, captures, events, exchanges, flows, requests, rtt_summary.
 --
 -- Built over the whole store.
 -- Definitions:
@@ -53,9 +53,18 @@
 --                    so S counts the bytes after it (bytes / packets less)
 --   partial          true when R, B or T_c is unknown
 --   gap_ns           measured (duration_ns) - bound_ns; ratio measured / bound
+--   refused          an impossible input, and the bound (gap, ratio) NULL: `negative
+--                    duration`; `clock: ...` when the request's events contradict
+--                    its flow's packets by more than 1 ms (connect_start after the
+--                    SYN, connect_end before the SYN-ACK, first_byte before the
+--                    flow's first response byte -- the causality of
+--                    clock_offset.sql -- or a linked flow with data, none of it
+--                    inside the request), naming the offset's least size and the
+--                    `tracekit clock` command that estimates and applies it; `bound
+--                    above the measured time` (a given label the run contradicts)
 -- Columns: request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps,
 --   rate_source, processing_ns, processing_source, upload_ns, download_ns,
---   bound_ns, partial, duration_ns, gap_ns, ratio, vantage
+--   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused
 WITH req AS (
     SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -159,11 +168,52 @@ summed AS (
     FROM shaped
 ),
 
+first_response AS (  -- each TCP flow's first response byte at the capture point
+    SELECT capture_id, flow_id, min(response_first_byte_ns) AS first_s2c_ns
+    FROM exchanges GROUP BY ALL
+),
+
+clock AS (  -- causality between a request's events and its flow's packets (as clock_offset.sql)
+    SELECT q.request_key, any_value(q.log_id) AS log_id, any_value(q.capture_id) AS capture_id,
+        -- connect_start precedes the SYN: a log that runs late must be moved back
+        least(min(f.syn_ts_ns - e.ts_ns) FILTER (e.kind = 'connect_start'), 0) AS late_ns,
+        -- connect_end follows the SYN-ACK, first_byte the flow's first response byte
+        greatest(max(f.synack_ts_ns - e.ts_ns) FILTER (e.kind = 'connect_end'),
+                 max(fr.first_s2c_ns - e.ts_ns) FILTER (e.kind = 'first_byte'), 0) AS early_ns,
+        -- linked to a flow that carried data, yet none of it inside the request's time
+        any_value(q.request_first_byte_ns IS NULL AND q.response_first_byte_ns IS NULL
+                  AND f.payload_bytes_c2s + f.payload_bytes_s2c > 0) AS outside
+    FROM requests q JOIN flows f USING (capture_id, flow_id)
+    LEFT JOIN events e ON e.log_id = q.log_id AND e.request = q.request
+        AND e.kind IN ('connect_start', 'connect_end', 'first_byte')
+    LEFT JOIN first_response fr USING (capture_id, flow_id)
+    WHERE q.source = 'events' AND f.protocol = 'tcp'
+    GROUP BY q.request_key
+),
+
+checked_bound AS (  -- impossible inputs: the bound is refused, with the reason
+    SELECT s.*, c.log_id, c.capture_id,
+        CASE WHEN s.duration_ns < 0 THEN 'negative duration'
+             WHEN c.late_ns < -1000000 OR c.early_ns > 1000000 OR c.outside
+                 THEN 'clock: log ' || c.log_id
+                      || CASE WHEN c.early_ns > 1000000
+                              THEN ' runs at least ' || round(c.early_ns / 1e6, 1) || ' ms early'
+                              WHEN c.late_ns < -1000000
+                              THEN ' runs at least ' || round(-c.late_ns / 1e6, 1) || ' ms late'
+                              ELSE ' puts the request outside its flow''s packets' END
+                      || ' against capture ' || c.capture_id
+                      || ' (tracekit clock ' || c.log_id || ' --capture ' || c.capture_id || ')'
+             WHEN s.bound_ns > s.duration_ns THEN 'bound above the measured time' END AS refused
+    FROM summed s LEFT JOIN clock c USING (request_key)
+),
+
 final AS (
     SELECT request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps, rate_source,
-        processing_ns, processing_source, upload_ns, download_ns, bound_ns, partial, duration_ns,
-        duration_ns - bound_ns AS gap_ns,
-        round(duration_ns / nullif(bound_ns, 0), 3) AS ratio, vantage
-    FROM summed
+        processing_ns, processing_source, upload_ns, download_ns,
+        CASE WHEN refused IS NULL THEN bound_ns END AS bound_ns, partial OR refused IS NOT NULL AS partial,
+        duration_ns, CASE WHEN refused IS NULL THEN duration_ns - bound_ns END AS gap_ns,
+        CASE WHEN refused IS NULL THEN round(duration_ns / nullif(bound_ns, 0), 3) END AS ratio,
+        vantage, refused
+    FROM checked_bound
 )
 SELECT * FROM final ORDER BY request_key
