@@ -3,7 +3,7 @@
 -- no evidence explains is `unexplained`.
 --
 -- Step: store, in parts.
--- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests.
+-- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests, tcp_analysis.
 --
 -- Built over the whole store, in parts of requests (by a hash of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
@@ -91,11 +91,33 @@ WITH inst AS (
         b.upload_ns, b.download_ns, b.rate_bps IS NOT NULL AS rate_known, q.vantage,
         ph.* EXCLUDE (request_key, capture_id, flow_id), f.syn_ts_ns, f.ack_ts_ns,
         f.protocol = 'udp' AS quic,
-        q.proxy_start_ns, q.proxy_done_ns
+        q.proxy_start_ns, q.proxy_done_ns,
+        -- at the server, timed by the client (bounds: R > 0 there): a trip each way
+        q.vantage = 'server' AND coalesce(b.rtt_ns, 0) > 0 AND f.protocol = 'tcp' AS remote,
+        -- a sender that paces: BBR, or a pacing label (fq, SO_MAX_PACING_RATE)
+        coalesce(lower(q.labels['congestion']) LIKE 'bbr%', false)
+            OR coalesce(lower(q.labels['pacing']) NOT IN ('off', '0', 'false', 'no', 'none'), false)
+            AS paces
     FROM requests q JOIN bounds b USING (request_key)
     JOIN request_phases ph USING (request_key)
     LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
     WHERE q.flow_id IS NOT NULL
+),
+
+response_end AS (  -- at the server: the response's highest byte, and the client's first
+                  -- ACK of it (the response reached the client R / 2 before that ACK)
+    SELECT i.request_key, max(t.rel_end) AS hi
+    FROM inst i JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id
+        AND NOT t.from_client AND t.payload_bytes > 0 AND t.ts_ns <= i.d_ns
+    WHERE i.remote GROUP BY ALL
+),
+
+arrivals AS (
+    SELECT e.request_key, min(t.ts_ns) AS ack_ns
+    FROM response_end e JOIN inst i USING (request_key)
+    JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id AND t.from_client
+        AND t.ts_ns >= i.d_ns AND t.rel_ack >= e.hi
+    GROUP BY ALL
 ),
 
 hs AS (
@@ -205,11 +227,14 @@ upload2 AS (
 download AS (  -- per vantage: what is data flowing, waiting, lost, idle
     SELECT *,
         CASE WHEN from_client_side THEN gap_clocked_ns ELSE s_window END AS dn_window,
-        CASE WHEN from_client_side THEN 0 ELSE s_pacing END AS dn_pacing,
+        CASE WHEN from_client_side OR NOT paces THEN 0 ELSE s_pacing END AS dn_pacing,
         CASE WHEN from_client_side THEN gap_loss_ns ELSE s_loss END AS dn_loss,
         CASE WHEN from_client_side THEN gap_receiver_ns ELSE s_receiver END AS dn_receiver,
         CASE WHEN from_client_side THEN 0 ELSE s_idle END AS dn_idle,
-        CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns ELSE 0 END AS dn_sender
+        -- (new data after a pause with nothing from the peer, from a sender that does not
+        -- pace: it waited for something this vantage cannot name)
+        CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns WHEN paces THEN 0
+             ELSE s_pacing END AS dn_sender
     FROM upload2
 ),
 download2 AS (
@@ -242,8 +267,8 @@ download5 AS (
 wait AS (  -- through a tunnel, R and T_c lie inside its WAN part
     SELECT *,
         CASE WHEN tunnel THEN coalesce(tunnel_local_ns, 0) ELSE 0 END AS w_tunnel_local,
-        least(coalesce(rtt_ns, 0),
-              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) AS w_propagation
+        CASE WHEN remote THEN 0 ELSE least(coalesce(rtt_ns, 0),
+              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) END AS w_propagation
     FROM download5
 ),
 wait2 AS (
@@ -304,11 +329,39 @@ w AS (  -- one wide row per request: every span's time
     FROM w4
 ),
 
+trips AS (  -- at the server, timed by the client: the request's trip here (R / 2 of the
+            -- setup's idle time) and the response's trip back (the rest of R, what is left of
+            -- S_d / B, then the queue until the client's ACK shows it arrived, less R / 2)
+    SELECT w.*,
+        CASE WHEN remote THEN least(rtt_ns // 2, greatest((a_ns - start_ns) - tcp_ns - tls_ns
+                                                          - quic_ns - proxy_ns, 0)) ELSE 0 END
+            AS up_trip,
+        ar.ack_ns
+    FROM w LEFT JOIN arrivals ar USING (request_key)
+),
+trips2 AS (
+    SELECT *, CASE WHEN remote THEN least(rtt_ns - up_trip, end_ns - d_ns) ELSE 0 END AS down_trip,
+        CASE WHEN remote AND rate_known THEN least(
+            greatest(coalesce(download_ns, 0) - (dt_window - p_clocked + dt_pacing + dt_loss
+                                                 + dt_receiver + dt_tunnel) - w_transfer, 0),
+            greatest(end_ns - d_ns - least(rtt_ns - up_trip, end_ns - d_ns), 0)) ELSE 0 END
+            AS tail_transfer
+    FROM trips
+),
+trips3 AS (
+    SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
+                   THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
+                                       - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
+                   ELSE 0 END AS tail_queueing
+    FROM trips2
+),
+
 spans_wide AS (
     SELECT request_key, duration_ns,
         tcp_ns AS connect_tcp, tls_ns AS connect_tls, quic_ns AS connect_quic,
         proxy_ns AS connect_proxy,
-        (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns AS setup_client_idle,
+        (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
+        up_trip AS setup_propagation,
         ut_window + ut_pacing + ut_loss AS upload_transfer,
         up_loss - ut_loss AS upload_loss_recovery,
         up_window - ut_window AS upload_waiting,
@@ -338,10 +391,16 @@ spans_wide AS (
         dn_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                                           ELSE 0 END AS sender_wait,
         dn_other - p_other AS download_unexplained,
-        end_ns - d_ns AS tail_client_idle,
+        down_trip AS tail_propagation,
+        tail_transfer AS tail_download_transfer,
+        tail_queueing,
+        CASE WHEN remote AND ack_ns IS NULL THEN 0
+             ELSE end_ns - d_ns - down_trip - tail_transfer - tail_queueing END AS tail_client_idle,
+        CASE WHEN remote AND ack_ns IS NULL
+             THEN end_ns - d_ns - down_trip - tail_transfer ELSE 0 END AS tail_unexplained,
         dn_loss - dt_loss - p_loss AS loss_total, s_loss, from_client_side, rate_known,
         processing_source, rtt_source
-    FROM w
+    FROM trips3
 ),
 
 catalogue AS (  -- every span: order, name, phase, irreducible, the evidence behind it
@@ -381,7 +440,17 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('sender_wait', 15, 'sender_wait', 'download', false,
          'seen from the client: the sender waited, beyond what the ACK clock explains'),
         ('download_unexplained', 16, 'unexplained', 'download', false, 'no state or gap explains it'),
-        ('tail_client_idle', 17, 'client_idle', 'tail', false, 'after the last byte, until request_end')
+        ('tail_client_idle', 17, 'client_idle', 'tail', false, 'after the last byte, until request_end'),
+        ('setup_propagation', 4, 'propagation', 'setup', true,
+         'at the server: the request''s trip here, R / 2 (its client''s log times it)'),
+        ('tail_propagation', 17, 'propagation', 'tail', true,
+         'at the server: the response''s trip to the client, the rest of R'),
+        ('tail_download_transfer', 17, 'download_transfer', 'tail', true,
+         'at the server: S_d / B the response still took at the bottleneck after leaving here'),
+        ('tail_queueing', 17, 'queueing', 'tail', false,
+         'at the server: the response waited in the path''s queue (the client''s ACK of its last byte, less R / 2)'),
+        ('tail_unexplained', 17, 'unexplained', 'tail', false,
+         'at the server: no ACK of the last byte shows when the response reached the client')
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 

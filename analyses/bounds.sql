@@ -22,7 +22,10 @@
 --                    a mid-path capture sees only its own leg to the server);
 --                    0 at the server (`server_vantage`: no propagation lies
 --                    between the request's arrival and the response's
---                    departure) and for a request that got no response
+--                    departure) unless the client's own log times the request
+--                    (its connect_start, connect_end or first_byte events): then
+--                    the request's trip here and the response's trip back lie
+--                    inside its time, and R is the path's and for a request that got no response
 --                    (`no_response`, T_c too)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
 --                    else the request's own flow's, measured from the dispersion
@@ -35,7 +38,10 @@
 --                    full segments back to back, a handful of segments. A
 --                    measured B is refuted (`refuted`, unknown) for a request
 --                    whose own bytes crossed faster: S / B longer than its
---                    first to last segment of either direction (a sender that
+--                    first to last segment of a direction captured past the
+--                    bottleneck (the response away from the server, the
+--                    request at it; the sender's side shows them leave into
+--                    the queue faster than B) (a sender that
 --                    spaced single segments wider than the path does, e.g. BBR
 --                    below 1.2 Mbit/s, shows its pacing rate, not the path's).
 --   T_c              processing: the `processing_ms` label if given; else the
@@ -118,7 +124,12 @@ inputs AS (
         coalesce(q.bytes_up, 0) - coalesce(q.bytes_up // nullif(q.packets_up, 0), 0) AS timed_up,
         coalesce(q.bytes_down, 0) - coalesce(q.bytes_down // nullif(q.packets_down, 0), 0)
             AS timed_down,
-        q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before
+        q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before,
+        -- timed by the client's own log (its connect or first-byte events): a capture at
+        -- the server then lies one way from each end of the measured time
+        q.source = 'events' AND EXISTS (SELECT 1 FROM events e WHERE e.log_id = q.log_id
+            AND e.request = q.request AND e.kind IN ('connect_start', 'connect_end', 'first_byte'))
+            AS client_timed
     FROM req q
     LEFT JOIN path_rtt p USING (path)
     LEFT JOIN own_rate o USING (capture_id, flow_id)
@@ -130,9 +141,9 @@ checked AS (  -- a measured B the request's own bytes crossed faster than is ref
     SELECT * REPLACE (CASE WHEN refuted THEN NULL ELSE rate_Bps END AS rate_Bps,
                       CASE WHEN refuted THEN 'refuted' ELSE rate_source END AS rate_source)
     FROM (SELECT *, coalesce(rate_source IN ('trains', 'capture_trains')
-                     AND (timed_down * 1e9 / rate_Bps
+                     AND (vantage <> 'server' AND timed_down * 1e9 / rate_Bps
                               > coalesce(response_last_byte_ns - response_first_byte_ns, 0)
-                          OR timed_up * 1e9 / rate_Bps
+                          OR vantage = 'server' AND timed_up * 1e9 / rate_Bps
                               > coalesce(request_last_byte_ns - request_first_byte_ns, 0)), FALSE)
                      AS refuted
           FROM inputs)
@@ -140,10 +151,12 @@ checked AS (  -- a measured B the request's own bytes crossed faster than is ref
 
 shaped AS (
     SELECT request_key, path, bytes_up, bytes_down,
-        CASE WHEN NOT answered OR vantage = 'server' THEN 0
+        CASE WHEN NOT answered OR vantage = 'server' AND NOT client_timed THEN 0
+             WHEN vantage = 'server' THEN rtt_ns
              ELSE least(rtt_ns, coalesce(own_wait_ns, rtt_ns)) END AS r_ns,
         CASE WHEN NOT answered THEN 'no_response'
-             WHEN vantage = 'server' THEN 'server_vantage'
+             WHEN vantage = 'server' AND NOT client_timed THEN 'server_vantage'
+             WHEN vantage = 'server' THEN rtt_source
              WHEN own_wait_ns < rtt_ns THEN 'own_wait' ELSE rtt_source END AS r_source,
         round(rate_Bps * 8)::BIGINT AS rate_bps, rate_source,
         CASE WHEN answered THEN
