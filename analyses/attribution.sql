@@ -259,9 +259,20 @@ download4 AS (
 download5 AS (
     SELECT *,
         least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
-            AS dt_receiver,
-        least(dn_sender, generating_ns) AS dn_generating  -- the model still at work
+            AS dt_receiver
     FROM download4
+),
+download6 AS (  -- past the bottleneck, with B known, the gaps beyond the ACK clock hold
+                -- the bottleneck's serialisation of the segments that end them too
+    SELECT *,
+        CASE WHEN rate_known AND from_client_side AND NOT tunnel
+             THEN least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss
+                                 - dt_receiver, 0), dn_sender) ELSE 0 END AS dt_sender
+    FROM download5
+),
+download7 AS (
+    SELECT *, least(dn_sender - dt_sender, generating_ns) AS dn_generating  -- the model at work
+    FROM download6
 ),
 
 wait AS (  -- through a tunnel, R and T_c lie inside its WAN part
@@ -269,7 +280,7 @@ wait AS (  -- through a tunnel, R and T_c lie inside its WAN part
         CASE WHEN tunnel THEN coalesce(tunnel_local_ns, 0) ELSE 0 END AS w_tunnel_local,
         CASE WHEN remote THEN 0 ELSE least(coalesce(rtt_ns, 0),
               CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) END AS w_propagation
-    FROM download5
+    FROM download7
 ),
 wait2 AS (
     SELECT *,
@@ -291,7 +302,8 @@ w0 AS (
     SELECT *,
         -- a response handed over faster than B left part of its transfer before c
         CASE WHEN rate_known THEN
-            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver, 0),
+            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver
+                           - dt_sender, 0),
                   (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_upload) ELSE 0 END
             AS w_transfer,
         -- the model still generating while the response flowed (its events): the rest of
@@ -324,7 +336,7 @@ w AS (  -- one wide row per request: every span's time
         -- through a tunnel the rest of S_d / B crossed the WAN while the local tunnel waited
         CASE WHEN tunnel AND rate_known THEN
             least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver
-                           - w_transfer, 0), dn_tunnel) ELSE 0 END AS dt_tunnel,
+                           - dt_sender - w_transfer, 0), dn_tunnel) ELSE 0 END AS dt_tunnel,
         p_idle + p_loss + p_window + p_other + p_clocked AS dn_processing
     FROM w4
 ),
@@ -343,7 +355,7 @@ trips2 AS (
     SELECT *, CASE WHEN remote THEN least(rtt_ns - up_trip, end_ns - d_ns) ELSE 0 END AS down_trip,
         CASE WHEN remote AND rate_known THEN least(
             greatest(coalesce(download_ns, 0) - (dt_window - p_clocked + dt_pacing + dt_loss
-                                                 + dt_receiver + dt_tunnel) - w_transfer, 0),
+                                                 + dt_receiver + dt_sender + dt_tunnel) - w_transfer, 0),
             greatest(end_ns - d_ns - least(rtt_ns - up_trip, end_ns - d_ns), 0)) ELSE 0 END
             AS tail_transfer
     FROM trips
@@ -381,14 +393,15 @@ spans_wide AS (
             - CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
                    - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_unexplained,
-        dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_tunnel AS download_transfer,
+        dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_sender + dt_tunnel
+            AS download_transfer,
         CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window END AS window_waiting,
         dn_pacing - dt_pacing AS pacing,
         dn_loss - dt_loss - p_loss AS loss_recovery,
         dn_receiver - dt_receiver AS receiver_limited,
         dn_idle + dn_generating - p_idle AS server_idle,
         dn_tunnel - dt_tunnel AS download_tunnel_transit,
-        dn_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
+        dn_sender - dt_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                                           ELSE 0 END AS sender_wait,
         dn_other - p_other AS download_unexplained,
         down_trip AS tail_propagation,

@@ -143,6 +143,11 @@ def test_a_token_bucket_reads_as_its_rate_from_either_end(tbf_path, mbit):
             SELECT c.file_name, b.side, b.rate_bps, b.known, b.confidence FROM bottleneck b
             JOIN captures c USING (capture_id) JOIN flows f USING (capture_id, flow_id)
             WHERE b.direction = 's2c' AND f.payload_bytes_s2c > 500000""").fetchall()
+        fetch = s.con.execute("""
+            SELECT c.file_name, b.bound_ns, b.duration_ns, b.rate_source,
+                (SELECT sum(ns) FROM attribution a WHERE a.request_key = b.request_key
+                 AND NOT a.irreducible) FROM bounds b JOIN requests r USING (request_key)
+            JOIN captures c USING (capture_id) WHERE r.bytes_down >= ?""", [size]).fetchall()
     # tbf counts the Ethernet header: 1514-byte frames carry 1500 IP bytes
     ip_rate = mbit * 1e6 * 1500 / 1514
     assert sorted(r[0] for r in rows) == ["client.pcap", "server.pcap"], rows
@@ -150,3 +155,10 @@ def test_a_token_bucket_reads_as_its_rate_from_either_end(tbf_path, mbit):
         print(f"tbf {mbit} Mbit/s: {name} ({side}) {rate / 1e6:.2f} Mbit/s, confidence {confidence}")
         assert known, rows
         assert rate == pytest.approx(ip_rate, rel=0.03), rows
+    # the fetch ran near the bucket's rate: its bound (from the measured B) is most of
+    # its time, never above it, and the spans beyond the bound are the gap
+    assert sorted(f[0] for f in fetch) == ["client.pcap", "server.pcap"], fetch
+    for name, bound, duration, source, beyond in fetch:
+        print(f"tbf {mbit} Mbit/s: {name} bound {bound / 1e6:.1f} ms of {duration / 1e6:.1f} ms ({source})")
+        assert source == "trains" and 0.8 * duration <= bound <= duration, fetch
+        assert beyond == duration - bound, fetch
