@@ -1,44 +1,53 @@
--- bottleneck: per flow and direction, the bottleneck's rate from the dispersion of trains.
+-- bottleneck: per flow and direction, the bottleneck's rate from the dispersion of segment pairs.
 --
 -- Step: capture.
 -- Sources: flows, packets, rtt_summary, tcp_analysis.
 --
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
--- Definitions. Segments that queue behind each other at the bottleneck leave it
--- spaced by their size / its rate, and keep that spacing to the receiver;
--- the receiver's ACKs, sent as they arrive, carry it back to the sender
--- (the ACK clock). So a train of segments that crossed a standing queue
--- shows the rate at either end: near the receiver in the data's arrivals,
--- near the sender in its ACKs'.
---   train            16 consecutive packets of one kind (disjoint, in frame
---                    order): near the receiver, data segments of the
---                    direction, every one full-sized (payload >= the
---                    receiver's MSS option - 60, or the largest payload seen
---                    when no SYN was captured); near the sender, ACKs that
---                    newly acknowledge its data, with no duplicate ACK or
---                    SACK block among them (a hole's repair acknowledges at
---                    once bytes that arrived over many round trips)
---   its rate         IP bytes after the first packet / the time from the first
---                    to the last (ACKs: bytes acknowledged x the direction's IP
---                    bytes per payload byte); bit/s at the IP level, the rate a
---                    shaper such as tbf or the lab's path is set to, less the
---                    link header
---   queued           the train crossed a standing queue: no gap in it longer than
---                    twice its mean gap (an idle link between flights -- slow
---                    start, a window- or loss-limited sender, an application
---                    pause -- breaks the spacing and leaves the train out; at
---                    most 7 % below the rate when it is kept)
+-- Definitions. Two segments that queue behind each other at the bottleneck
+-- leave it spaced by the second's size / its rate, and keep that spacing to
+-- the receiver; the receiver's ACKs, sent as they arrive, carry it back to
+-- the sender (the ACK clock). So pairs that crossed the bottleneck back to
+-- back show its rate at either end: near the receiver in the data's
+-- arrivals, near the sender in its ACKs'. One flow and direction is read
+-- alone (a run's rate does not depend on what else shares the store).
+--   pair             two consecutive packets of one kind, in frame order: near
+--                    the receiver, data segments of the direction, both
+--                    full-sized (payload >= the receiver's MSS option - 60, or
+--                    the largest payload seen when no SYN was captured); near
+--                    the sender, ACKs that newly acknowledge its data, neither
+--                    a duplicate ACK nor carrying a SACK block, nor following
+--                    one (a hole's repair acknowledges at once bytes that
+--                    arrived over many round trips)
+--   its rate         the second's IP bytes / the gap (ACKs: bytes acknowledged
+--                    x the direction's IP bytes per payload byte); bit/s at the
+--                    IP level, the rate a shaper such as tbf or the lab's path
+--                    is set to, less the link header
+--   mode             pairs are binned by rate (bins 5 % wide); a bin's support
+--                    is the pairs within 10 % (two bins) of it. The mode is the
+--                    fastest local peak supported by at least 30 pairs and a
+--                    tenth of the direction's: the bottleneck's spacing. Slower
+--                    modes are the sender's own spacing between its bursts
+--                    (pacing, ACK clocking of a window that does not fill the
+--                    path); faster pairs without such support, compression
+--                    after the bottleneck (a handful of segments delivered
+--                    together), are left out
 --   side             `arrivals` at a capture near the receiver (rtt_summary's
 --                    vantage), `acks` near the sender; elsewhere both, and the
 --                    lower is kept (at the sender data leave at the host's own
 --                    rate, which is no bound)
---   rate_bps         the median rate of the queued trains; p25_bps, p75_bps
---   confidence       the share of queued trains within 10 % of the median
---   known            at least 4 queued trains (64 segments' worth), their
---                    quartiles within 20 % of the median and confidence >= 0.5;
---                    otherwise the rate is no measurement (a handful of
---                    segments, or a sender that never kept the queue standing)
--- Columns: capture_id, flow_id, direction, side, trains, queued_trains, rate_bps,
+--   pairs            the direction's pairs; modal_pairs, those within 10 % of the mode
+--   rate_bps         the median rate of the modal pairs; p25_bps, p75_bps their quartiles
+--   confidence       modal_pairs / pairs
+--   known            at least 30 modal pairs and confidence >= 0.25; otherwise the
+--                    rate is no measurement (a handful of segments, a sender that
+--                    never sent two full segments back to back). A flow
+--                    direction without a supported mode has no row.
+--                    Known limit: a sender that paces single segments wider
+--                    than the path would (BBR below 1.2 Mbit/s of pacing) shows
+--                    its pacing rate; bounds.sql refutes a rate a request's own
+--                    bytes crossed faster
+-- Columns: capture_id, flow_id, direction, side, pairs, modal_pairs, rate_bps,
 --   p25_bps, p75_bps, confidence, known
 WITH ta AS (
     SELECT t.capture_id, t.flow_id, t.frame, t.ts_ns, t.payload_bytes, t.acked_bytes,
