@@ -93,7 +93,9 @@ def application_view(name, doc, example):
             if unlinked:
                 click.echo(f"tracekit: warning: {plural(unlinked, 'request')} unattributed: no "
                            f"flow of theirs was linked (no local_port hint, and not exactly one "
-                           f"connection to their server began within their time)", err=True)
+                           f"connection to their server began within their time, or their log's "
+                           f"clock is off the capture's: `tracekit clock LOG --capture CAPTURE` "
+                           f"estimates the offset)", err=True)
     return command
 
 
