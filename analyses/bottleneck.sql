@@ -39,14 +39,16 @@
 --   pairs            the direction's pairs; modal_pairs, those within 10 % of the mode
 --   rate_bps         the median rate of the modal pairs; p25_bps, p75_bps their quartiles
 --   confidence       modal_pairs / pairs
---   known            at least 30 modal pairs and confidence >= 0.25; otherwise the
---                    rate is no measurement (a handful of segments, a sender that
---                    never sent two full segments back to back). A flow
---                    direction without a supported mode has no row.
---                    Known limit: a sender that paces single segments wider
---                    than the path would (BBR below 1.2 Mbit/s of pacing) shows
---                    its pacing rate; bounds.sql refutes a rate a request's own
---                    bytes crossed faster
+--   known            at least 30 modal pairs and confidence >= 0.25, and, read from
+--                    arrivals, no 5 consecutive of the direction's first 10
+--                    full-sized segments (a fresh connection's initial window,
+--                    sent back to back) arrived more than 4 x faster than the
+--                    mode over their span: the path carried them that fast, so a slower
+--                    mode is the sender's own spacing (a sender that paces
+--                    single segments, as BBR below 1.2 Mbit/s). Otherwise the
+--                    rate is no measurement (a handful of segments, a sender
+--                    that never sent two full segments back to back). A flow
+--                    direction without a supported mode has no row
 -- Columns: capture_id, flow_id, direction, side, pairs, modal_pairs, rate_bps,
 --   p25_bps, p75_bps, confidence, known
 WITH ta AS (
@@ -85,6 +87,25 @@ acks AS (  -- the other side's ACKs that newly acknowledge the direction's data
         AND m.direction <> a.sender
     WHERE a.acked_bytes > 0 OR a.sacky
     WINDOW w AS (PARTITION BY a.capture_id, a.flow_id, a.sender ORDER BY frame)
+),
+
+early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized segments
+            -- (a fresh connection's initial window, sent back to back), over their span
+    SELECT capture_id, flow_id, direction, max(early_bps) AS early_bps
+    FROM (SELECT capture_id, flow_id, direction, k,
+              (sum(ip_bytes) OVER w - ip_bytes) * 8e9
+                  / nullif(ts_ns - first_value(ts_ns) OVER w, 0) AS early_bps,
+              count(*) OVER w AS n
+          FROM (SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, ta.ts_ns, ta.ip_bytes,
+                    row_number() OVER (PARTITION BY ta.capture_id, ta.flow_id, ta.sender
+                                       ORDER BY frame) AS k
+                FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
+                    AND m.direction = ta.sender
+                WHERE ta.payload_bytes >= m.full_bytes)
+          WHERE k <= 10
+          WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY k
+                       ROWS BETWEEN 4 PRECEDING AND CURRENT ROW))
+    WHERE n = 5 GROUP BY ALL
 ),
 
 pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
@@ -138,5 +159,7 @@ final AS (
     FROM chosen WHERE readable GROUP BY ALL
 )
 
-SELECT *, modal_pairs >= 30 AND confidence >= 0.25 AS known
-FROM final ORDER BY capture_id, flow_id, direction
+SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
+        AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
+FROM final f LEFT JOIN early e USING (capture_id, flow_id, direction)
+ORDER BY capture_id, flow_id, direction
