@@ -3,7 +3,7 @@
 -- no evidence explains is `unexplained`.
 --
 -- Step: store, in parts.
--- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests.
+-- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests, tcp_analysis.
 --
 -- Built over the whole store, in parts of requests (by a hash of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
@@ -91,11 +91,33 @@ WITH inst AS (
         b.upload_ns, b.download_ns, b.rate_bps IS NOT NULL AS rate_known, q.vantage,
         ph.* EXCLUDE (request_key, capture_id, flow_id), f.syn_ts_ns, f.ack_ts_ns,
         f.protocol = 'udp' AS quic,
-        q.proxy_start_ns, q.proxy_done_ns
+        q.proxy_start_ns, q.proxy_done_ns,
+        -- at the server, timed by the client (bounds: R > 0 there): a trip each way
+        q.vantage = 'server' AND coalesce(b.rtt_ns, 0) > 0 AND f.protocol = 'tcp' AS remote,
+        -- a sender that paces: BBR, or a pacing label (fq, SO_MAX_PACING_RATE)
+        coalesce(lower(q.labels['congestion']) LIKE 'bbr%', false)
+            OR coalesce(lower(q.labels['pacing']) NOT IN ('off', '0', 'false', 'no', 'none'), false)
+            AS paces
     FROM requests q JOIN bounds b USING (request_key)
     JOIN request_phases ph USING (request_key)
     LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
     WHERE q.flow_id IS NOT NULL
+),
+
+response_end AS (  -- at the server: the response's highest byte, and the client's first
+                  -- ACK of it (the response reached the client R / 2 before that ACK)
+    SELECT i.request_key, max(t.rel_end) AS hi
+    FROM inst i JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id
+        AND NOT t.from_client AND t.payload_bytes > 0 AND t.ts_ns <= i.d_ns
+    WHERE i.remote GROUP BY ALL
+),
+
+arrivals AS (
+    SELECT e.request_key, min(t.ts_ns) AS ack_ns
+    FROM response_end e JOIN inst i USING (request_key)
+    JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id AND t.from_client
+        AND t.ts_ns >= i.d_ns AND t.rel_ack >= e.hi
+    GROUP BY ALL
 ),
 
 hs AS (
@@ -173,7 +195,10 @@ phased AS (
         i.down_loss_recovery_ns + i.down_rto_wait_ns AS s_loss,
         i.down_pacing_idle_ns AS s_pacing,
         i.down_application_limited_ns AS s_idle,
-        greatest(coalesce(m.model_end_ns, 0) - i.c_ns, 0) AS generating_ns,
+        -- (the model's end reaches the capture point one way, R / 2, later)
+        CASE WHEN m.model_end_ns IS NOT NULL
+             THEN greatest(m.model_end_ns + coalesce(i.rtt_ns, 0) // 2 - i.c_ns, 0) ELSE 0 END
+            AS generating_ns,
         -- through a tunnel: its local part (to the first datagram out, from the
         -- last datagram in) and the WAN part between
         tm.t_up IS NOT NULL AND tm.t_down IS NOT NULL AND tm.t_up <= tm.t_down
@@ -202,11 +227,14 @@ upload2 AS (
 download AS (  -- per vantage: what is data flowing, waiting, lost, idle
     SELECT *,
         CASE WHEN from_client_side THEN gap_clocked_ns ELSE s_window END AS dn_window,
-        CASE WHEN from_client_side THEN 0 ELSE s_pacing END AS dn_pacing,
+        CASE WHEN from_client_side OR NOT paces THEN 0 ELSE s_pacing END AS dn_pacing,
         CASE WHEN from_client_side THEN gap_loss_ns ELSE s_loss END AS dn_loss,
         CASE WHEN from_client_side THEN gap_receiver_ns ELSE s_receiver END AS dn_receiver,
         CASE WHEN from_client_side THEN 0 ELSE s_idle END AS dn_idle,
-        CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns ELSE 0 END AS dn_sender
+        -- (new data after a pause with nothing from the peer, from a sender that does not
+        -- pace: it waited for something this vantage cannot name)
+        CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns WHEN paces THEN 0
+             ELSE s_pacing END AS dn_sender
     FROM upload2
 ),
 download2 AS (
@@ -231,43 +259,121 @@ download4 AS (
 download5 AS (
     SELECT *,
         least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
-            AS dt_receiver,
-        least(dn_sender, generating_ns) AS dn_generating  -- the model still at work
+            AS dt_receiver
     FROM download4
+),
+download6 AS (  -- past the bottleneck, with B known, the gaps beyond the ACK clock hold
+                -- the bottleneck's serialisation of the segments that end them too
+    SELECT *,
+        CASE WHEN rate_known AND from_client_side AND NOT tunnel
+             THEN least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss
+                                 - dt_receiver, 0), dn_sender) ELSE 0 END AS dt_sender
+    FROM download5
+),
+download7 AS (
+    SELECT *, least(dn_sender - dt_sender, generating_ns) AS dn_generating  -- the model at work
+    FROM download6
 ),
 
 wait AS (  -- through a tunnel, R and T_c lie inside its WAN part
     SELECT *,
         CASE WHEN tunnel THEN coalesce(tunnel_local_ns, 0) ELSE 0 END AS w_tunnel_local,
-        least(coalesce(rtt_ns, 0),
-              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) AS w_propagation
-    FROM download5
+        CASE WHEN remote THEN 0 ELSE least(coalesce(rtt_ns, 0),
+              CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END) END AS w_propagation
+    FROM download7
 ),
 wait2 AS (
     SELECT *,
         least(coalesce(processing_ns, 0),
               CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END - w_propagation)
             AS w_processing,
+        -- seen before the bottleneck, the request's last bytes cross it after b
+        least(greatest(coalesce(upload_ns, 0) - ut_window - ut_pacing - ut_loss, 0),
+              greatest((c_ns - b_ns) - w_tunnel_local - w_propagation
+                       - least(coalesce(processing_ns, 0),
+                               CASE WHEN tunnel THEN tunnel_wan_ns ELSE c_ns - b_ns END
+                               - w_propagation), 0)) AS w_upload,
         -- on this host the local tunnel is the sender: its waits are the WAN's
         CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                  + (dn_window - dt_window) ELSE 0 END AS dn_tunnel
     FROM wait
 ),
-w AS (  -- one wide row per request: every span's time
+w0 AS (
     SELECT *,
         -- a response handed over faster than B left part of its transfer before c
         CASE WHEN rate_known THEN
-            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver, 0),
-                  (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing) ELSE 0 END
-            AS w_transfer
+            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver
+                           - dt_sender, 0),
+                  (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_upload) ELSE 0 END
+            AS w_transfer,
+        -- the model still generating while the response flowed (its events): the rest of
+        -- T_c is processing, whatever else the transport did meanwhile
+        least(greatest(coalesce(processing_ns, 0) - w_processing, 0),
+              least(generating_ns, d_ns - c_ns)) AS p_total
     FROM wait2
+),
+w1 AS (  -- taken from the sender's wait first, then loss recovery, window waiting, unexplained
+    SELECT *, least(p_total, dn_generating) AS p_idle,
+        least(p_total - least(p_total, dn_generating), dn_loss - dt_loss) AS p_loss
+    FROM w0
+),
+w2 AS (
+    SELECT *, least(p_total - p_idle - p_loss,
+                    CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window END) AS p_window
+    FROM w1
+),
+w3 AS (
+    SELECT *, least(p_total - p_idle - p_loss - p_window, greatest(dn_other, 0)) AS p_other
+    FROM w2
+),
+w4 AS (  -- (without B the clocked gaps are no transfer of their own: the model's too)
+    SELECT *, least(p_total - p_idle - p_loss - p_window - p_other,
+                    CASE WHEN rate_known THEN 0 ELSE dt_window END) AS p_clocked
+    FROM w3
+),
+w AS (  -- one wide row per request: every span's time
+    SELECT *,
+        -- through a tunnel the rest of S_d / B crossed the WAN while the local tunnel waited
+        CASE WHEN tunnel AND rate_known THEN
+            least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss - dt_receiver
+                           - dt_sender - w_transfer, 0), dn_tunnel) ELSE 0 END AS dt_tunnel,
+        p_idle + p_loss + p_window + p_other + p_clocked AS dn_processing
+    FROM w4
+),
+
+trips AS (  -- at the server, timed by the client: the request's trip here (R / 2 of the
+            -- setup's idle time) and the response's trip back (the rest of R, what is left of
+            -- S_d / B, then the queue until the client's ACK shows it arrived, less R / 2)
+    SELECT w.*,
+        CASE WHEN remote THEN least(rtt_ns // 2, greatest((a_ns - start_ns) - tcp_ns - tls_ns
+                                                          - quic_ns - proxy_ns, 0)) ELSE 0 END
+            AS up_trip,
+        ar.ack_ns
+    FROM w LEFT JOIN arrivals ar USING (request_key)
+),
+trips2 AS (
+    SELECT *, CASE WHEN remote THEN least(rtt_ns - up_trip, end_ns - d_ns) ELSE 0 END AS down_trip,
+        CASE WHEN remote AND rate_known THEN least(
+            greatest(coalesce(download_ns, 0) - (dt_window - p_clocked + dt_pacing + dt_loss
+                                                 + dt_receiver + dt_sender + dt_tunnel) - w_transfer, 0),
+            greatest(end_ns - d_ns - least(rtt_ns - up_trip, end_ns - d_ns), 0)) ELSE 0 END
+            AS tail_transfer
+    FROM trips
+),
+trips3 AS (
+    SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
+                   THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
+                                       - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
+                   ELSE 0 END AS tail_queueing
+    FROM trips2
 ),
 
 spans_wide AS (
     SELECT request_key, duration_ns,
         tcp_ns AS connect_tcp, tls_ns AS connect_tls, quic_ns AS connect_quic,
         proxy_ns AS connect_proxy,
-        (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns AS setup_client_idle,
+        (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
+        up_trip AS setup_propagation,
         ut_window + ut_pacing + ut_loss AS upload_transfer,
         up_loss - ut_loss AS upload_loss_recovery,
         up_window - ut_window AS upload_waiting,
@@ -276,29 +382,38 @@ spans_wide AS (
         up_other AS upload_unexplained,
         w_propagation AS propagation,
         w_processing AS processing,
+        dn_processing AS download_processing,
+        w_upload AS wait_upload_transfer,
         w_transfer AS wait_download_transfer,
         w_tunnel_local AS tunnel_queueing,
         CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
-                 - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+                 - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_tunnel_transit,
-        (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_transfer
+        (c_ns - b_ns) - w_tunnel_local - w_propagation - w_processing - w_upload - w_transfer
             - CASE WHEN tunnel THEN tunnel_wan_ns - w_propagation - w_processing
-                   - least(w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
+                   - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_unexplained,
-        dt_window + dt_pacing + dt_loss + dt_receiver AS download_transfer,
-        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window END AS window_waiting,
+        dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_sender + dt_tunnel
+            AS download_transfer,
+        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window END AS window_waiting,
         dn_pacing - dt_pacing AS pacing,
-        dn_loss - dt_loss AS loss_recovery,
+        dn_loss - dt_loss - p_loss AS loss_recovery,
         dn_receiver - dt_receiver AS receiver_limited,
-        dn_idle + dn_generating AS server_idle,
-        dn_tunnel AS download_tunnel_transit,
-        dn_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
+        dn_idle + dn_generating - p_idle AS server_idle,
+        dn_tunnel - dt_tunnel AS download_tunnel_transit,
+        dn_sender - dt_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
                                           ELSE 0 END AS sender_wait,
-        dn_other AS download_unexplained,
-        end_ns - d_ns AS tail_client_idle,
-        dn_loss - dt_loss AS loss_total, s_loss, from_client_side, rate_known,
+        dn_other - p_other AS download_unexplained,
+        down_trip AS tail_propagation,
+        tail_transfer AS tail_download_transfer,
+        tail_queueing,
+        CASE WHEN remote AND ack_ns IS NULL THEN 0
+             ELSE end_ns - d_ns - down_trip - tail_transfer - tail_queueing END AS tail_client_idle,
+        CASE WHEN remote AND ack_ns IS NULL
+             THEN end_ns - d_ns - down_trip - tail_transfer ELSE 0 END AS tail_unexplained,
+        dn_loss - dt_loss - p_loss AS loss_total, s_loss, from_client_side, rate_known,
         processing_source, rtt_source
-    FROM w
+    FROM trips3
 ),
 
 catalogue AS (  -- every span: order, name, phase, irreducible, the evidence behind it
@@ -316,6 +431,10 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('upload_unexplained', 16, 'unexplained', 'upload', false, 'no limitation state explains it'),
         ('propagation', 8, 'propagation', 'wait', true, 'R'),
         ('processing', 9, 'processing', 'wait', true, 'T_c'),
+        ('download_processing', 11, 'processing', 'download', true,
+         'T_c beyond the wait: the server''s events show the model still generating while the response flowed'),
+        ('wait_upload_transfer', 8, 'upload_transfer', 'wait', true,
+         'S_u / B: seen before the bottleneck, the request''s last bytes crossed it after the last byte here'),
         ('wait_download_transfer', 11, 'download_transfer', 'wait', true,
          'handed over faster than B: its bytes crossed the bottleneck before the first byte'),
         ('wait_unexplained', 16, 'unexplained', 'wait', false,
@@ -334,7 +453,17 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('sender_wait', 15, 'sender_wait', 'download', false,
          'seen from the client: the sender waited, beyond what the ACK clock explains'),
         ('download_unexplained', 16, 'unexplained', 'download', false, 'no state or gap explains it'),
-        ('tail_client_idle', 17, 'client_idle', 'tail', false, 'after the last byte, until request_end')
+        ('tail_client_idle', 17, 'client_idle', 'tail', false, 'after the last byte, until request_end'),
+        ('setup_propagation', 4, 'propagation', 'setup', true,
+         'at the server: the request''s trip here, R / 2 (its client''s log times it)'),
+        ('tail_propagation', 17, 'propagation', 'tail', true,
+         'at the server: the response''s trip to the client, the rest of R'),
+        ('tail_download_transfer', 17, 'download_transfer', 'tail', true,
+         'at the server: S_d / B the response still took at the bottleneck after leaving here'),
+        ('tail_queueing', 17, 'queueing', 'tail', false,
+         'at the server: the response waited in the path''s queue (the client''s ACK of its last byte, less R / 2)'),
+        ('tail_unexplained', 17, 'unexplained', 'tail', false,
+         'at the server: no ACK of the last byte shows when the response reached the client')
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
@@ -363,7 +492,7 @@ spans AS (
                  THEN 'S_d / B, out of the gaps the ACK clock explains'
              WHEN c.span = 'window_waiting' AND c.from_client_side
                  THEN 'the ACK clock: a full-sized segment, then the gap until 1.25 R after the client''s ACK'
-             WHEN c.span = 'processing' THEN 'T_c from ' || c.processing_source
+             WHEN c.span = 'processing' AND c.phase = 'wait' THEN 'T_c from ' || c.processing_source
              WHEN c.span = 'propagation' THEN 'R from ' || c.rtt_source
              WHEN c.span = 'server_idle' AND c.from_client_side
                  THEN 'the server''s events: the model was still generating'

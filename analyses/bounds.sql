@@ -1,7 +1,7 @@
 -- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
 -- Step: store.
--- Sources: captures, events, flights, flows, requests, rtt_summary.
+-- Sources: bottleneck, captures, events, exchanges, flows, requests, rtt_summary.
 --
 -- Built over the whole store.
 -- Definitions:
@@ -22,22 +22,28 @@
 --                    a mid-path capture sees only its own leg to the server);
 --                    0 at the server (`server_vantage`: no propagation lies
 --                    between the request's arrival and the response's
---                    departure) and for a request that got no response
+--                    departure) unless the client's own log times the request
+--                    (its connect_start, connect_end or first_byte events): then
+--                    the request's trip here and the response's trip back lie
+--                    inside its time, and R is the path's and for a request that got no response
 --                    (`no_response`, T_c too)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
---                    else, only when some flow on the path shows it was full,
---                    its delivery rate (rate_source `full_path`). Each flight
---                    (flights: one round trip of sending, seen at the sender)
---                    carries the largest delivery rate its ACKs measured (as
---                    tcpi_delivery_rate) and whether an RTT sample showed a
---                    queue (>= 1.25 x the smallest); a flow was full when for 2
---                    flights it delivered within 10 % of its best while a queue
---                    stood or segments were lost: the bottleneck was busy, so
---                    the delivery rate was its rate. B is the best delivery of
---                    the path's full flows. A
---                    sender that never fills the path (paced, window- or
---                    application-limited) shows no such flight, and a capture
---                    near the receiver none at all: B unknown.
+--                    else the request's own flow's, measured from the dispersion
+--                    of its segments or ACKs (analyses/bottleneck.sql, `known`
+--                    only; rate_source `trains`), else the median of the known
+--                    rates of the other flows of the same capture and path
+--                    (`capture_trains`): one run's evidence, never the store's,
+--                    so a run's bound does not depend on what else was ingested.
+--                    Unknown when none is known: a sender that never sent two
+--                    full segments back to back, a handful of segments. A
+--                    measured B is refuted (`refuted`, unknown) for a request
+--                    whose own bytes crossed faster: S / B longer than its
+--                    first to last segment of a direction captured past the
+--                    bottleneck (the response away from the server, the
+--                    request at it; the sender's side shows them leave into
+--                    the queue faster than B) (a sender that
+--                    spaced single segments wider than the path does, e.g. BBR
+--                    below 1.2 Mbit/s, shows its pacing rate, not the path's).
 --   T_c              processing: the `processing_ms` label if given; else the
 --                    request's model_start -> model_end events (any log, same
 --                    run and request id); else, at a server-side capture, the
@@ -53,9 +59,18 @@
 --                    so S counts the bytes after it (bytes / packets less)
 --   partial          true when R, B or T_c is unknown
 --   gap_ns           measured (duration_ns) - bound_ns; ratio measured / bound
+--   refused          an impossible input, and the bound (gap, ratio) NULL: `negative
+--                    duration`; `clock: ...` when the request's events contradict
+--                    its flow's packets by more than 1 ms (connect_start after the
+--                    SYN, connect_end before the SYN-ACK, first_byte before the
+--                    flow's first response byte -- the causality of
+--                    clock_offset.sql -- or a linked flow with data, none of it
+--                    inside the request), naming the offset's least size and the
+--                    `tracekit clock` command that estimates and applies it; `bound
+--                    above the measured time` (a given label the run contradicts)
 -- Columns: request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps,
 --   rate_source, processing_ns, processing_source, upload_ns, download_ns,
---   bound_ns, partial, duration_ns, gap_ns, ratio, vantage
+--   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused
 WITH req AS (
     SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -67,29 +82,17 @@ path_rtt AS (
     WHERE s.path_rtt_ns > 0 GROUP BY ALL
 ),
 
-rounds AS (  -- each flight (one round trip of sending, at least 4 segments) with its
-             -- delivery rate
-    SELECT capture_id, flow_id, direction, delivery_rate_bps / 8.0 AS rate_Bps, queued,
-        retransmissions
-    FROM flights WHERE delivery_rate_bps > 0 AND segments >= 4
+own_rate AS (  -- the bottleneck of the request's own flow (analyses/bottleneck.sql): the
+               -- response's direction, else the request's
+    SELECT capture_id, flow_id, arg_min(rate_bps, direction <> 's2c') / 8.0 AS rate_Bps
+    FROM bottleneck WHERE known GROUP BY ALL
 ),
 
-per_flow AS (
-    SELECT capture_id, flow_id, direction, max(rate_Bps) AS best_Bps FROM rounds GROUP BY ALL
-),
-
-full_flows AS (  -- a flow direction that stayed full for 2 flights: delivering within
-                 -- 10 % of its best while a queue stood on the path or segments were lost
-    SELECT r.capture_id, r.flow_id, r.direction, any_value(p.best_Bps) AS best_Bps
-    FROM rounds r JOIN per_flow p USING (capture_id, flow_id, direction)
-    WHERE r.rate_Bps >= 0.9 * p.best_Bps AND (r.queued OR r.retransmissions > 0)
-    GROUP BY ALL HAVING count(*) >= 2
-),
-
-path_rate AS (  -- the best delivery of the path's full flows: the bottleneck's rate
-    SELECT coalesce(c.labels['path'], fl.server_addr) AS path, max(x.best_Bps) AS rate_Bps
-    FROM full_flows x JOIN flows fl USING (capture_id, flow_id) JOIN captures c USING (capture_id)
-    GROUP BY ALL
+capture_rate AS (  -- else the median of the capture's other flows on the same path
+    SELECT b.capture_id, coalesce(c.labels['path'], f.server_addr) AS path,
+        median(b.rate_bps) / 8.0 AS rate_Bps
+    FROM bottleneck b JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
+    WHERE b.known AND b.direction = 's2c' GROUP BY ALL
 ),
 
 model_time AS (  -- per run and request: ids repeat from run to run
@@ -105,9 +108,11 @@ inputs AS (
         coalesce(round(TRY_CAST(q.labels['rtt_ms'] AS DOUBLE) * 1e6)::BIGINT, p.rtt_ns) AS rtt_ns,
         CASE WHEN q.labels['rtt_ms'] IS NOT NULL THEN 'given'
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
-        coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, b.rate_Bps) AS rate_Bps,
+        coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, o.rate_Bps, b.rate_Bps)
+            AS rate_Bps,
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
-             WHEN b.rate_Bps IS NOT NULL THEN 'full_path' END AS rate_source,
+             WHEN o.rate_Bps IS NOT NULL THEN 'trains'
+             WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
         m.ns AS model_ns,
         CASE WHEN q.vantage = 'server'
              THEN q.response_first_byte_ns - q.request_last_byte_ns END AS server_turnaround_ns,
@@ -119,19 +124,39 @@ inputs AS (
         coalesce(q.bytes_up, 0) - coalesce(q.bytes_up // nullif(q.packets_up, 0), 0) AS timed_up,
         coalesce(q.bytes_down, 0) - coalesce(q.bytes_down // nullif(q.packets_down, 0), 0)
             AS timed_down,
-        q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before
+        q.start_ns < coalesce(q.request_first_byte_ns, q.start_ns) AS started_before,
+        -- timed by the client's own log (its connect or first-byte events): a capture at
+        -- the server then lies one way from each end of the measured time
+        q.source = 'events' AND EXISTS (SELECT 1 FROM events e WHERE e.log_id = q.log_id
+            AND e.request = q.request AND e.kind IN ('connect_start', 'connect_end', 'first_byte'))
+            AS client_timed
     FROM req q
     LEFT JOIN path_rtt p USING (path)
-    LEFT JOIN path_rate b USING (path)
+    LEFT JOIN own_rate o USING (capture_id, flow_id)
+    LEFT JOIN capture_rate b USING (capture_id, path)
     LEFT JOIN model_time m ON m.request = q.request AND m.run IS NOT DISTINCT FROM q.run
+),
+
+checked AS (  -- a measured B the request's own bytes crossed faster than is refuted: unknown
+    SELECT * REPLACE (CASE WHEN refuted THEN NULL ELSE rate_Bps END AS rate_Bps,
+                      CASE WHEN refuted THEN 'refuted' ELSE rate_source END AS rate_source)
+    FROM (SELECT *, coalesce(rate_source IN ('trains', 'capture_trains')
+                     AND (vantage <> 'server' AND timed_down * 1e9 / rate_Bps
+                              > coalesce(response_last_byte_ns - response_first_byte_ns, 0)
+                          OR vantage = 'server' AND timed_up * 1e9 / rate_Bps
+                              > coalesce(request_last_byte_ns - request_first_byte_ns, 0)), FALSE)
+                     AS refuted
+          FROM inputs)
 ),
 
 shaped AS (
     SELECT request_key, path, bytes_up, bytes_down,
-        CASE WHEN NOT answered OR vantage = 'server' THEN 0
+        CASE WHEN NOT answered OR vantage = 'server' AND NOT client_timed THEN 0
+             WHEN vantage = 'server' THEN rtt_ns
              ELSE least(rtt_ns, coalesce(own_wait_ns, rtt_ns)) END AS r_ns,
         CASE WHEN NOT answered THEN 'no_response'
-             WHEN vantage = 'server' THEN 'server_vantage'
+             WHEN vantage = 'server' AND NOT client_timed THEN 'server_vantage'
+             WHEN vantage = 'server' THEN rtt_source
              WHEN own_wait_ns < rtt_ns THEN 'own_wait' ELSE rtt_source END AS r_source,
         round(rate_Bps * 8)::BIGINT AS rate_bps, rate_source,
         CASE WHEN answered THEN
@@ -146,7 +171,7 @@ shaped AS (
                        rate_Bps) AS upload_ns,
         tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
         duration_ns, vantage
-    FROM inputs
+    FROM checked
 ),
 
 summed AS (
@@ -156,11 +181,52 @@ summed AS (
     FROM shaped
 ),
 
+first_response AS (  -- each TCP flow's first response byte at the capture point
+    SELECT capture_id, flow_id, min(response_first_byte_ns) AS first_s2c_ns
+    FROM exchanges GROUP BY ALL
+),
+
+clock AS (  -- causality between a request's events and its flow's packets (as clock_offset.sql)
+    SELECT q.request_key, any_value(q.log_id) AS log_id, any_value(q.capture_id) AS capture_id,
+        -- connect_start precedes the SYN: a log that runs late must be moved back
+        least(min(f.syn_ts_ns - e.ts_ns) FILTER (e.kind = 'connect_start'), 0) AS late_ns,
+        -- connect_end follows the SYN-ACK, first_byte the flow's first response byte
+        greatest(max(f.synack_ts_ns - e.ts_ns) FILTER (e.kind = 'connect_end'),
+                 max(fr.first_s2c_ns - e.ts_ns) FILTER (e.kind = 'first_byte'), 0) AS early_ns,
+        -- linked to a flow that carried data, yet none of it inside the request's time
+        any_value(q.request_first_byte_ns IS NULL AND q.response_first_byte_ns IS NULL
+                  AND f.payload_bytes_c2s + f.payload_bytes_s2c > 0) AS outside
+    FROM requests q JOIN flows f USING (capture_id, flow_id)
+    LEFT JOIN events e ON e.log_id = q.log_id AND e.request = q.request
+        AND e.kind IN ('connect_start', 'connect_end', 'first_byte')
+    LEFT JOIN first_response fr USING (capture_id, flow_id)
+    WHERE q.source = 'events' AND f.protocol = 'tcp'
+    GROUP BY q.request_key
+),
+
+checked_bound AS (  -- impossible inputs: the bound is refused, with the reason
+    SELECT s.*, c.log_id, c.capture_id,
+        CASE WHEN s.duration_ns < 0 THEN 'negative duration'
+             WHEN c.late_ns < -1000000 OR c.early_ns > 1000000 OR c.outside
+                 THEN 'clock: log ' || c.log_id
+                      || CASE WHEN c.early_ns > 1000000
+                              THEN ' runs at least ' || round(c.early_ns / 1e6, 1) || ' ms early'
+                              WHEN c.late_ns < -1000000
+                              THEN ' runs at least ' || round(-c.late_ns / 1e6, 1) || ' ms late'
+                              ELSE ' puts the request outside its flow''s packets' END
+                      || ' against capture ' || c.capture_id
+                      || ' (tracekit clock ' || c.log_id || ' --capture ' || c.capture_id || ')'
+             WHEN s.bound_ns > s.duration_ns THEN 'bound above the measured time' END AS refused
+    FROM summed s LEFT JOIN clock c USING (request_key)
+),
+
 final AS (
     SELECT request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps, rate_source,
-        processing_ns, processing_source, upload_ns, download_ns, bound_ns, partial, duration_ns,
-        duration_ns - bound_ns AS gap_ns,
-        round(duration_ns / nullif(bound_ns, 0), 3) AS ratio, vantage
-    FROM summed
+        processing_ns, processing_source, upload_ns, download_ns,
+        CASE WHEN refused IS NULL THEN bound_ns END AS bound_ns, partial OR refused IS NOT NULL AS partial,
+        duration_ns, CASE WHEN refused IS NULL THEN duration_ns - bound_ns END AS gap_ns,
+        CASE WHEN refused IS NULL THEN round(duration_ns / nullif(bound_ns, 0), 3) END AS ratio,
+        vantage, refused
+    FROM checked_bound
 )
 SELECT * FROM final ORDER BY request_key

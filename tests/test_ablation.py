@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from tracekit.core.errors import TracekitError
 from tracekit.lab.experiment import schedule
 from tracekit.presentation.ablation import Arm, bootstrap_ratio_ci, compare_arms
 
@@ -92,3 +93,37 @@ def test_the_verdict_is_hedged():
     row = dict(zip(columns, rows[0]))
     assert (row["pairs"], row["won"], row["lost"]) == (12, 0, 12)
     assert isinstance(row["ci_low"], float) and row["ci_low"] < row["ratio"] < row["ci_high"]
+
+
+def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
+    """`mode` and any other scalar field a request's own events carry group and
+    filter like labels and columns do (issue #26 item 6): no splitting of logs by hand."""
+    import json
+    from pathlib import Path
+
+    import tracekit
+    from tracekit.presentation.ablation import ablation
+
+    lab = Path(__file__).resolve().parents[1] / "captures" / "lab"
+    with tracekit.open(str(tmp_path / "m.duckdb")) as s:
+        for run, mode in (("counterfactual-001", "fresh"), ("counterfactual-002", "persistent")):
+            log = tmp_path / f"{run}.jsonl"
+            with open(lab / run / "client-events.jsonl") as f, open(log, "w") as out:
+                for line in f:
+                    record = json.loads(line)
+                    record.pop("connection", None)
+                    if record["kind"] == "request_start":  # the attribute lives on one event
+                        record.update(mode=mode, shard="even" if record["request"] != "r1" else "odd")
+                    out.write(json.dumps(record) + "\n")
+            s.ingest([str(lab / run / "client.pcap"), str(log)], labels={"experiment": "modes"})
+        s.analyze()
+        rows = ablation(s.con, "mode", by=("shard",), levels=["fresh", "persistent"],
+                        where={"experiment": "modes"})
+        assert {r.by: (r.arms[0].n, r.arms[1].n) for r in rows} == {("even",): (2, 2), ("odd",): (1, 1)}
+        # columns too: the request's connection, and a where on an event field
+        rows = ablation(s.con, "mode", by=("connection",), levels=["fresh", "persistent"],
+                        where={"shard": "odd"})
+        assert {r.by: (r.arms[0].n, r.arms[1].n) for r in rows} == {("fresh",): (1, 0),
+                                                                     ("reused",): (0, 1)}
+        with pytest.raises(TracekitError, match="no requests carry the attribute 'mode'"):
+            ablation(s.con, "mode", where={"shard": "none"})

@@ -95,3 +95,12 @@ def test_what_the_readme_says_of_the_runs():
     assert len(late) == 240
     assert round(late[len(late) // 2], 2) == 0.87
     assert round(late[int(0.9 * (len(late) - 1))]) == 11
+
+
+def test_the_spans_beyond_the_bound_are_the_gap_on_every_request(store):
+    """One account (issue #26): measured - bound is exactly the spans beyond the bound's terms."""
+    rows = store.con.execute("""
+        SELECT b.request_key, b.duration_ns - b.bound_ns, sum(a.ns) FILTER (NOT a.irreducible)
+        FROM bounds b JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
+    assert len(rows) == 480
+    assert [r for r in rows if r[1] is None or r[1] != r[2]] == []

@@ -161,8 +161,8 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
                  .read_text().splitlines() if '"tcp_info"' in x]
         kernel += [i["tcpi_delivery_rate"] * 8 for i in infos[1:]]  # measured requests, warm
     assert all(x <= b for x, b in zip(kernel, bounds)), (kernel, bounds)
-    # and so did tracekit, from the flights in which the path was full (a queue grew
-    # at the bottleneck): what bounds uses when no bottleneck_mbps label is given;
+    # and so did tracekit, from the dispersion of the flow's segment pairs
+    # (analyses/bottleneck.sql): what bounds uses when no bottleneck_mbps label is given;
     # held against the kernel's own measurement of the same run (seen: within 2 %
     # on a quiet machine), to 5 % plus what the machine's absence can stretch
     # or squeeze an interval by
@@ -171,12 +171,11 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
     con.execute("UPDATE event_logs SET labels = map_from_entries(list_filter(map_entries(labels), "
                 "lambda e: e.key <> 'bottleneck_mbps')), updated_at = now()")
     analyze(con)
-    rates = {r[0] for r in con.execute("SELECT DISTINCT rate_bps, rate_source FROM bounds").fetchall()}
+    rates = {r[0] for r in con.execute("SELECT DISTINCT rate_bps FROM bounds WHERE rate_bps > 0").fetchall()}
     sources = {r[0] for r in con.execute("SELECT DISTINCT rate_source FROM bounds").fetchall()}
-    assert sources == {"full_path"}
-    (rate,) = rates
-    assert rate <= max(bounds), (rate, bounds)
-    assert rate == pytest.approx(max(kernel), rel=0.05 + stretch), (rate, kernel, stretch)
+    assert sources <= {"trains", "capture_trains"} and rates, sources
+    for rate in rates:
+        assert rate == pytest.approx(max(kernel), rel=0.05 + stretch), (rate, kernel, stretch)
     # quickack: the client acknowledges every segment; without it, every second one
     per_ack = dict(con.execute("""
         SELECT c.labels['quickack'], avg(g.acked_segments) FROM ack_gaps g

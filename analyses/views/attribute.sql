@@ -1,7 +1,8 @@
 -- The `tracekit attribute` view: per request, its time, its bound and where the gap went (ms).
 -- Parameters: $run (NULL for all).
--- flag: unexplained time above 10 % of the request or above 20 ms; or no
--- flow linked (the whole request unattributed).
+-- flag: the bound refused (bounds.refused: an event clock that contradicts the
+-- packets, a negative duration); unexplained time above 10 % of the request or
+-- above 20 ms; or no flow linked (the whole request unattributed).
 -- Sources: attribution, bounds, requests.
 WITH spans AS (
     SELECT request_key, span, sum(ns) AS ns, bool_or(irreducible) AS irreducible
@@ -21,7 +22,8 @@ SELECT r.request_key AS request, coalesce(r.labels['run'], r.run) AS run, r.conn
     CASE WHEN b.partial THEN 'partial' END AS bound, round(b.gap_ns / 1e6, 1) AS gap_ms, b.ratio,
     t.gap_spans, round(t.unexplained_ns / 1e6, 1) AS unexplained_ms,
     round(100.0 * t.unexplained_ns / nullif(b.duration_ns, 0), 1) AS unexplained_pct,
-    CASE WHEN t.unattributed_ns > 0 THEN 'no flow linked'
+    CASE WHEN b.refused IS NOT NULL THEN 'bound refused: ' || b.refused
+         WHEN t.unattributed_ns > 0 THEN 'no flow linked'
          WHEN t.unexplained_ns > 0.1 * b.duration_ns THEN 'unexplained > 10%'
          WHEN t.unexplained_ns > 20000000 THEN 'unexplained > 20 ms' END AS flag,
     b.processing_source, b.vantage

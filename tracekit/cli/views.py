@@ -82,11 +82,20 @@ def application_view(name, doc, example):
             columns, rows = store.rows(f"views/{name}", run=run)
         emit(columns, rows, fmt)
         if "flag" in columns:
+            clocks = [r[columns.index("flag")] for r in rows
+                      if (r[columns.index("flag")] or "").startswith("bound refused: clock")]
+            if clocks:
+                click.echo(f"tracekit: warning: {plural(len(clocks), 'bound')} refused: an event "
+                           f"log's clock contradicts its packets ({clocks[0][22:]}); `tracekit "
+                           f"clock LOG --capture CAPTURE --apply` estimates the offset and applies it",
+                           err=True)
             unlinked = sum(1 for r in rows if r[columns.index("flag")] == "no flow linked")
             if unlinked:
                 click.echo(f"tracekit: warning: {plural(unlinked, 'request')} unattributed: no "
                            f"flow of theirs was linked (no local_port hint, and not exactly one "
-                           f"connection to their server began within their time)", err=True)
+                           f"connection to their server began within their time, or their log's "
+                           f"clock is off the capture's: `tracekit clock LOG --capture CAPTURE` "
+                           f"estimates the offset)", err=True)
     return command
 
 

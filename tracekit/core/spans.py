@@ -42,6 +42,7 @@ SPANS = (
     Span("receiver_limited", "#9d755d", False, False, "the client's receive window was full"),
     Span("server_idle", "#d8b5a5", False, False, "the application had not written the bytes"),
     Span("sender_wait", "#ff7f0e", False, False, "seen from the client: the sender waited"),
+    Span("queueing", "#7f7f7f", False, False, "the response waited in the path's queue (seen at the server)"),
     Span("unexplained", "#000000", False, False, "no evidence explains it"),
     Span("unattributed", "#cccccc", False, False, "no flow of the request was linked"),
 )

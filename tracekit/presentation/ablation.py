@@ -195,8 +195,11 @@ def ablation(con, compare, by=(), levels=None, where=None):
     columns, rows = run_analysis(con, "ablation", compare=compare, by=list(by),
                                  where_keys=list(where), where_values=list(where.values()))
     if not rows:
-        raise TracekitError(f"no requests carry the label {compare!r}; label runs at ingest "
-                            f"(--label {compare}=LEVEL) and run tracekit analyze")
+        raise TracekitError(f"no requests carry the attribute {compare!r}"
+                            f"{' with ' + ', '.join(f'{k}={v}' for k, v in where.items()) if where else ''}"
+                            f" (a label, a field of their own events, or connection/protocol/vantage/"
+                            f"source); label runs at ingest (--label {compare}=LEVEL) and run "
+                            f"tracekit analyze")
     col = {name: i for i, name in enumerate(columns)}
     groups = {}
     for row in rows:
