@@ -150,16 +150,19 @@ chosen AS (  -- the side the capture point can read (rtt_summary's vantage)
                WHERE capture_id BETWEEN $first AND $last GROUP BY ALL) v USING (capture_id, flow_id)
 ),
 
-final AS (
+estimate AS (  -- the slowest well-supported side of each flow direction
     SELECT capture_id, flow_id, direction, arg_min(side, rate_bps) AS side,
         arg_min(pairs, rate_bps) AS pairs, arg_min(modal_pairs, rate_bps) AS modal_pairs,
         round(min(rate_bps))::BIGINT AS rate_bps, round(arg_min(p25_bps, rate_bps))::BIGINT AS p25_bps,
         round(arg_min(p75_bps, rate_bps))::BIGINT AS p75_bps,
         round(arg_min(confidence, rate_bps), 3) AS confidence
     FROM chosen WHERE readable GROUP BY ALL
-)
+),
 
-SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
-        AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
-FROM final f LEFT JOIN early e USING (capture_id, flow_id, direction)
-ORDER BY capture_id, flow_id, direction
+final AS (  -- known: enough agreeing pairs, and not slower than the sender's pacing allows
+    SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
+            AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
+    FROM estimate f LEFT JOIN early e USING (capture_id, flow_id, direction)
+    ORDER BY capture_id, flow_id, direction
+)
+SELECT * FROM final
