@@ -112,6 +112,24 @@ class Store:
         columns, rows = ablation_rows(results, tuple(by), predictions=predict)
         return pd.DataFrame(rows, columns=columns)
 
+    def whatif(self, set, where=None, source=None, by=(), draws=None, assume=None):  # noqa: A002
+        """What-if (docs/whatif.md): the requests matching `where` and `source`
+        ({factor: level}, the group measured) replayed under `set` ({factor:
+        level}, the change); one (group, WhatIf) per combination of the `by`
+        labels. Factors: tracekit.whatif.factors. Values may be strings."""
+        from .presentation.whatif import run
+        from .whatif.engine import DRAWS
+        return run(self.con, dict(where or {}), _levels(source), _levels(set), tuple(by),
+                   draws or DRAWS, _levels(assume))
+
+    def interactions(self, source, target, where=None):
+        """Shapley split of median(source) - median(target) over the factors that
+        differ ({label: level} each: any labels, not only the what-if's factors),
+        with bootstrap intervals and the pairs' interaction terms
+        (tracekit.whatif.shapley.Split)."""
+        from .whatif.shapley import split
+        return split(self.con, dict(where or {}), dict(source), dict(target))
+
     def require_analyzed(self):
         """Raise unless `tracekit analyze` has built the derived tables."""
         n = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
@@ -176,6 +194,12 @@ class Store:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _levels(levels):
+    """{factor: value} checked against the vocabulary (strings or values)."""
+    from .whatif.factors import ALIASES, value
+    return {ALIASES.get(k, k): value(ALIASES.get(k, k), str(v)) for k, v in (levels or {}).items()}
 
 
 def open(path=None, read_only=False):  # noqa: A001 - tracekit.open, like sqlite3.connect

@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..core.version import __version__
-from . import analyze, charts, decide, ingest, lab, store, views
+from . import analyze, charts, decide, ingest, lab, store, views, whatif
 from .common import CONTEXT
 
 # numba probes for BLAS by importing scipy.linalg when scipy is installed (a
@@ -54,5 +54,5 @@ def main(debug):
 
 
 for command in (ingest.ingest, analyze.analyze, *views.COMMANDS, charts.plot, charts.report,
-                *decide.COMMANDS, *store.COMMANDS, lab.lab):
+                *decide.COMMANDS, *store.COMMANDS, lab.lab, *whatif.COMMANDS):
     main.add_command(command)

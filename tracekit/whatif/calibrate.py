@@ -7,7 +7,8 @@ user gave (`rtt_ms`, `bottleneck_mbps`/`rate_mbps`, `queue_bytes`,
 `congestion`, `initcwnd`, `pacing`) is a statement about the path and wins;
 otherwise the trace:
 
-- base RTT: the smallest handshake RTT of the group's flows; without a
+- base RTT: the smallest handshake RTT of the group's flows (Karn: not where
+  the SYN or SYN-ACK was sent twice); without a
   handshake, the smallest request round trip (last request byte -> first
   response byte) less the server's time;
 - bottleneck rate: trains of full-sized response segments (at least
@@ -92,7 +93,9 @@ def load_requests(con, where):
         SELECT r.request_key, r.run, r.request, r.capture_id, r.flow_id, r.connection,
                r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
                r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
-               r.bytes_down, r.labels, f.handshake_rtt_ns, f.syn_ts_ns
+               r.bytes_down, r.labels, f.syn_ts_ns,
+               CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
+                   AS handshake_rtt_ns
         FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
         WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
         ORDER BY r.run, r.start_ns""", params).df()

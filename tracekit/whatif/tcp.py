@@ -73,7 +73,7 @@ class Conn:
     epoch: float = -1.0
     w_est: float = 0.0
     btlbw: float = 0.0
-    bw_samples: list = field(default_factory=list)
+    bw_samples: dict = field(default_factory=dict)  # round -> its largest rate sample
     bbr_mode: str = "startup"
     full_bw: float = 0.0
     full_bw_rounds: int = 0
@@ -109,7 +109,7 @@ class Transfer:
         self.rack_ts, self.tlp_done, self.conserve_until = -1.0, False, 0
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
-        self.next_send, self.now = 0.0, 0.0
+        self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
         self.round_end, self.round_app_limited = 0, False
 
@@ -179,7 +179,9 @@ class Transfer:
         c = self.c
         while True:
             if self.next_send > self.now + 1e-12:
-                self._at(self.next_send, "pace", None)
+                if self.pace_at != self.next_send:
+                    self.pace_at = self.next_send
+                    self._at(self.next_send, "pace", None)
                 return
             if self.pipe >= int(c.cwnd):
                 return
@@ -282,8 +284,10 @@ class Transfer:
             d0, t0 = self.deliv_at_send[s]
             span = max(self.now - t0, 1e-6)
             sample = (self.delivered - d0) * self.wire / span
-            c.bw_samples.append((c.rounds, sample))
-            c.btlbw = max(c.btlbw, sample)
+            if sample > c.btlbw:
+                c.btlbw = sample
+            if sample > c.bw_samples.get(c.rounds, 0.0):
+                c.bw_samples[c.rounds] = sample
         if s >= self.round_end:
             c.rounds += 1
             self.round_end = self.nxt
@@ -356,8 +360,8 @@ class Transfer:
 
     def _bbr_round(self, app_limited):
         c = self.c
-        c.bw_samples = [x for x in c.bw_samples if x[0] > c.rounds - 10]
-        c.btlbw = max((x[1] for x in c.bw_samples), default=c.btlbw)
+        c.bw_samples = {r: v for r, v in c.bw_samples.items() if r > c.rounds - 10}
+        c.btlbw = max(c.bw_samples.values(), default=c.btlbw)
         if c.bbr_mode == "startup" and not app_limited:
             if c.btlbw >= 1.25 * c.full_bw:
                 c.full_bw, c.full_bw_rounds = c.btlbw, 0
