@@ -93,13 +93,17 @@ class Store:
 
     def comparisons(self, compare, by=(), levels=None, where=None, predict=None):
         """The ablation's Comparison objects (presentation.ablation); `predict`:
-        None for none, () for the factor's default spans, or span names."""
-        from .presentation.ablation import ablation
+        None for none, () for the what-if replay (or, for a factor it does not
+        know, the factor's default spans), or span names."""
+        from .presentation.ablation import ablation, replayed
         from .presentation.ablation import predict as predicted
         results = ablation(self.con, compare, by=tuple(by), levels=levels, where=where)
         if predict is not None:
             for c in results:
-                c.prediction = predicted(c, compare, tuple(predict) or None)
+                c.prediction = (None if predict else
+                                replayed(self.con, c, compare, tuple(by), where))
+                if c.prediction is None:
+                    c.prediction = predicted(c, compare, tuple(predict) or None)
         return results
 
     def ablation(self, compare, by=(), levels=None, where=None, predict=False):

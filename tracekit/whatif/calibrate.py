@@ -87,7 +87,8 @@ def _where_sql(where):
 
 
 def load_requests(con, where):
-    """The group's requests with their flows and labels (a pandas frame)."""
+    """The group's requests with their flows and labels (a pandas frame); a
+    request seen from both ends counts once, as the client saw it."""
     cond, params = _where_sql(where)
     return con.execute(f"""
         SELECT r.request_key, r.run, r.request, r.capture_id, r.flow_id, r.connection,
@@ -98,6 +99,8 @@ def load_requests(con, where):
                    AS handshake_rtt_ns
         FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
         WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
+        QUALIFY row_number() OVER (PARTITION BY r.run, r.request
+                                   ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1
         ORDER BY r.run, r.start_ns""", params).df()
 
 
