@@ -100,7 +100,8 @@ class Transfer:
         self.sent_at = [0.0] * n
         self.deliv_at_send = [(0, 0.0)] * n
         self.order = []            # (sent time, segment) in send order (RACK)
-        self.order_head = 0
+        self.order_head, self.rack_idx = 0, -1
+        self.order_idx = [0] * n
         self.retx_queue = []       # heap of lost segments to send again
         self.nxt = self.cum = 0
         self.delivered, self.delivered_time = 0, 0.0
@@ -111,7 +112,7 @@ class Transfer:
         self.q_free, self.prev_lost = 0.0, False
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
-        self.round_end, self.round_app_limited = 0, False
+        self.round_end, self.round_app_limited, self.max_pipe = 0, False, 0
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -150,10 +151,12 @@ class Transfer:
         c = self.c
         self.sent_at[s] = self.now
         self.deliv_at_send[s] = (self.delivered, self.delivered_time)
+        self.order_idx[s] = len(self.order)
         self.order.append((self.now, s))
         if retx:
             self.lost[s] = False
         self.pipe += 1
+        self.max_pipe = max(self.max_pipe, self.pipe)
         self._emit(s)
         if c.cc == "bbr" or c.pacing:
             rate = self._pacing_rate()
@@ -258,10 +261,16 @@ class Transfer:
         c.cwnd = c.ssthresh = max(c.cwnd * beta, 2.0)
 
     def _mark_rack_losses(self):
-        reo = 0.0 if not self.c.srtt else min(self.c.min_rtt / 4, 0.001)
+        """RACK: a transmission sent before the latest-sent one delivered is lost
+        once it is older than that by the reordering window (none once three
+        segments above the hole are SACKed: DupThresh)."""
+        dupthresh = self.delivered - self.cum >= 3
+        reo = 0.0 if dupthresh or not self.c.srtt else min(self.c.min_rtt / 4, 0.001)
         order, cut = self.order, self.rack_ts - reo
-        while self.order_head < len(order) and order[self.order_head][0] < cut:
+        while self.order_head < self.rack_idx:
             t, s = order[self.order_head]
+            if reo and t >= cut:
+                return
             self.order_head += 1
             if s >= self.cum and not self.sacked[s] and not self.lost[s] and self.sent_at[s] == t:
                 self.lost[s] = True
@@ -279,7 +288,8 @@ class Transfer:
         self.lost[s] = False
         self.delivered += 1
         self.delivered_time = self.now
-        self.rack_ts = max(self.rack_ts, self.sent_at[s])
+        if self.order_idx[s] > self.rack_idx:
+            self.rack_idx, self.rack_ts = self.order_idx[s], self.sent_at[s]
         if c.cc == "bbr":
             d0, t0 = self.deliv_at_send[s]
             span = max(self.now - t0, 1e-6)
@@ -291,6 +301,7 @@ class Transfer:
         if s >= self.round_end:
             c.rounds += 1
             self.round_end = self.nxt
+            self.max_pipe = self.pipe
             limited = self.round_app_limited
             self.round_app_limited = self.nxt >= self.n
             if c.cc == "bbr":
@@ -336,11 +347,14 @@ class Transfer:
 
     def _grow(self, acked):
         c = self.c
-        if c.cc == "bbr" or 2 * self.pipe < c.cwnd and self.nxt >= self.n:
-            return  # not window-limited: Linux does not grow the window
-        if c.cwnd < c.ssthresh:
-            c.cwnd += acked
+        if c.cc == "bbr":
             return
+        if c.cwnd < c.ssthresh:
+            if c.cwnd < 2 * self.max_pipe:  # window-limited in slow start (as Linux)
+                c.cwnd += acked
+            return
+        if self.max_pipe < c.cwnd - 1:
+            return  # not window-limited: Linux does not grow the window
         if c.cc == "reno":
             c.cwnd += acked / c.cwnd
             return
