@@ -390,6 +390,8 @@ class Transfer:
         c = self.c
         if self.in_recovery and self.cum < self.conserve_until:
             c.cwnd = max(c.cwnd, self.pipe + acked)
+            if c.bbr_mode == "startup":  # the growth it would have had, restored at the end
+                c.prior_cwnd += acked
             return
         if c.btlbw <= 0:
             c.cwnd += acked
