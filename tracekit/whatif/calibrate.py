@@ -23,7 +23,9 @@ otherwise the trace:
   one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
   50 Mbit/s x 100 ms path);
 - congestion control: the server's `tcp_info` events (ssthresh never set
-  after retransmissions: a rate-based sender, BBR; set: CUBIC), else the
+  after retransmissions in a quarter or more of the connections: a
+  rate-based sender, BBR, since CUBIC and Reno set it at every recovery;
+  else CUBIC), else the
   pacing of the second flight of fresh connections (spread over more than
   a third of the round trip: BBR), else CUBIC;
 - initial window: the first flight of fresh connections (segments before
@@ -298,7 +300,9 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
         unset = sum(1 for s, _ in retrans if s >= 2 ** 31 - 1)
         src["congestion"] = (f"server tcp_info: ssthresh never set in {unset} of "
                              f"{len(retrans)} connections with retransmissions")
-        return "bbr" if unset > len(retrans) / 2 else "cubic"
+        # a loss-based sender sets ssthresh at every recovery: a quarter or more
+        # of the connections without it is a rate-based one (BBR)
+        return "bbr" if unset >= len(retrans) / 4 else "cubic"
     spread = []
     for ts, size in gaps.values():
         if len(ts) > 30:

@@ -107,7 +107,7 @@ class Transfer:
         self.delivered, self.delivered_time = 0, 0.0
         self.pipe = 0
         self.in_recovery, self.recovery_point = False, 0
-        self.rack_ts, self.tlp_done, self.conserve_until = -1.0, False, 0
+        self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
@@ -210,7 +210,7 @@ class Transfer:
         if self.cum >= self.nxt:
             return
         c = self.c
-        if not self.tlp_done and not self.in_recovery and c.srtt:
+        if not self.tlp_done and c.srtt:  # in recovery too (RACK-TLP, RFC 8985)
             self._at(self.now + max(2 * c.srtt, 0.01), "tlp", self.timer_gen)
         else:
             self._at(self.now + self._rto(), "rto", self.timer_gen)
@@ -253,7 +253,8 @@ class Transfer:
         c = self.c
         if c.cc == "bbr":  # packet conservation for a round, then the window is restored
             c.prior_cwnd, c.cwnd = c.cwnd, max(self.pipe + 1, 4)
-            self.conserve_until = self.nxt
+            self.round_end = self.nxt  # the round starts now (the next packet sent ends it)
+            self.conserve_round = c.rounds
             return
         beta = 0.5 if c.cc == "reno" else 0.7
         c.wmax = c.cwnd
@@ -262,10 +263,10 @@ class Transfer:
 
     def _mark_rack_losses(self):
         """RACK: a transmission sent before the latest-sent one delivered is lost
-        once it is older than that by the reordering window (none once three
-        segments above the hole are SACKed: DupThresh)."""
-        dupthresh = self.delivered - self.cum >= 3
-        reo = 0.0 if dupthresh or not self.c.srtt else min(self.c.min_rtt / 4, 0.001)
+        once it is older than that by the reordering window, min_rtt / 4 (none
+        in recovery or once three segments above the hole are SACKed)."""
+        dupthresh = self.delivered - self.cum >= 3 or self.in_recovery
+        reo = 0.0 if dupthresh or not self.c.srtt else self.c.min_rtt / 4
         order, cut = self.order, self.rack_ts - reo
         while self.order_head < self.rack_idx:
             t, s = order[self.order_head]
@@ -276,6 +277,8 @@ class Transfer:
                 self.lost[s] = True
                 self.pipe -= 1
                 heapq.heappush(self.retx_queue, s)
+                if self.c.cc == "bbr":  # Linux's BBR takes each loss off the window
+                    self.c.cwnd = max(self.c.cwnd - 1, 1.0)
                 if not self.in_recovery:
                     self.in_recovery, self.recovery_point = True, self.nxt
                     self._window_cut()
@@ -331,7 +334,7 @@ class Transfer:
             self.cum += 1
         if newly:
             self.backoff = 0
-            self.tlp_done = False if not self.in_recovery else self.tlp_done
+            self.tlp_done = False
         self._mark_rack_losses()
         if self.in_recovery and self.cum >= self.recovery_point:
             self.in_recovery = False
@@ -388,10 +391,8 @@ class Transfer:
 
     def _bbr_window(self, acked):
         c = self.c
-        if self.in_recovery and self.cum < self.conserve_until:
+        if self.in_recovery and c.rounds == self.conserve_round:
             c.cwnd = max(c.cwnd, self.pipe + acked)
-            if c.bbr_mode == "startup":  # the growth it would have had, restored at the end
-                c.prior_cwnd += acked
             return
         if c.btlbw <= 0:
             c.cwnd += acked
