@@ -103,7 +103,7 @@ def suite(tmp_path_factory):
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import whatif_suite
     d = tmp_path_factory.mktemp("suite")
-    return whatif_suite.main(["--experiments", "counterfactual", "--draws", "40",
+    return whatif_suite.main(["--experiments", "counterfactual", "--draws", "60",
                               "--store-dir", str(d)]), whatif_suite
 
 
@@ -122,4 +122,4 @@ def test_suite_on_the_committed_counterfactual_runs(suite):
         assert np.isfinite(r.saving) and r.measured_saving is not None
 
 
-WITHIN, MEDIAN_ERROR = 2, 0.25
+WITHIN, MEDIAN_ERROR = 7, 0.05  # achieved: 8 of 8, 3.2 % (60 draws)

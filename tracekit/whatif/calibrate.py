@@ -17,9 +17,12 @@ otherwise the trace:
   its queue; the rate is the wire size over the median spacing of the
   tightest quarter of the trains. Fewer than `MIN_TRAINS` trains: unknown;
 - loss (downstream): retransmissions of response segments that were not
-  spurious over all response transmissions (each lost copy is sent again); burstiness: P(lost | the segment before was
+  spurious over all response transmissions (each lost copy is sent again),
+  less those lost in runs of 3 or more in a row (the queue overflowing: the
+  replay's own queue drops them; at random loss p a run of 3 has p^3); burstiness: P(lost | the segment before was
   lost) among them (0 when no loss follows a loss more often than chance);
-- queue: a label, else the longest train (bytes) as a lower bound, at least
+- queue: a label, else the longest train (bytes; the queue plus what came in
+  while it drained: a guess, said so in --explain), at least
   one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
   50 Mbit/s x 100 ms path);
 - congestion control: the server's `tcp_info` events (ssthresh never set
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 TRAIN = 8
+QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
 MIN_TRAINS = 3
 WIRE_HEADER = 52  # IP + TCP with timestamps
 
@@ -249,26 +253,49 @@ def _processing(con, df):
 
 
 def _loss(con, flows, labels, src, est):
-    lost = sent = 0
+    """(random loss rate, burstiness) of the response direction. Segments lost
+    in a run of QUEUE_RUN or more in a row are the bottleneck's queue
+    overflowing (the replay's queue makes those itself): counted apart."""
+    lost = sent = overflow = 0
     pairs = both = 0
     for cap, fl in flows:
         rows = con.execute("""SELECT rel_seq FROM retransmissions
             WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
               AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()
-        seqs = {r[0] for r in rows}
         n = con.execute("""SELECT count(DISTINCT rel_seq) FROM tcp_analysis WHERE capture_id = ?
             AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
-        lost += len(rows)
-        sent += n + len(rows)
         step = _step(con, cap, fl)
-        pairs += len(seqs)
-        both += sum(1 for s in seqs if s - step in seqs)
+        seqs = {r[0] for r in rows}
+        queued = _in_runs(seqs, step)
+        random = [r[0] for r in rows if r[0] not in queued]
+        lost += len(random)
+        overflow += len(rows) - len(random)
+        sent += n + len(rows)
+        rs = set(random)
+        pairs += len(rs)
+        both += sum(1 for s in rs if s - step in rs)
     loss = lost / sent if sent else 0.0
     cond = both / pairs if pairs else 0.0
-    est.update(loss_down=loss, loss_segments=lost, segments=sent, burst=cond)
-    src["loss_down"] = f"{lost} of {sent} response segments retransmitted (not spurious)"
-    burst = cond if pairs >= 10 and cond > 2 * loss else 0.0
+    est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
+               burst=cond)
+    src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
+                        f"{overflow} more in runs of >= {QUEUE_RUN}: the queue's")
+    burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
     return loss, burst
+
+
+def _in_runs(seqs, step):
+    """The sequence numbers that are part of a run of QUEUE_RUN or more lost in a row."""
+    out = set()
+    for s in seqs:
+        if s - step in seqs:
+            continue
+        run = [s]
+        while run[-1] + step in seqs:
+            run.append(run[-1] + step)
+        if len(run) >= QUEUE_RUN:
+            out.update(run)
+    return out
 
 
 def _step(con, cap, fl):
@@ -283,7 +310,7 @@ def _queue(gaps, mss, rate, rtt, labels, src, est):
     if "queue_bytes" in labels:
         src["queue"] = "label queue_bytes"
         return _label_float(labels, "queue_bytes", 0.0)
-    src["queue"] = "longest train (a lower bound), at least 0.4 BDP"
+    src["queue"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
     return max(float(longest), 0.4 * rate * rtt)
 
 
