@@ -19,8 +19,9 @@ otherwise the trace:
 - loss (downstream): retransmissions of response segments that were not
   spurious over all response transmissions (each lost copy is sent again),
   less those lost in runs of 3 or more in a row (the queue overflowing: the
-  replay's own queue drops them; at random loss p a run of 3 has p^3); burstiness: P(lost | the segment before was
-  lost) among them (0 when no loss follows a loss more often than chance);
+  replay's own queue drops them; at random loss p a run of 3 has p^3);
+  burstiness: P(lost | the segment before was lost) among them (0 unless
+  more than twice the loss rate; at most 0.5);
 - queue: a label, else the longest train (bytes; the queue plus what came in
   while it drained: a guess, said so in --explain), at least
   one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
