@@ -256,9 +256,10 @@ def _processing(con, df):
 def _loss(con, flows, labels, src, est):
     """(random loss rate, burstiness) of the response direction. Segments lost
     in a run of QUEUE_RUN or more in a row are the bottleneck's queue
-    overflowing (the replay's queue makes those itself): counted apart."""
+    overflowing (the replay's queue makes those itself): counted apart, when
+    there are more of them than twice what random loss would put in runs."""
     lost = sent = overflow = 0
-    pairs = both = 0
+    found = []
     for cap, fl in flows:
         rows = con.execute("""SELECT rel_seq FROM retransmissions
             WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
@@ -267,14 +268,21 @@ def _loss(con, flows, labels, src, est):
             AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
         step = _step(con, cap, fl)
         seqs = {r[0] for r in rows}
-        queued = _in_runs(seqs, step)
-        random = [r[0] for r in rows if r[0] not in queued]
-        lost += len(random)
-        overflow += len(rows) - len(random)
+        found.append(([r[0] for r in rows], _in_runs(seqs, step), step))
         sent += n + len(rows)
+    total = sum(len(r) for r, _, _ in found)
+    p_all = total / sent if sent else 0.0
+    runs = sum(1 for r, q, _ in found for x in r if x in q)
+    # random loss alone puts about 3 p^2 of its losses in such runs
+    queue = runs > 2 * total * min(1.0, 3 * p_all ** 2)
+    pairs = both = 0
+    for r, q, step in found:
+        random = [x for x in r if not (queue and x in q)]
+        lost += len(random)
+        overflow += len(r) - len(random)
         rs = set(random)
         pairs += len(rs)
-        both += sum(1 for s in rs if s - step in rs)
+        both += sum(1 for x in rs if x - step in rs)
     loss = lost / sent if sent else 0.0
     cond = both / pairs if pairs else 0.0
     est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
