@@ -50,7 +50,7 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
 
     \b
     Example:
-      tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection
+      tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection --draws 100
     """
     from ..presentation.whatif import explain_rows, rows
     with api.open(db, read_only=True) as store:
