@@ -22,7 +22,8 @@ its measured median says how well the calibration holds. Intervals are the
 2.5-97.5 % percentiles of the statistic over resamples of as many requests
 as were measured, drawn from the replayed distribution: what a repeat of the
 experiment would show, bimodal outcomes included (a request that pays an
-RTO or does not).
+RTO or does not); the predicted median's interval is the measured median's
+(resampled) less the replayed saving's.
 """
 
 import math
@@ -252,11 +253,11 @@ def _intervals(r):
     nt = len(r.measured_target) if r.measured_target is not None else n
     a, b = _resampled(r.replay_source, n, rng), _resampled(r.replay_target, nt, rng)
     r.intervals["saving"] = _interval(a - b)
-    shift = float(np.median(r.measured_source)) - float(np.median(r.replay_source))
-    r.intervals["predicted"] = _interval(b + shift)
+    ma = _resampled(r.measured_source, n, rng)
+    # the measured median's own uncertainty less the replayed saving's
+    r.intervals["predicted"] = _interval(ma - (a - b))
     r.intervals["replay_source"] = _interval(a)
     if r.measured_target is not None and len(r.measured_target) > 1 and n > 1:
-        ma = _resampled(r.measured_source, n, rng)
         mb = _resampled(r.measured_target, nt, rng)
         r.intervals["measured_saving"] = _interval(ma - mb)
 
