@@ -17,7 +17,8 @@ otherwise the trace:
   its queue; the rate is the wire size over the median spacing of the
   tightest quarter of the trains. Fewer than `MIN_TRAINS` trains: unknown;
 - loss (downstream): retransmissions of response segments that were not
-  spurious over all response transmissions (each lost copy is sent again),
+  spurious over the segments (a client sees one retransmission per segment
+  whose first copy was lost; retransmissions lost again never reach it),
   less those lost in runs of 3 or more in a row (the queue overflowing: the
   replay's own queue drops them; at random loss p a run of 3 has p^3);
   burstiness: P(lost | the segment before was lost) among them (0 unless
@@ -269,7 +270,8 @@ def _loss(con, flows, labels, src, est):
         step = _step(con, cap, fl)
         seqs = {r[0] for r in rows}
         found.append(([r[0] for r in rows], _in_runs(seqs, step), step))
-        sent += n + len(rows)
+        sent += n  # every segment's first copy is one trial; a lost copy is seen
+        #            only through the retransmission that arrived
     total = sum(len(r) for r, _, _ in found)
     p_all = total / sent if sent else 0.0
     runs = sum(1 for r, q, _ in found for x in r if x in q)
