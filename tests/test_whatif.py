@@ -74,6 +74,25 @@ def test_bbr_keeps_its_window_on_random_loss():
     assert c.ssthresh == 1e9
 
 
+def test_bbr_window_follows_the_kernels_tcp_info():
+    """The lab's persistent run without loss (50 Mbit/s, 100 ms, 256 kB queue,
+    a warm-up and three responses of 354,640 bytes on one BBR connection):
+    the server's TCP_INFO after each response against the replay's window."""
+    import json
+    with open(os.path.join(ROOT, "captures/lab/counterfactual-002/server-events.jsonl")) as f:
+        events = [json.loads(line) for line in f]
+    kernel = [e["tcpi_snd_cwnd"] for e in events if e["kind"] == "tcp_info"]
+    c = Conn(cc="bbr")
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=RATE, queue_bytes=256_000)
+    replay = []
+    for _ in kernel:
+        Transfer(c, path, 245, MSS, Scripted([])).run()
+        replay.append(c.cwnd)
+    assert kernel == [255, 420, 439, 456]
+    assert replay == pytest.approx(kernel, rel=0.03)
+
+
 def test_vocabulary_refuses_with_a_reason():
     assert factors.parse("loss_down=0,connection=persistent") == {
         "loss_down": 0.0, "connection": "persistent"}
