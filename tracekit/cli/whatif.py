@@ -22,7 +22,8 @@ def _pairs(items, option):
 @click.option("--from", "source", multiple=True, metavar="FACTOR=VALUE[,...]",
               help="The level measured (its requests calibrate the model), e.g. loss_down=0.03.")
 @click.option("--set", "target", multiple=True, required=True, metavar="FACTOR=VALUE[,...]",
-              help="The change to predict, e.g. loss_down=0 or connection=persistent,congestion=bbr.")
+              help="The change to predict, e.g. loss_down=0 or "
+                   "connection=persistent,congestion=bbr.")
 @click.option("--by", "by", multiple=True, metavar="LABEL",
               help="One prediction per level of this label (repeatable).")
 @click.option("--assume", "assume", multiple=True, metavar="FACTOR=VALUE[,...]",
@@ -68,7 +69,8 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
 @click.option("--from", "source", multiple=True, required=True, metavar="LABEL=VALUE[,...]",
               help="Configuration A, e.g. connection=fresh,loss_down=0.05.")
 @click.option("--to", "target", multiple=True, required=True, metavar="LABEL=VALUE[,...]",
-              help="Configuration B over the same labels, e.g. connection=persistent,loss_down=0.0.")
+              help="Configuration B over the same labels, e.g. "
+                   "connection=persistent,loss_down=0.0.")
 @db_option
 @format_option
 @handle_errors
