@@ -122,12 +122,13 @@ def suite(tmp_path_factory):
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import whatif_suite
     d = tmp_path_factory.mktemp("suite")
-    return whatif_suite.main(["--experiments", "counterfactual", "--draws", "60",
-                              "--store-dir", str(d)]), whatif_suite
+    results = whatif_suite.main(["--experiments", "counterfactual", "--draws", "60",
+                                 "--store-dir", str(d)])
+    return results, whatif_suite, str(d / "counterfactual.duckdb")
 
 
 def test_suite_on_the_committed_counterfactual_runs(suite):
-    results, mod = suite
+    results, mod, _ = suite
     within, n, median_error = mod.summary(results)
     assert n == 8
     # what the engine achieves on these runs (docs/whatif.md has the table)
@@ -142,3 +143,17 @@ def test_suite_on_the_committed_counterfactual_runs(suite):
 
 
 WITHIN, MEDIAN_ERROR = 7, 0.05  # achieved: 8 of 8, 1.8 % (60 draws)
+
+
+
+def test_the_command_prints_and_refuses_in_one_line(suite):
+    import subprocess
+    run = [sys.executable, "-m", "tracekit.cli", "whatif", "--db", suite[2], "--where",
+           "experiment=counterfactual", "--where", "connection=fresh", "--from",
+           "loss_down=0.05", "--draws", "20"]
+    ok = subprocess.run(run + ["--set", "loss_down=0"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "732.3" in ok.stdout  # the measured median at the target
+    bad = subprocess.run(run + ["--set", "path=tunnel"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == ""
+    (line,) = bad.stderr.strip().splitlines()
+    assert line.startswith("tracekit: error: --set path=tunnel") and "direct path only" in line
