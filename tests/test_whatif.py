@@ -145,7 +145,6 @@ def test_suite_on_the_committed_counterfactual_runs(suite):
 WITHIN, MEDIAN_ERROR = 7, 0.05  # achieved: 8 of 8, 1.8 % (60 draws)
 
 
-
 def test_the_command_prints_and_refuses_in_one_line(suite):
     import subprocess
     run = [sys.executable, "-m", "tracekit.cli", "whatif", "--db", suite[2], "--where",
