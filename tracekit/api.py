@@ -114,8 +114,9 @@ class Store:
                     levels: Sequence[str] | None = None, where: Mapping[str, str] | None = None,
                     predict: Sequence[str] | None = None) -> list[Comparison]:
         """The ablation's Comparison objects (presentation.ablation); `predict`:
-        None for none, () for the factor's default spans, or span names."""
-        from .presentation.ablation import ablation
+        None for none, () for the what-if replay (or, for a factor it does not
+        know, the factor's default spans), or span names."""
+        from .presentation.ablation import ablation, replayed
         from .presentation.ablation import predict as predicted
         if isinstance(by, str):  # one factor named alone, not its letters
             by = (by,)
@@ -123,7 +124,10 @@ class Store:
                                              where=where)
         if predict is not None:
             for c in results:
-                c.prediction = predicted(c, compare, tuple(predict) or None)
+                c.prediction = (None if predict else
+                                replayed(self.con, c, compare, tuple(by), where))
+                if c.prediction is None:
+                    c.prediction = predicted(c, compare, tuple(predict) or None)
         return results
 
     def ablation(self, compare: str, by: Sequence[str] = (), levels: Sequence[str] | None = None,
@@ -195,6 +199,29 @@ class Store:
         paths: tuple[str, str] = plots.save(chart, os.fspath(out))
         return paths
 
+    def whatif(self, set: Mapping[str, object],  # noqa: A002 - the change, as in --set
+               where: Mapping[str, str] | None = None, source: Mapping[str, object] | None = None,
+               by: Sequence[str] = (), draws: int | None = None,
+               assume: Mapping[str, object] | None = None) -> list[Any]:
+        """What-if (docs/whatif.md): the requests matching `where` and `source`
+        ({factor: level}, the group measured) replayed under `set` ({factor:
+        level}, the change); one (group, WhatIf) per combination of the `by`
+        labels. Factors: tracekit.whatif.factors. Values may be strings."""
+        from .presentation.whatif import run
+        from .whatif.engine import DRAWS
+        groups: list[Any] = run(self.con, dict(where or {}), _levels(source), _levels(set),
+                                tuple(by), draws or DRAWS, _levels(assume))
+        return groups
+
+    def interactions(self, source: Mapping[str, str], target: Mapping[str, str],
+                     where: Mapping[str, str] | None = None) -> Any:
+        """Shapley split of median(source) - median(target) over the factors that
+        differ ({label: level} each: any labels, not only the what-if's factors),
+        with bootstrap intervals and the pairs' interaction terms
+        (tracekit.whatif.shapley.Split)."""
+        from .whatif.shapley import split
+        return split(self.con, dict(where or {}), dict(source), dict(target))
+
     def require_analyzed(self) -> None:
         """Raise unless `tracekit analyze` has built the derived tables."""
         n = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
@@ -260,6 +287,12 @@ class Store:
     def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
+
+
+def _levels(levels: Mapping[str, object] | None) -> dict[str, Any]:
+    """{factor: value} checked against the vocabulary (strings or values)."""
+    from .whatif.factors import ALIASES, value
+    return {ALIASES.get(k, k): value(ALIASES.get(k, k), str(v)) for k, v in (levels or {}).items()}
 
 
 def open(path: str | os.PathLike[str] | None = None,  # noqa: A001 - like sqlite3.connect

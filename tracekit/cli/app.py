@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..core.version import __version__
-from . import agent, analyze, charts, decide, ingest, lab, store, streams, views
+from . import agent, analyze, charts, decide, ingest, lab, store, streams, views, whatif
 from .common import CONTEXT
 
 # numba probes for BLAS by importing scipy.linalg when scipy is installed (a
@@ -54,5 +54,6 @@ def main(debug):
 
 
 for command in (ingest.ingest, analyze.analyze, *views.COMMANDS, charts.plot, charts.report,
-                *decide.COMMANDS, *store.COMMANDS, lab.lab, *agent.COMMANDS, *streams.COMMANDS):
+                *decide.COMMANDS, *store.COMMANDS, lab.lab, *agent.COMMANDS, *streams.COMMANDS,
+                *whatif.COMMANDS):
     main.add_command(command)

@@ -24,6 +24,10 @@ of medians, with a bootstrap 95 % interval of it); the prediction holds
 when it lies in that interval or within 10 % / 10 ms of the saving,
 whichever is larger. For a shorter round trip the RTT-bound spans are
 scaled instead: each shrinks with R (1 - R_B / R_A of it is saved).
+`replayed` predicts with the what-if engine instead (tracekit.whatif: the
+first arm's requests calibrate a packet-level replay, predicted saving =
+replay(A) - replay(B)); `--predict` without span names uses it for every
+factor the replay knows, the spans staying as the evidence of why.
 """
 
 from dataclasses import dataclass, field
@@ -134,6 +138,28 @@ def predict(c, compare, spans=None):
     low, high = (bootstrap_difference_ci(a.durations, b.durations)
                  if a.n > 1 and b.n > 1 else (float("nan"), float("nan")))
     return Prediction(names, float(np.median(per)), a.median - b.median, low, high)
+
+
+def replayed(con, c, compare, by=(), where=None, draws=None):
+    """The saving the what-if engine predicts for the first arm's level -> the
+    second's (replay(A) - replay(B), tracekit.whatif), beside the one measured;
+    None when the factor is not in the replay's vocabulary or the engine
+    refuses (a tunnel, an unknown rate): the spans are then the prediction."""
+    from ..whatif.engine import DRAWS, whatif
+    from ..whatif.factors import ALIASES, FACTORS, value
+    name = ALIASES.get(compare, compare)
+    if len(c.arms) < 2 or not c.arms[0].n or not c.arms[1].n or name not in FACTORS:
+        return None
+    a, b = c.arms[0], c.arms[1]
+    group = {**(where or {}), **dict(zip(by, c.by))}
+    try:
+        r = whatif(con, group, {name: value(name, a.level)}, {name: value(name, b.level)},
+                   draws=draws or DRAWS)
+    except TracekitError:
+        return None
+    low, high = (bootstrap_difference_ci(a.durations, b.durations)
+                 if a.n > 1 and b.n > 1 else (float("nan"), float("nan")))
+    return Prediction(("replay",), r.saving * 1e9, a.median - b.median, low, high)
 
 
 def _resampled_medians(values, rng, resamples):

@@ -1,0 +1,166 @@
+"""The what-if engine against the lab's committed counterfactual runs.
+
+For each experiment (experiments/<name>.toml, its runs in captures/), every
+pair of cells that differ in one factor (the direct path only: the replay
+has no tunnel) is predicted both ways: the requests of one cell calibrate
+the model, the other cell's level is --set (with the settings the
+experiment's [levels] give that level: persistent brings warmup,
+slow_start_after_idle and congestion), and the predicted saving is set
+beside the measured one (difference of medians, with its bootstrap 95 %
+interval). Within: |predicted - measured| <= max(10 % of measured, 10 ms).
+
+    python tools/whatif_suite.py [--experiments counterfactual,cross-region]
+        [--draws 400] [--store-dir out/whatif-suite] [--runs DIR:EXPERIMENT ...]
+
+The runs are ingested into a store per experiment under --store-dir (made
+once, kept), client captures and event logs only, as a user would.
+--runs DIR:EXPERIMENT takes runs made elsewhere (a held-out check): DIR
+holds <experiment>.runs.json (or the lab's runs folder) and EXPERIMENT names
+its toml (a path).
+"""
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tomllib
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+RUNS = {"counterfactual": "captures/lab", "cross-region": "captures/lab",
+        "chapter-case": "captures/chapter-case"}
+COMPANIONS = ("warmup", "slow_start_after_idle", "congestion", "initcwnd", "pacing")
+
+
+def experiment(path):
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _filtered_manifest(runs_json, out_dir):
+    """A runs.json of the direct path's runs, client files only, in out_dir
+    (symlinks to the run folders): what the suite ingests."""
+    with open(runs_json) as f:
+        runs = json.load(f)
+    keep = [r for r in runs if r["factors"].get("path", r["settings"].get("path")) == "direct"]
+    base = os.path.dirname(os.path.abspath(runs_json))
+    os.makedirs(out_dir, exist_ok=True)
+    for r in keep:
+        r["files"] = {k: v for k, v in r["files"].items() if k in ("client_capture", "client_log",
+                                                                    "server_log")}
+        link = os.path.join(out_dir, r["run"])
+        if not os.path.exists(link):
+            os.symlink(os.path.join(base, r["run"]), link)
+    path = os.path.join(out_dir, "runs.json")
+    with open(path, "w") as f:
+        json.dump(keep, f)
+    return path
+
+
+def store_for(name, runs_json, store_dir):
+    """The path of a store holding the experiment's direct runs, analysed."""
+    from tracekit import api
+    db = os.path.join(store_dir, f"{name}.duckdb")
+    if os.path.exists(db):
+        return db
+    manifest = _filtered_manifest(runs_json, os.path.join(store_dir, f"{name}-runs"))
+    if os.path.exists(db + ".part"):
+        os.remove(db + ".part")
+    api.ingest(db + ".part", manifests=[manifest])
+    api.analyze(db + ".part")
+    os.replace(db + ".part", db)
+    return db
+
+
+def cells(exp):
+    """[(where, source, target)]: every one-factor change between the
+    experiment's cells (the direct path), both ways."""
+    factors = {k: v for k, v in exp.get("factors", {}).items() if k != "path"}
+    levels = exp.get("levels", {})
+    base = {"experiment": exp["name"]}
+    if "path" in exp.get("factors", {}):
+        base["path"] = "direct"
+    out = []
+    names = list(factors)
+    for f in names:
+        others = [n for n in names if n != f]
+        for combo in itertools.product(*(factors[o] for o in others)):
+            where = {**base, **{o: str(v) for o, v in zip(others, combo)}}
+            for a, b in itertools.permutations(factors[f], 2):
+                target = {f: b}
+                target.update({k: v for k, v in levels.get(f, {}).get(str(b), {}).items()
+                               if k in COMPANIONS})
+                out.append((where, {f: a}, target))
+    return out
+
+
+def run_cells(db, exp, draws):
+    import tracekit
+    rows = []
+    with tracekit.open(db, read_only=True) as store:
+        for where, source, target in cells(exp):
+            (_, r), = store.whatif(target, where, source, draws=draws)
+            rows.append((where, source, target, r))
+    return rows
+
+
+def row_text(where, source, target, r):
+    m = r.measured_saving
+    lo, hi = r.intervals.get("measured_saving", (float("nan"), float("nan")))
+    err = r.saving - m
+    rel = abs(err) / abs(m) if m else float("nan")
+    fixed = ", ".join(f"{k}={v}" for k, v in where.items() if k not in ("experiment", "path"))
+    (f, a), = source.items()
+    change = f"{f} {a} -> {target[f]}"
+    return (f"| {where['experiment']} | {change} | {fixed} | {m * 1e3:,.1f} "
+            f"({lo * 1e3:,.0f}..{hi * 1e3:,.0f}) | {r.saving * 1e3:,.1f} | {err * 1e3:+,.1f} "
+            f"| {rel * 100:.0f} % | {'yes' if r.within else 'no'} |"), abs(err), rel
+
+
+def summary(results):
+    """(within, cells, median abs relative error) of [(where, source, target, WhatIf)]."""
+    within = sum(1 for *_, r in results if r.within)
+    rels = [abs(r.saving - r.measured_saving) / abs(r.measured_saving)
+            for *_, r in results if r.measured_saving]
+    return within, len(results), float(np.median(rels)) if rels else float("nan")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiments", default="counterfactual,cross-region,chapter-case")
+    ap.add_argument("--draws", type=int, default=400)
+    ap.add_argument("--store-dir", default=os.path.join(ROOT, "out", "whatif-suite"))
+    ap.add_argument("--runs", action="append", default=[], metavar="DIR:EXPERIMENT_TOML")
+    args = ap.parse_args(argv)
+    os.makedirs(args.store_dir, exist_ok=True)
+    todo = []
+    for name in filter(None, args.experiments.split(",")):
+        toml = os.path.join(ROOT, "experiments", f"{name}.toml")
+        todo.append((name, os.path.join(ROOT, RUNS[name], f"{name}.runs.json"), toml))
+    for spec in args.runs:
+        d, toml = spec.split(":", 1)
+        name = experiment(toml)["name"]
+        todo.append((name, os.path.join(d, f"{name}.runs.json")
+                     if os.path.exists(os.path.join(d, f"{name}.runs.json"))
+                     else os.path.join(d, "runs.json"), toml))
+    print("| experiment | change | fixed | measured saving ms (95 %) | predicted ms | error ms "
+          "| error | within |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
+    results = []
+    for name, runs_json, toml in todo:
+        db = store_for(name, runs_json, args.store_dir)
+        for row in run_cells(db, experiment(toml), args.draws):
+            results.append(row)
+            print(row_text(*row)[0], flush=True)
+    within, n, med = summary(results)
+    print(f"\n{within} of {n} cells within max(10 %, 10 ms); median absolute error "
+          f"{med * 100:.1f} %")
+    return results
+
+
+if __name__ == "__main__":
+    main()

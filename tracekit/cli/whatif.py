@@ -1,0 +1,99 @@
+"""Commands that predict from a calibrated replay: whatif, interactions."""
+
+import click
+
+from .. import api
+from .common import CONTEXT, db_option, emit, format_option, handle_errors, parse_labels
+
+
+def _pairs(items, option):
+    out = {}
+    for item in items:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            out.update(parse_labels([part]) if "=" in part else {part: None})
+            if out.get(part.split("=")[0]) is None:
+                raise click.UsageError(f"{option} {part!r} is not FACTOR=VALUE")
+    return out
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
+              help="Only requests with this label (repeatable), e.g. --where experiment=cf.")
+@click.option("--from", "source", multiple=True, metavar="FACTOR=VALUE[,...]",
+              help="The level measured (its requests calibrate the model), e.g. loss_down=0.03.")
+@click.option("--set", "target", multiple=True, required=True, metavar="FACTOR=VALUE[,...]",
+              help="The change to predict, e.g. loss_down=0 or "
+                   "connection=persistent,congestion=bbr.")
+@click.option("--by", "by", multiple=True, metavar="LABEL",
+              help="One prediction per level of this label (repeatable).")
+@click.option("--assume", "assume", multiple=True, metavar="FACTOR=VALUE[,...]",
+              help="State a path or sender value instead of calibrating it (e.g. rate_mbps=50).")
+@click.option("--draws", type=click.IntRange(8), default=400, show_default=True,
+              help="Monte-Carlo replays per group (each level).")
+@click.option("--explain", is_flag=True, help="Print the calibration (value and where from).")
+@db_option
+@format_option
+@handle_errors
+def whatif(where, source, target, by, assume, draws, explain, db, fmt):
+    """Predict the time of a group's requests under a change (docs/whatif.md).
+
+    The requests matching --where and --from calibrate a model of the path
+    (RTT, bottleneck rate, loss and its burstiness, queue), the sender
+    (congestion control, initial window) and the server's time; each
+    request is replayed packet by packet as it was and under --set, many
+    times (the calibrated loss drawn anew). Printed per group: the measured
+    median, the replay of it, the predicted median at the target (measured
+    less the replayed saving) with a 95 % interval, the predicted saving,
+    and, when the store holds runs at the target, their median, the
+    measured saving and the error. Factors: rtt_ms, rate_mbps, loss_down,
+    loss_up, processing_ms, congestion, connection, initcwnd, queue_bytes,
+    pacing, jitter_ms, warmup, slow_start_after_idle.
+
+    \b
+    Example:
+      tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection --draws 100
+    """
+    from ..presentation.whatif import explain_rows, rows
+    with api.open(db, read_only=True) as store:
+        store.require_analyzed()
+        results = store.whatif(_pairs(target, "--set"), parse_labels(where),
+                               _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
+    if explain:
+        emit(*explain_rows(results), fmt)
+    emit(*rows(results, by), fmt)
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
+              help="Only requests with this label (repeatable).")
+@click.option("--from", "source", multiple=True, required=True, metavar="LABEL=VALUE[,...]",
+              help="Configuration A, e.g. connection=fresh,loss_down=0.05.")
+@click.option("--to", "target", multiple=True, required=True, metavar="LABEL=VALUE[,...]",
+              help="Configuration B over the same labels, e.g. "
+                   "connection=persistent,loss_down=0.0.")
+@db_option
+@format_option
+@handle_errors
+def interactions(where, source, target, db, fmt):
+    """Split median(A) - median(B) of a factorial design across its factors.
+
+    Shapley values: each factor's marginal effect averaged over the orders
+    in which the factors could be switched from A's level to B's (they add
+    up to the total); for each pair, the interaction term (how much one's
+    effect depends on the other; 0: they add). Bootstrap 95 % intervals,
+    each cell's requests resampled. Every combination of levels must have
+    requests.
+
+    \b
+    Example:
+      tracekit interactions --where experiment=counterfactual --from connection=fresh,loss_down=0.05 --to connection=persistent,loss_down=0.0
+    """
+    from ..presentation.whatif import interaction_rows
+    with api.open(db, read_only=True) as store:
+        store.require_analyzed()
+        result = store.interactions(_pairs(source, "--from"), _pairs(target, "--to"),
+                                    parse_labels(where))
+    emit(*interaction_rows(result), fmt)
+
+
+COMMANDS = [whatif, interactions]

@@ -1,0 +1,71 @@
+"""The rows `tracekit whatif` and `tracekit interactions` print, and the
+groups (--by) the what-if runs over."""
+
+import numpy as np
+
+from ..whatif.engine import DRAWS, explain, whatif
+from ..whatif.factors import as_labels
+
+
+def groups(con, where, by):
+    """[{label: value}] of each combination of the --by labels among the requests
+    matching where ([where] without --by)."""
+    if not by:
+        return [dict(where)]
+    from ..whatif.calibrate import load_requests
+    df = load_requests(con, where)
+    combos = sorted({tuple(str(dict(lab).get(b)) for b in by) for lab in df.labels})
+    return [{**where, **dict(zip(by, c))} for c in combos if "None" not in c]
+
+
+def run(con, where, source, target, by=(), draws=DRAWS, assume=None):
+    """[(group, WhatIf)] over the --by groups."""
+    return [(g, whatif(con, g, source, target, draws=draws, assume=assume))
+            for g in groups(con, {**where, **as_labels(source)}, by)]
+
+
+def _ms(x):
+    return None if x is None else round(x * 1e3, 1)
+
+
+def _pair(x):
+    return f"{x[0] * 1e3:.0f}..{x[1] * 1e3:.0f}" if x else None
+
+
+def rows(results, by=()):
+    """(columns, rows) of what-if results; times in ms."""
+    columns = [*by, "n", "measured_ms", "replayed_ms", "predicted_ms", "predicted_95",
+               "saving_ms", "saving_95", "target_n", "target_ms", "measured_saving_ms",
+               "error_ms", "within"]
+    out = []
+    for g, r in results:
+        m = r.measured_saving
+        err = None if m is None else r.saving - m
+        out.append([*(g.get(b) for b in by), len(r.measured_source),
+                    _ms(float(np.median(r.measured_source))),
+                    _ms(float(np.median(r.replay_source))), _ms(r.predicted),
+                    _pair(r.intervals.get("predicted")), _ms(r.saving),
+                    _pair(r.intervals.get("saving")),
+                    None if r.measured_target is None else len(r.measured_target),
+                    None if r.measured_target is None else _ms(float(np.median(r.measured_target))),
+                    _ms(m), _ms(err), r.within])
+    return columns, out
+
+
+def explain_rows(results):
+    """(columns, rows) of the calibration of each group."""
+    out = []
+    for g, r in results:
+        label = ", ".join(f"{k}={v}" for k, v in g.items())
+        out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
+    return ["group", "parameter", "value", "from"], out
+
+
+def interaction_rows(result):
+    """(columns, rows) of a Shapley split (whatif.shapley.Split)."""
+    rows_ = [["total", _ms(result.total), _pair(result.total_ci), None]]
+    for f, v in result.shares.items():
+        rows_.append([f, _ms(v), _pair(result.cis.get(f)), None])
+    for pair, v in result.interactions.items():
+        rows_.append([" x ".join(pair), _ms(v), _pair(result.cis.get(pair)), "interaction"])
+    return ["factor", "share_ms", "share_95", "kind"], rows_

@@ -1,0 +1,404 @@
+"""Calibration: the path, the sender and the server of one group of requests,
+from what the store holds of them (requests, flows, packets, the TCP
+analysis, retransmissions, event logs and labels).
+
+Every value says where it came from (`Calibration.sources`): a label the
+user gave (`rtt_ms`, `bottleneck_mbps`/`rate_mbps`, `queue_bytes`,
+`congestion`, `initcwnd`, `pacing`) is a statement about the path and wins;
+otherwise the trace:
+
+- base RTT: the smallest handshake RTT of the group's flows (Karn: not where
+  the SYN or SYN-ACK was sent twice); without a
+  handshake, the smallest request round trip (last request byte -> first
+  response byte) less the server's time;
+- bottleneck rate: trains of full-sized response segments (at least
+  `TRAIN` in a row, each gap within 10 % of the train's median gap) reach
+  the client spaced by the bottleneck's serialisation when they crossed
+  its queue; the rate is the wire size over the median spacing of the
+  tightest quarter of the trains. Fewer than `MIN_TRAINS` trains: unknown;
+- loss (downstream): retransmissions of response segments that were not
+  spurious over the segments (a client sees one retransmission per segment
+  whose first copy was lost; retransmissions lost again never reach it),
+  less those lost in runs of 3 or more in a row (the queue overflowing: the
+  replay's own queue drops them; at random loss p a run of 3 has p^3);
+  burstiness: P(lost | the segment before was lost) among them (0 unless
+  more than twice the loss rate; at most 0.5);
+- queue: a label, else the longest train (bytes; the queue plus what came in
+  while it drained: a guess, said so in --explain), at least
+  one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
+  50 Mbit/s x 100 ms path);
+- congestion control: the server's `tcp_info` events (ssthresh never set
+  after retransmissions in a quarter or more of the connections: a
+  rate-based sender, BBR, since CUBIC and Reno set it at every recovery;
+  else CUBIC), else the
+  pacing of the second flight of fresh connections (spread over more than
+  a third of the round trip: BBR), else CUBIC;
+- initial window: the first flight of fresh connections (segments before
+  the first gap longer than RTT / 4);
+- server time: the model's time from server events (`model_start` ->
+  `model_end`) where there are some, else the request round trip less the
+  RTT; the rest of the request round trip is `server_s` (the server's own
+  overhead, kept as it is under any change).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TRAIN = 8
+QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
+MIN_TRAINS = 3
+WIRE_HEADER = 52  # IP + TCP with timestamps
+
+
+@dataclass
+class Request:
+    key: str
+    run: str
+    index: int              # position among its run's requests (start order)
+    duration_s: float
+    bytes_down: int
+    fresh: bool
+    prior: int              # responses sent on its connection before it
+
+
+@dataclass
+class Calibration:
+    requests: list
+    rtt_s: float
+    rate_Bps: float
+    loss_down: float
+    burst: float
+    loss_up: float
+    queue_bytes: float
+    congestion: str
+    initcwnd: int
+    pacing: bool
+    mss: int
+    processing_s: float
+    server_s: float
+    connect_s: float        # fresh: request sent this long after the handshake's RTT
+    reuse_s: float          # persistent: request sent this long after its start
+    jitter_s: float = 0.0
+    sources: dict = field(default_factory=dict)
+    estimates: dict = field(default_factory=dict)
+
+
+def _where_sql(where):
+    """(SQL condition on `r`, params) for {label: value}; numbers match as numbers
+    (loss_down=0 matches the label 0.0)."""
+    parts, params = [], []
+    for k, v in (where or {}).items():
+        parts.append("(r.labels[?] = ? OR TRY_CAST(r.labels[?] AS DOUBLE) = TRY_CAST(? AS DOUBLE))")
+        params += [k, str(v), k, str(v)]
+    return (" AND ".join(parts) or "TRUE"), params
+
+
+def load_requests(con, where):
+    """The group's requests with their flows and labels (a pandas frame); a
+    request seen from both ends counts once, as the client saw it."""
+    cond, params = _where_sql(where)
+    return con.execute(f"""
+        SELECT r.request_key, r.run, r.request, r.capture_id, r.flow_id, r.connection,
+               r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
+               r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
+               r.bytes_down, r.labels, f.syn_ts_ns,
+               CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
+                   AS handshake_rtt_ns
+        FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
+        WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
+        QUALIFY row_number() OVER (PARTITION BY r.run, r.request
+                                   ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1
+        ORDER BY r.run, r.start_ns""", params).df()
+
+
+def calibrate(con, where):
+    """The Calibration of the requests matching `where` ({label: value})."""
+    from ..core.errors import TracekitError
+    df = load_requests(con, where)
+    if df.empty:
+        raise TracekitError(f"no requests match {_describe(where)}: nothing to calibrate")
+    labels = _common_labels(df)
+    src, est = {}, {}
+    flows = list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
+    mss, gaps = _segments(con, flows)
+    proc = _processing(con, df)
+    rtt = _rtt(df, proc, labels, src, est)
+    rate = _rate(gaps, mss, labels, src, est)
+    loss, burst = _loss(con, flows, labels, src, est)
+    ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
+    if proc is None:
+        proc = max(float(np.median(ttfb)) - rtt, 0.0)
+        src["processing"] = "request round trip less the RTT"
+    else:
+        src["processing"] = "server events (model_start -> model_end)"
+    fresh = (df.connection == "fresh").to_numpy()
+    sent = (df.request_last_byte_ns - df.start_ns).to_numpy() / 1e9
+    cal = Calibration(
+        requests=_requests(con, df), rtt_s=rtt, rate_Bps=rate, loss_down=loss, burst=burst,
+        loss_up=_label_float(labels, "loss_up", 0.0), queue_bytes=0.0,
+        congestion=_congestion(con, df, gaps, rtt, rate, mss, labels, src),
+        initcwnd=_initcwnd(gaps, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",
+        mss=mss, processing_s=proc,
+        server_s=max(float(np.median(ttfb)) - rtt - proc, 0.0),
+        connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
+        reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
+        jitter_s=_label_float(labels, "jitter_ms", 0.0) / 1e3, sources=src, estimates=est)
+    cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est)
+    return cal
+
+
+def _describe(where):
+    return ", ".join(f"{k}={v}" for k, v in (where or {}).items()) or "the store"
+
+
+def _common_labels(df):
+    """Labels every request of the group carries with one value."""
+    out = None
+    for lab in df.labels:
+        d = dict(lab) if lab is not None else {}
+        out = d if out is None else {k: v for k, v in out.items() if d.get(k) == v}
+    return out or {}
+
+
+def _label_float(labels, name, default):
+    try:
+        return float(labels[name])
+    except (KeyError, ValueError, TypeError):
+        return default
+
+
+def _segments(con, flows):
+    """(MSS, {flow: arrays of (ts_s, payload) of response data in order})."""
+    out = {}
+    sizes = []
+    for cap, fl in flows:
+        rows = con.execute("""SELECT ts_ns, payload_bytes FROM tcp_analysis
+            WHERE capture_id = ? AND flow_id = ? AND NOT from_client AND payload_bytes > 0
+            ORDER BY ts_ns""", [cap, fl]).fetchnumpy()
+        out[(cap, fl)] = (rows["ts_ns"].astype(np.int64) / 1e9, rows["payload_bytes"])
+        sizes.append(rows["payload_bytes"])
+    allsz = np.concatenate(sizes) if sizes else np.array([1448])
+    vals, counts = np.unique(allsz, return_counts=True)
+    mss = int(vals[np.argmax(counts)]) if len(vals) else 1448
+    return mss, out
+
+
+def _trains(gaps, mss):
+    """Median spacing (s) and length (segments) of each train of full-sized segments."""
+    trains = []
+    for ts, size in gaps.values():
+        full = size >= mss
+        d = np.diff(ts)
+        ok = full[1:] & full[:-1] & (d > 0)
+        i = 0
+        while i < len(d):
+            if not ok[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(d) and ok[j + 1] and abs(d[j + 1] - np.median(d[i:j + 1])) <= \
+                    0.1 * np.median(d[i:j + 1]):
+                j += 1
+            if j - i + 1 >= TRAIN:
+                trains.append((float(np.median(d[i:j + 1])), j - i + 2))
+            i = j + 1
+    return trains
+
+
+def _rate(gaps, mss, labels, src, est):
+    trains = _trains(gaps, mss)
+    wire = mss + WIRE_HEADER
+    if len(trains) >= MIN_TRAINS:
+        sp = np.sort([t[0] for t in trains])
+        tight = sp[:max(1, len(sp) // 4)]
+        est["rate_mbps"] = wire * 8 / float(np.median(tight)) / 1e6
+        est["rate_trains"] = len(trains)
+    for name in ("bottleneck_mbps", "rate_mbps"):
+        if name in labels:
+            src["rate"] = f"label {name}"
+            return _label_float(labels, name, 0.0) * 1e6 / 8
+    if "rate_mbps" in est:
+        src["rate"] = f"{est['rate_trains']} trains of >= {TRAIN} segments"
+        return est["rate_mbps"] * 1e6 / 8
+    from ..core.errors import TracekitError
+    raise TracekitError("the bottleneck rate is unknown: fewer than "
+                        f"{MIN_TRAINS} trains of {TRAIN} full-sized segments in these requests; "
+                        "state it with --assume rate_mbps=N (or label the runs bottleneck_mbps=N)")
+
+
+def _rtt(df, proc, labels, src, est):
+    hs = df.handshake_rtt_ns.dropna()
+    hs = hs[hs > 0]
+    if len(hs):
+        est["rtt_ms"] = float(hs.min()) / 1e6
+        src["rtt"] = f"smallest handshake RTT of {len(hs)} flows"
+        return est["rtt_ms"] / 1e3
+    ttfb = (df.response_first_byte_ns - df.request_last_byte_ns) / 1e9
+    if "rtt_ms" in labels:
+        src["rtt"] = "label rtt_ms (no handshake in the trace)"
+        return _label_float(labels, "rtt_ms", 0.0) / 1e3
+    est["rtt_ms"] = (float(ttfb.min()) - (proc or 0.0)) * 1e3
+    src["rtt"] = "smallest request round trip less the server's time"
+    return est["rtt_ms"] / 1e3
+
+
+def _processing(con, df):
+    keys = list(zip(df.run, df.request))
+    rows = con.execute("""
+        SELECT run, request, max(ts_ns) FILTER (WHERE kind = 'model_end')
+                           - min(ts_ns) FILTER (WHERE kind = 'model_start')
+        FROM events WHERE kind IN ('model_start', 'model_end') AND run IN (SELECT unnest(?))
+        GROUP BY run, request""", [sorted({k[0] for k in keys})]).fetchall()
+    d = [v for r, q, v in rows if (r, q) in set(keys) and v is not None and v >= 0]
+    return float(np.median(d)) / 1e9 if d else None
+
+
+def _loss(con, flows, labels, src, est):
+    """(random loss rate, burstiness) of the response direction. Segments lost
+    in a run of QUEUE_RUN or more in a row are the bottleneck's queue
+    overflowing (the replay's queue makes those itself): counted apart, when
+    there are more of them than twice what random loss would put in runs."""
+    lost = sent = overflow = 0
+    found = []
+    for cap, fl in flows:
+        rows = con.execute("""SELECT rel_seq FROM retransmissions
+            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()
+        n = con.execute("""SELECT count(DISTINCT rel_seq) FROM tcp_analysis WHERE capture_id = ?
+            AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
+        step = _step(con, cap, fl)
+        seqs = {r[0] for r in rows}
+        found.append(([r[0] for r in rows], _in_runs(seqs, step), step))
+        sent += n  # every segment's first copy is one trial; a lost copy is seen
+        #            only through the retransmission that arrived
+    total = sum(len(r) for r, _, _ in found)
+    p_all = total / sent if sent else 0.0
+    runs = sum(1 for r, q, _ in found for x in r if x in q)
+    # random loss alone puts about 3 p^2 of its losses in such runs
+    queue = runs > 2 * total * min(1.0, 3 * p_all ** 2)
+    pairs = both = 0
+    for r, q, step in found:
+        random = [x for x in r if not (queue and x in q)]
+        lost += len(random)
+        overflow += len(r) - len(random)
+        rs = set(random)
+        pairs += len(rs)
+        both += sum(1 for x in rs if x - step in rs)
+    loss = lost / sent if sent else 0.0
+    cond = both / pairs if pairs else 0.0
+    est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
+               burst=cond)
+    src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
+                        f"{overflow} more in runs of >= {QUEUE_RUN}: the queue's")
+    burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
+    return loss, burst
+
+
+def _in_runs(seqs, step):
+    """The sequence numbers that are part of a run of QUEUE_RUN or more lost in a row."""
+    out = set()
+    for s in seqs:
+        if s - step in seqs:
+            continue
+        run = [s]
+        while run[-1] + step in seqs:
+            run.append(run[-1] + step)
+        if len(run) >= QUEUE_RUN:
+            out.update(run)
+    return out
+
+
+def _step(con, cap, fl):
+    r = con.execute("""SELECT mode(payload_bytes) FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()
+    return int(r[0] or 1448)
+
+
+def _queue(gaps, mss, rate, rtt, labels, src, est):
+    longest = max((n for _, n in _trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
+    est["queue_lower_bytes"] = longest
+    if "queue_bytes" in labels:
+        src["queue"] = "label queue_bytes"
+        return _label_float(labels, "queue_bytes", 0.0)
+    src["queue"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
+    return max(float(longest), 0.4 * rate * rtt)
+
+
+def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
+    if labels.get("congestion"):
+        src["congestion"] = "label congestion"
+        return labels["congestion"]
+    runs = sorted(set(df.run))
+    rows = con.execute("""SELECT json_extract(fields, '$.tcpi_snd_ssthresh')::BIGINT,
+                                 json_extract(fields, '$.tcpi_total_retrans')::BIGINT
+        FROM events WHERE kind = 'tcp_info' AND run IN (SELECT unnest(?))""", [runs]).fetchall()
+    retrans = [(s, t) for s, t in rows if s is not None and t]
+    if retrans:
+        unset = sum(1 for s, _ in retrans if s >= 2 ** 31 - 1)
+        src["congestion"] = (f"server tcp_info: ssthresh never set in {unset} of "
+                             f"{len(retrans)} connections with retransmissions")
+        # a loss-based sender sets ssthresh at every recovery: a quarter or more
+        # of the connections without it is a rate-based one (BBR)
+        return "bbr" if unset >= len(retrans) / 4 else "cubic"
+    spread = []
+    for ts, size in gaps.values():
+        if len(ts) > 30:
+            second = ts[(ts > ts[0] + rtt / 2) & (ts < ts[0] + 1.5 * rtt)][:20]
+            if len(second) >= 10:
+                spread.append((second[-1] - second[0]) / rtt)
+    if spread:
+        paced = float(np.median(spread)) > 1 / 3
+        src["congestion"] = (f"second flight spread over {np.median(spread):.2f} RTT: "
+                             f"{'paced (BBR)' if paced else 'a burst (CUBIC)'}")
+        return "bbr" if paced else "cubic"
+    src["congestion"] = "no evidence: CUBIC, Linux's default"
+    return "cubic"
+
+
+def _initcwnd(gaps, rtt, labels, src, est):
+    firsts = []
+    for ts, _ in gaps.values():
+        if len(ts) > 12:
+            d = np.diff(ts)
+            big = np.nonzero(d > rtt / 4)[0]
+            if len(big):
+                firsts.append(int(big[0]) + 1)
+    if firsts:
+        est["initcwnd"] = int(np.median(firsts))
+    if "initcwnd" in labels:
+        src["initcwnd"] = "label initcwnd"
+        return int(_label_float(labels, "initcwnd", 10))
+    if firsts:
+        src["initcwnd"] = f"first flight of {len(firsts)} connections"
+        return est["initcwnd"]
+    src["initcwnd"] = "Linux's default"
+    return 10
+
+
+def _requests(con, df):
+    """Request rows with their index in the run and the responses before them on their flow."""
+    out = []
+    for run, g in df.groupby("run", sort=False):
+        g = g.sort_values("start_ns")
+        seen = {}
+        for i, r in enumerate(g.itertuples()):
+            flow = (r.capture_id, r.flow_id)
+            prior = seen.get(flow, 0)
+            seen[flow] = prior + 1
+            fresh = r.connection == "fresh"
+            out.append(Request(r.request_key, run, i, r.duration_ns / 1e9, int(r.bytes_down),
+                               fresh, prior))
+    warm = _warmups(con, df)
+    for q in out:
+        if not q.fresh:
+            q.prior += warm.get(q.run, 0)
+    return out
+
+
+def _warmups(con, df):
+    """Responses the server sent on a run's connection before its first measured request."""
+    rows = con.execute("""SELECT run, count(*) FROM events WHERE kind = 'response_sent'
+        AND run IN (SELECT unnest(?)) AND request LIKE 'warmup%' GROUP BY run""",
+                       [sorted(set(df.run))]).fetchall()
+    return {r: int(n) for r, n in rows}

@@ -1,0 +1,288 @@
+"""What-if: each request of a calibrated group replayed as it was and under
+a change, many times over (Monte-Carlo draws of the calibrated loss).
+
+A request's time is put together as the client sees it:
+
+    fresh:       R + connect_s (+ 1 s, 2 s, ... per lost SYN or SYN-ACK)
+    persistent:  reuse_s
+    then         R / 2 + processing + server_s + T_transfer
+                 (+ an RTO when the request's own segment is lost)
+
+where T_transfer (the response from the server's first send until the
+client holds all of it) comes from the packet-level replay (whatif/tcp.py).
+On a persistent connection the transfers of one run share the sender's
+state: its warm-up responses first, then the measured ones in order.
+
+The prediction is differential: the saving is replay(source) - replay(target)
+(what ablation calls predicted(A) - predicted(B)), and the predicted median
+at the target is the measured median less it, so what the replay gets wrong
+about the source and the target alike (the client's own overheads, a
+constant the replay leaves out) cancels. The replay of the source beside
+its measured median says how well the calibration holds. Intervals are the
+2.5-97.5 % percentiles of the statistic over resamples of as many requests
+as were measured, drawn from the replayed distribution: what a repeat of the
+experiment would show, bimodal outcomes included (a request that pays an
+RTO or does not); the predicted median's interval is the measured median's
+(resampled) less the replayed saving's.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calibrate import WIRE_HEADER, calibrate, load_requests
+from .factors import as_labels
+from .tcp import Conn, Path, Transfer
+
+DRAWS = 400
+SEED = 26
+RESAMPLES = 2000
+TOLERANCE = (0.10, 0.010)  # within max(10 %, 10 ms)
+
+
+@dataclass
+class Setting:
+    """The modelled world: a calibration with changes applied."""
+    rtt: float
+    rate: float
+    loss: float
+    burst: float
+    loss_up: float
+    queue: float
+    jitter: float
+    cc: str
+    initcwnd: int
+    pacing: bool
+    processing: float
+    connection: str | None  # None: as measured
+    warmup: int
+    ssai: int
+
+
+def setting(cal, changes):
+    """The Setting of a calibration under {factor: value}."""
+    s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
+                cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
+                cal.processing_s, None, 1, 0)
+    table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
+             "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
+             "processing_ms": ("processing", 1e-3)}
+    for k, v in changes.items():
+        if k in table:
+            name, scale = table[k]
+            setattr(s, name, v * scale)
+        elif k == "congestion":
+            s.cc = v
+        elif k == "initcwnd":
+            s.initcwnd = int(v)
+        elif k == "pacing":
+            s.pacing = v == "fq"
+        elif k == "connection":
+            s.connection = v
+        elif k == "warmup":
+            s.warmup = int(v)
+        elif k == "slow_start_after_idle":
+            s.ssai = int(v)
+    if s.loss == 0:
+        s.burst = 0.0
+    return s
+
+
+def _path(s):
+    return Path(rtt=s.rtt, rate=s.rate, queue_bytes=s.queue, loss=s.loss, burst=s.burst,
+                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER)
+
+
+def _conn(s):
+    c = Conn(cc=s.cc, initcwnd=s.initcwnd, pacing=s.pacing)
+    c.srtt, c.rttvar, c.min_rtt = s.rtt, s.rtt / 2, s.rtt  # the handshake's sample
+    return c
+
+
+def _retries(rng, p, first):
+    """Seconds lost to a packet lost with p, resent after first, 2 first, ... s."""
+    t, wait = 0.0, first
+    while p and rng.random() < p and wait < 64:
+        t += wait
+        wait *= 2
+    return t
+
+
+def _transfer_s(conn, path, nbytes, mss, rng):
+    return Transfer(conn, path, max(1, math.ceil(nbytes / mss)), mss, rng).run()
+
+
+def _units(cal, s):
+    """[(fresh, warmup responses, [request indexes])]: the connections to replay."""
+    reqs = cal.requests
+    mode = s.connection
+    if mode == "fresh" or (mode is None and all(q.fresh for q in reqs)):
+        return [(True, 0, [i]) for i in range(len(reqs))]
+    if mode is None:
+        units = [(True, 0, [i]) for i, q in enumerate(reqs) if q.fresh]
+        runs = {}
+        for i, q in enumerate(reqs):
+            if not q.fresh:
+                runs.setdefault(q.run, []).append(i)
+        for idx in runs.values():
+            idx.sort(key=lambda i: reqs[i].index)
+            units.append((False, reqs[idx[0]].prior, idx))
+        return units
+    runs = {}
+    for i, q in enumerate(reqs):
+        runs.setdefault(q.run, []).append(i)
+    out = []
+    for idx in runs.values():
+        idx.sort(key=lambda i: reqs[i].index)
+        first = reqs[idx[0]]
+        out.append((False, first.prior if not first.fresh else s.warmup, idx))
+    return out
+
+
+def replay(cal, s, draws=DRAWS, seed=SEED):
+    """Replayed times (s): an array (requests, draws per request)."""
+    n = len(cal.requests)
+    per = max(4, math.ceil(draws / max(n, 1)))
+    out = np.zeros((n, per))
+    path = _path(s)
+    for u, (fresh, warm, idx) in enumerate(_units(cal, s)):
+        for d in range(per):
+            rng = np.random.default_rng([seed, u, d])
+            conn = _conn(s)
+            for _ in range(warm):
+                _transfer_s(conn, path, cal.requests[idx[0]].bytes_down, cal.mss, rng)
+            for i in idx:
+                q = cal.requests[i]
+                if s.ssai and not fresh:
+                    conn.cwnd = min(conn.cwnd, float(s.initcwnd))
+                if fresh:
+                    setup = (s.rtt + cal.connect_s + _retries(rng, s.loss_up, 1.0)
+                             + _retries(rng, s.loss, 1.0))
+                else:
+                    setup = cal.reuse_s
+                upload = _retries(rng, s.loss_up, s.rtt + 0.2)
+                t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
+                out[i, d] = setup + upload + s.rtt / 2 + s.processing + cal.server_s + t
+    return out
+
+
+@dataclass
+class WhatIf:
+    where: dict
+    source: dict
+    target: dict
+    calibration: object
+    measured_source: np.ndarray       # s, per request
+    replay_source: np.ndarray         # s, (requests, draws)
+    replay_target: np.ndarray
+    measured_target: np.ndarray | None = None
+    intervals: dict = field(default_factory=dict)
+
+    @property
+    def saving(self):
+        """Predicted saving (s): replay(source) - replay(target), medians."""
+        return float(np.median(self.replay_source) - np.median(self.replay_target))
+
+    @property
+    def predicted(self):
+        return float(np.median(self.measured_source)) - self.saving
+
+    @property
+    def measured_saving(self):
+        if self.measured_target is None or not len(self.measured_target):
+            return None
+        return float(np.median(self.measured_source) - np.median(self.measured_target))
+
+    @property
+    def within(self):
+        m = self.measured_saving
+        if m is None:
+            return None
+        return abs(self.saving - m) <= max(TOLERANCE[0] * abs(m), TOLERANCE[1])
+
+
+def _resampled(values, n, rng):
+    v = np.asarray(values, dtype=float).ravel()
+    return np.median(v[rng.integers(0, len(v), (RESAMPLES, n))], axis=1)
+
+
+def _interval(x):
+    return float(np.percentile(x, 2.5)), float(np.percentile(x, 97.5))
+
+
+def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
+    """Predict the requests matching where + source under target ({factor: value})."""
+    cal = calibrate(con, {**(where or {}), **as_labels(source)})
+    for k, v in (assume or {}).items():
+        _assume(cal, k, v)
+    base = setting(cal, {})
+    changed = setting(cal, target)
+    measured = np.array([q.duration_s for q in cal.requests])
+    r = WhatIf(where or {}, source, target, cal, measured,
+               replay(cal, base, draws, seed), replay(cal, changed, draws, seed))
+    known = _labelled(con)
+    stated = {k: v for k, v in target.items() if k in known}
+    if stated:
+        tgt = load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
+        if len(tgt):
+            r.measured_target = tgt.duration_ns.to_numpy() / 1e9
+    _intervals(r)
+    return r
+
+
+def _labelled(con):
+    keys = {row[0] for row in con.execute(
+        "SELECT DISTINCT unnest(map_keys(labels)) FROM requests").fetchall()}
+    return keys | ({"rate_mbps"} if "bottleneck_mbps" in keys else set())
+
+
+def _assume(cal, name, v):
+    """A stated value in place of a calibrated one (--assume)."""
+    s = setting(cal, {name: v})
+    cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.queue_bytes = s.rtt, s.rate, s.loss, s.queue
+    cal.congestion, cal.initcwnd, cal.pacing, cal.processing_s = (s.cc, s.initcwnd, s.pacing,
+                                                                   s.processing)
+    cal.loss_up, cal.jitter_s = s.loss_up, s.jitter
+    cal.sources[name] = "assumed (--assume)"
+
+
+def _intervals(r):
+    rng = np.random.default_rng(SEED)
+    n = len(r.measured_source)
+    nt = len(r.measured_target) if r.measured_target is not None else n
+    a, b = _resampled(r.replay_source, n, rng), _resampled(r.replay_target, nt, rng)
+    r.intervals["saving"] = _interval(a - b)
+    ma = _resampled(r.measured_source, n, rng)
+    # the measured median's own uncertainty less the replayed saving's
+    r.intervals["predicted"] = _interval(ma - (a - b))
+    r.intervals["replay_source"] = _interval(a)
+    if r.measured_target is not None and len(r.measured_target) > 1 and n > 1:
+        mb = _resampled(r.measured_target, nt, rng)
+        r.intervals["measured_saving"] = _interval(ma - mb)
+
+
+def explain(cal):
+    """[(name, value, source)] of a calibration, for --explain."""
+    rows = [
+        ("requests", f"{len(cal.requests)} ({sum(q.fresh for q in cal.requests)} fresh)", ""),
+        ("rtt_ms", f"{cal.rtt_s * 1e3:.1f}", cal.sources.get("rtt", "")),
+        ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate", "")),
+        ("loss_down", f"{cal.loss_down:.4f}", cal.sources.get("loss_down", "")),
+        ("burst", f"{cal.burst:.3f}", "P(lost | previous lost), 0: independent"),
+        ("loss_up", f"{cal.loss_up:.4f}", "label loss_up, else 0 (a client capture "
+                                           "cannot see what it lost upstream)"),
+        ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue", "")),
+        ("congestion", cal.congestion, cal.sources.get("congestion", "")),
+        ("initcwnd", str(cal.initcwnd), cal.sources.get("initcwnd", "")),
+        ("mss", str(cal.mss), "most common response segment"),
+        ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing", "")),
+        ("server_ms", f"{cal.server_s * 1e3:.1f}", "request round trip - RTT - processing"),
+        ("connect_ms", f"{cal.connect_s * 1e3:.2f}", "fresh: request sent after handshake"),
+    ]
+    for k, v in cal.estimates.items():
+        rows.append((f"trace:{k}", f"{v:.4g}" if isinstance(v, float) else str(v),
+                     "the trace's own estimate"))
+    return rows
+
+

@@ -1,0 +1,82 @@
+"""The factor vocabulary: the same names as the lab's experiment files
+(experiments/*.toml), the labels the lab writes and `tracekit whatif`.
+
+    rtt_ms          base round trip (ms)
+    rate_mbps       bottleneck rate (Mbit/s); label alias bottleneck_mbps
+    loss_down       random loss of the response direction (0..1)
+    loss_up         random loss of the request/ACK direction (0..1)
+    processing_ms   the server's model time per request (ms)
+    congestion      cubic, reno or bbr (the server's congestion control)
+    connection      fresh (a connection per request) or persistent (one per
+                    run, warmed: see warmup)
+    initcwnd        the server's initial window (segments)
+    queue_bytes     the bottleneck's queue (bytes, drop-tail)
+    pacing          fq (the sender paces at 2x / 1.2x cwnd/srtt) or none
+    jitter_ms       extra one-way delay, uniform in [0, jitter) (ms)
+    warmup          unmeasured requests before the first on a persistent
+                    connection (the lab's level sets 1)
+    slow_start_after_idle  1: a persistent connection restarts from the
+                    initial window after each pause; 0 keeps it (the lab's
+                    persistent level)
+    path            direct only: a tunnel (kcptun, FEC or ARQ) is not in the
+                    replay and is refused with that reason
+"""
+
+from ..core.errors import TracekitError
+
+FACTORS = {
+    "rtt_ms": float, "rate_mbps": float, "loss_down": float, "loss_up": float,
+    "processing_ms": float, "congestion": str, "connection": str, "initcwnd": int,
+    "queue_bytes": float, "pacing": str, "jitter_ms": float, "warmup": int,
+    "slow_start_after_idle": int, "path": str,
+}
+ALIASES = {"bottleneck_mbps": "rate_mbps", "loss": "loss_down"}
+CHOICES = {"congestion": ("cubic", "reno", "bbr"), "connection": ("fresh", "persistent"),
+           "pacing": ("fq", "none"), "path": ("direct",)}
+RANGES = {"loss_down": (0.0, 0.9), "loss_up": (0.0, 0.9), "rtt_ms": (0.01, 10_000.0),
+          "rate_mbps": (0.01, 100_000.0), "processing_ms": (0.0, 1e6),
+          "initcwnd": (1, 10_000), "queue_bytes": (1500.0, 1e10), "jitter_ms": (0.0, 10_000.0),
+          "warmup": (0, 100), "slow_start_after_idle": (0, 1)}
+
+
+def parse(text, option="--set"):
+    """{factor: value} of "a=1,b=x" (or several such strings)."""
+    items = [text] if isinstance(text, str) else list(text or ())
+    out = {}
+    for item in items:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            if "=" not in part:
+                raise TracekitError(f"{option} {part!r}: expected FACTOR=VALUE")
+            k, v = (x.strip() for x in part.split("=", 1))
+            k = ALIASES.get(k, k)
+            out[k] = value(k, v, option)
+    return out
+
+
+def value(name, text, option="--set"):
+    """One factor's value, checked against the vocabulary."""
+    if name not in FACTORS:
+        raise TracekitError(f"{option}: unknown factor {name!r}; known: {', '.join(FACTORS)}")
+    kind = FACTORS[name]
+    if name == "path" and str(text) != "direct":
+        raise TracekitError(f"{option} path={text}: the replay models the direct path only "
+                            "(a tunnel's FEC and ARQ are not replayed); compare measured runs "
+                            "with `tracekit ablation --compare path`")
+    try:
+        v = kind(text)
+    except ValueError:
+        raise TracekitError(f"{option} {name}={text}: not a {kind.__name__}") from None
+    if name in CHOICES and v not in CHOICES[name]:
+        raise TracekitError(f"{option} {name}={text}: one of {', '.join(CHOICES[name])}")
+    if name in RANGES and not RANGES[name][0] <= v <= RANGES[name][1]:
+        raise TracekitError(f"{option} {name}={text}: outside {RANGES[name][0]}..{RANGES[name][1]}")
+    return v
+
+
+def as_labels(levels):
+    """{label: value} the store's requests carry for these factor levels (where
+    the lab writes rate_mbps as bottleneck_mbps)."""
+    out = {}
+    for k, v in levels.items():
+        out["bottleneck_mbps" if k == "rate_mbps" else k] = str(v)
+    return out

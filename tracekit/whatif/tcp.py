@@ -1,0 +1,430 @@
+"""A discrete-event replay of one TCP transfer, packet by packet.
+
+The sender (the server) sends `n` segments of `mss` bytes to the receiver
+(the client) over a path: random loss on the way in (Bernoulli, or bursty
+with a second state as in Gilbert-Elliott: after a loss the next packet is
+lost with probability `burst`), then a drop-tail FIFO of `queue_bytes`
+drained at `rate` bytes/s (the bottleneck), then the one-way delay
+`rtt / 2`. The receiver acknowledges every segment at once (a cumulative
+ACK and the segment it got: its SACK block); ACKs come back after
+`rtt / 2` and are lost with `loss_up`.
+
+The sender, as Linux does it in outline:
+- window: slow start (+1 segment per segment acknowledged) below
+  ssthresh; above it CUBIC (W(t) = C (t - K)^3 + W_max, C = 0.4,
+  beta = 0.7, with its Reno-friendly estimate) or Reno (+1 per window);
+  the window grows only while the sender is window-limited;
+- loss detection by RACK (a segment is lost once a segment sent after it
+  has been delivered) which with per-segment ACKs is fast retransmit; on
+  the first loss of an episode ssthresh = beta x cwnd (Reno 0.5) and cwnd
+  drops to it until the recovery point is acknowledged;
+- a tail loss probe after 2 srtt without an ACK (the last segment sent
+  again), at most one per episode;
+- the retransmission timeout srtt + max(4 rttvar, 200 ms), doubled on each
+  expiry (backoff), which marks everything outstanding lost and restarts
+  slow start from one segment;
+- pacing (`Conn.pacing`: fq on the sender; BBR always paces; seen in the trace as a
+  flight spread over the round trip): 2 x cwnd / srtt in slow start,
+  1.2 x after;
+- BBR, approximately: the bottleneck bandwidth is the windowed maximum of
+  delivery-rate samples, the minimum RTT its floor; it paces at gain x
+  bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
+  rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
+  2 BDP, and does not reduce its rate on random loss.
+
+`Conn` carries the state across the transfers of one persistent connection
+(slow start after idle off, as the lab's persistent level sets it).
+"""
+
+import heapq
+from dataclasses import dataclass, field
+
+RTO_MIN = 0.2
+INITIAL_RTO = 1.0
+CUBIC_C = 0.4
+STARTUP_GAIN = 2.89
+PROBE_GAINS = (1.25, 0.75, 1, 1, 1, 1, 1, 1)
+MAX_TIME = 120.0
+
+
+@dataclass
+class Path:
+    rtt: float              # s, base round trip
+    rate: float             # bytes/s at the bottleneck (wire bytes)
+    queue_bytes: float
+    loss: float = 0.0       # downstream (data) loss probability
+    burst: float = 0.0      # P(loss | previous packet lost), 0: independent
+    loss_up: float = 0.0    # upstream (ACK, SYN, request) loss probability
+    jitter: float = 0.0     # s, uniform extra one-way delay (never reordering)
+    header: int = 52        # wire bytes on top of the payload
+
+
+@dataclass
+class Conn:
+    cc: str = "cubic"
+    initcwnd: int = 10
+    pacing: bool = False
+    cwnd: float = 0.0
+    ssthresh: float = 1e9
+    srtt: float = 0.0
+    rttvar: float = 0.0
+    min_rtt: float = 1e9
+    wmax: float = 0.0
+    epoch: float = -1.0
+    w_est: float = 0.0
+    btlbw: float = 0.0
+    bw_samples: dict = field(default_factory=dict)  # round -> its largest rate sample
+    bbr_mode: str = "startup"
+    full_bw: float = 0.0
+    full_bw_rounds: int = 0
+    cycle: int = 0
+    pace_rate: float = 0.0
+    prior_cwnd: float = 0.0
+    rounds: int = 0
+
+    def __post_init__(self):
+        if not self.cwnd:
+            self.cwnd = float(self.initcwnd)
+
+
+class Transfer:
+    """One response of `n` segments; `run()` returns the time (s, from the
+    first send) at which the receiver holds all of it in order."""
+
+    def __init__(self, conn, path, n, mss, rng):
+        self.c, self.p, self.n, self.mss, self.rng = conn, path, n, mss, rng
+        self.wire = mss + path.header
+        self.events, self.seq = [], 0
+        self.sacked = [False] * n
+        self.lost = [False] * n
+        self.sent_at = [0.0] * n
+        self.deliv_at_send = [(0, 0.0)] * n
+        self.order = []            # (sent time, segment) in send order (RACK)
+        self.order_head, self.rack_idx = 0, -1
+        self.order_idx = [0] * n
+        self.retx_queue = []       # heap of lost segments to send again
+        self.nxt = self.cum = 0
+        self.delivered, self.delivered_time = 0, 0.0
+        self.pipe = 0
+        self.in_recovery, self.recovery_point = False, 0
+        self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
+        self.backoff, self.timer_gen = 0, 0
+        self.q_free, self.prev_lost = 0.0, False
+        self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
+        self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
+        self.round_end, self.round_app_limited, self.max_pipe = 0, False, 0
+
+    # -- the path -------------------------------------------------------------
+    def _emit(self, s):
+        """Put segment s on the path now; schedule its arrival unless lost."""
+        p, now = self.p, self.now
+        q = p.burst if (self.prev_lost and p.burst > 0) else p.loss
+        lost = q > 0 and self.rng.random() < q
+        self.prev_lost = lost
+        if lost:
+            return
+        backlog = max(0.0, self.q_free - now) * p.rate
+        if backlog + self.wire > p.queue_bytes:
+            return  # tail drop at the bottleneck
+        self.q_free = max(now, self.q_free) + self.wire / p.rate
+        extra = p.jitter * self.rng.random() if p.jitter else 0.0
+        self._at(self.q_free + p.rtt / 2 + extra, "data", s)
+
+    def _at(self, t, kind, arg):
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, arg))
+
+    # -- the receiver ---------------------------------------------------------
+    def _on_data(self, s):
+        if not self.rcv[s]:
+            self.rcv[s] = True
+            while self.rcv_cum < self.n and self.rcv[self.rcv_cum]:
+                self.rcv_cum += 1
+            if self.rcv_cum == self.n and self.done is None:
+                self.done = self.now
+        if self.p.loss_up and self.rng.random() < self.p.loss_up:
+            return
+        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s))
+
+    # -- the sender -----------------------------------------------------------
+    def _send_segment(self, s, retx):
+        c = self.c
+        self.sent_at[s] = self.now
+        self.deliv_at_send[s] = (self.delivered, self.delivered_time)
+        self.order_idx[s] = len(self.order)
+        self.order.append((self.now, s))
+        if retx:
+            self.lost[s] = False
+        self.pipe += 1
+        self.max_pipe = max(self.max_pipe, self.pipe)
+        self._emit(s)
+        if c.cc == "bbr" or c.pacing:
+            rate = self._pacing_rate()
+            self.next_send = self.now + self.wire / rate if rate else self.now
+
+    def _pacing_rate(self):
+        c = self.c
+        if c.cc != "bbr":  # Linux's own: 200 % of cwnd/srtt in slow start, 120 % after
+            if not c.pacing:
+                return 0.0
+            ratio = 2.0 if c.cwnd < c.ssthresh / 2 else 1.2
+            return ratio * max(c.cwnd, self.pipe) * self.wire / c.srtt if c.srtt else 0.0
+        initial = STARTUP_GAIN * c.initcwnd * self.wire / max(c.srtt or self.p.rtt, 1e-4)
+        gain = {"startup": STARTUP_GAIN, "drain": 1 / STARTUP_GAIN}.get(
+            c.bbr_mode, PROBE_GAINS[c.cycle % len(PROBE_GAINS)])
+        rate = gain * c.btlbw
+        if c.bbr_mode == "startup":  # never lowered before the pipe is full
+            rate = max(rate, c.pace_rate or initial)
+        c.pace_rate = rate
+        return rate
+
+    def _try_send(self):
+        c = self.c
+        while True:
+            if self.next_send > self.now + 1e-12:
+                if self.pace_at != self.next_send:
+                    self.pace_at = self.next_send
+                    self._at(self.next_send, "pace", None)
+                return
+            if self.pipe >= int(c.cwnd):
+                return
+            while self.retx_queue and not self.lost[self.retx_queue[0]]:
+                heapq.heappop(self.retx_queue)
+            if self.retx_queue:
+                self._send_segment(heapq.heappop(self.retx_queue), True)
+            elif self.nxt < self.n:
+                self.nxt += 1
+                self._send_segment(self.nxt - 1, False)
+            else:
+                return
+            self._arm_timer()
+
+    def _rto(self):
+        c = self.c
+        if not c.srtt:
+            return INITIAL_RTO * 2 ** self.backoff
+        return min((c.srtt + max(4 * c.rttvar, RTO_MIN)) * 2 ** self.backoff, 60.0)
+
+    def _arm_timer(self):
+        self.timer_gen += 1
+        if self.cum >= self.nxt:
+            return
+        c = self.c
+        if not self.tlp_done and c.srtt:  # in recovery too (RACK-TLP, RFC 8985)
+            self._at(self.now + max(2 * c.srtt, 0.01), "tlp", self.timer_gen)
+        else:
+            self._at(self.now + self._rto(), "rto", self.timer_gen)
+
+    def _on_tlp(self, gen):
+        if gen != self.timer_gen or self.cum >= self.nxt:
+            return
+        self.tlp_done = True
+        if self.nxt < self.n and self.pipe < int(self.c.cwnd) + 1:
+            self.nxt += 1
+            self._send_segment(self.nxt - 1, False)
+        else:
+            s = self.nxt - 1
+            while s > self.cum and self.sacked[s]:
+                s -= 1
+            self.pipe -= 1  # a probe replaces, it does not add
+            self._send_segment(s, True)
+        self.timer_gen += 1
+        self._at(self.now + self._rto(), "rto", self.timer_gen)
+
+    def _on_rto(self, gen):
+        if gen != self.timer_gen or self.cum >= self.nxt:
+            return
+        c = self.c
+        self._window_cut()
+        c.ssthresh = max(c.cwnd, 2.0)
+        c.cwnd = 1.0
+        self.in_recovery, self.recovery_point = True, self.nxt
+        self.backoff += 1
+        for s in range(self.cum, self.nxt):
+            if not self.sacked[s]:
+                self.lost[s] = True
+                heapq.heappush(self.retx_queue, s)
+        self.pipe = 0
+        self._try_send()
+        self._arm_timer()
+
+    def _window_cut(self):
+        """ssthresh and cwnd on a loss episode's start (CUBIC, Reno; BBR keeps its rate)."""
+        c = self.c
+        if c.cc == "bbr":  # packet conservation for a round, then the window is restored
+            c.prior_cwnd, c.cwnd = c.cwnd, max(self.pipe + 1, 4)
+            self.round_end = self.nxt  # the round starts now (the next packet sent ends it)
+            self.conserve_round = c.rounds
+            return
+        beta = 0.5 if c.cc == "reno" else 0.7
+        c.wmax = c.cwnd
+        c.epoch = -1.0
+        c.cwnd = c.ssthresh = max(c.cwnd * beta, 2.0)
+
+    def _mark_rack_losses(self):
+        """RACK: a transmission sent before the latest-sent one delivered is lost
+        once it is older than that by the reordering window, min_rtt / 4 (none
+        in recovery or once three segments above the hole are SACKed)."""
+        dupthresh = self.delivered - self.cum >= 3 or self.in_recovery
+        reo = 0.0 if dupthresh or not self.c.srtt else self.c.min_rtt / 4
+        order, cut = self.order, self.rack_ts - reo
+        while self.order_head < self.rack_idx:
+            t, s = order[self.order_head]
+            if reo and t >= cut:
+                return
+            self.order_head += 1
+            if s >= self.cum and not self.sacked[s] and not self.lost[s] and self.sent_at[s] == t:
+                self.lost[s] = True
+                self.pipe -= 1
+                heapq.heappush(self.retx_queue, s)
+                if self.c.cc == "bbr":  # Linux's BBR takes each loss off the window
+                    self.c.cwnd = max(self.c.cwnd - 1, 1.0)
+                if not self.in_recovery:
+                    self.in_recovery, self.recovery_point = True, self.nxt
+                    self._window_cut()
+
+    def _deliver(self, s):
+        """Segment s newly acknowledged (cumulatively or selectively)."""
+        c = self.c
+        if not self.lost[s]:
+            self.pipe -= 1
+        self.lost[s] = False
+        self.delivered += 1
+        self.delivered_time = self.now
+        if self.order_idx[s] > self.rack_idx:
+            self.rack_idx, self.rack_ts = self.order_idx[s], self.sent_at[s]
+        if c.cc == "bbr":
+            d0, t0 = self.deliv_at_send[s]
+            span = max(self.now - t0, 1e-6)
+            sample = (self.delivered - d0) * self.wire / span
+            if sample > c.btlbw:
+                c.btlbw = sample
+            if sample > c.bw_samples.get(c.rounds, 0.0):
+                c.bw_samples[c.rounds] = sample
+        if s >= self.round_end:
+            c.rounds += 1
+            self.round_end = self.nxt
+            self.max_pipe = self.pipe
+            limited = self.round_app_limited
+            self.round_app_limited = self.nxt >= self.n
+            if c.cc == "bbr":
+                self._bbr_round(limited)
+
+    def _on_ack(self, arg):
+        cum, s = arg
+        c = self.c
+        rtt = self.now - self.sent_at[s]
+        if not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0:
+            c.min_rtt = min(c.min_rtt, rtt)
+            if not c.srtt:
+                c.srtt, c.rttvar = rtt, rtt / 2
+            else:
+                c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
+                c.srtt = 0.875 * c.srtt + 0.125 * rtt
+        newly = 0
+        if s >= self.cum and not self.sacked[s] and s >= cum:
+            self.sacked[s] = True
+            self._deliver(s)
+            newly += 1
+        while self.cum < cum:
+            if not self.sacked[self.cum]:
+                self._deliver(self.cum)
+                newly += 1
+            self.sacked[self.cum] = True
+            self.cum += 1
+        if newly:
+            self.backoff = 0
+            self.tlp_done = False
+        self._mark_rack_losses()
+        if self.in_recovery and self.cum >= self.recovery_point:
+            self.in_recovery = False
+            if c.cc == "bbr":
+                c.cwnd = max(c.cwnd, c.prior_cwnd)
+        if newly and not self.in_recovery:
+            self._grow(newly)
+        if c.cc == "bbr":
+            self._bbr_window(newly)
+        self._try_send()
+        if newly:
+            self._arm_timer()
+
+    def _grow(self, acked):
+        c = self.c
+        if c.cc == "bbr":
+            return
+        if c.cwnd < c.ssthresh:
+            if c.cwnd < 2 * self.max_pipe:  # window-limited in slow start (as Linux)
+                c.cwnd += acked
+            return
+        if self.max_pipe < c.cwnd - 1:
+            return  # not window-limited: Linux does not grow the window
+        if c.cc == "reno":
+            c.cwnd += acked / c.cwnd
+            return
+        if c.epoch < 0:
+            c.epoch = self.now
+            c.wmax = max(c.wmax, c.cwnd)
+            c.w_est = c.cwnd
+        k = ((c.wmax * 0.3) / CUBIC_C) ** (1 / 3)
+        t = self.now - c.epoch + (c.min_rtt if c.min_rtt < 1e9 else 0)
+        target = CUBIC_C * (t - k) ** 3 + c.wmax
+        c.w_est += 3 * 0.3 / 1.7 * acked / c.cwnd
+        target = max(target, c.w_est)
+        if target > c.cwnd:
+            c.cwnd += min(target - c.cwnd, c.cwnd) * acked / c.cwnd
+        else:
+            c.cwnd += 0.01 * acked / c.cwnd
+
+    def _bbr_round(self, app_limited):
+        c = self.c
+        c.bw_samples = {r: v for r, v in c.bw_samples.items() if r > c.rounds - 10}
+        c.btlbw = max(c.bw_samples.values(), default=c.btlbw)
+        if c.bbr_mode == "startup" and not app_limited:
+            if c.btlbw >= 1.25 * c.full_bw:
+                c.full_bw, c.full_bw_rounds = c.btlbw, 0
+            else:
+                c.full_bw_rounds += 1
+                if c.full_bw_rounds >= 3:
+                    c.bbr_mode = "drain"
+        elif c.bbr_mode == "probe":
+            c.cycle += 1
+
+    def _bbr_window(self, acked):
+        c = self.c
+        if self.in_recovery and c.rounds == self.conserve_round:
+            c.cwnd = max(c.cwnd, self.pipe + acked)
+            return
+        if c.btlbw <= 0:
+            c.cwnd += acked
+            return
+        bdp = c.btlbw * min(c.min_rtt, 10.0) / self.wire
+        if c.bbr_mode == "drain" and self.pipe <= bdp:
+            c.bbr_mode = "probe"
+        gain = STARTUP_GAIN if c.bbr_mode == "startup" else 2.0
+        target = gain * bdp + 3
+        if c.bbr_mode != "startup":
+            c.cwnd = min(c.cwnd + acked, target)
+        elif c.cwnd < target or self.delivered < c.initcwnd:
+            c.cwnd += acked
+        c.cwnd = max(c.cwnd, 4.0)
+
+    def run(self):
+        self._try_send()
+        handlers = {"data": self._on_data, "ack": self._on_ack, "tlp": self._on_tlp,
+                    "rto": self._on_rto, "pace": lambda _: self._try_send()}
+        while self.events and self.done is None:
+            t, _, kind, arg = heapq.heappop(self.events)
+            if t > MAX_TIME:
+                break
+            self.now = t
+            handlers[kind](arg)
+        # ACKs still in flight when the receiver completes: the sender's state
+        # (window, RTT) at the end of the transfer is what the next one starts with
+        while self.events and self.cum < self.n:
+            t, _, kind, arg = heapq.heappop(self.events)
+            self.now = t
+            if kind == "ack":
+                self._on_ack(arg)
+        if self.c.cc == "bbr" and self.in_recovery:  # the window is restored as recovery ends
+            self.c.cwnd = max(self.c.cwnd, self.c.prior_cwnd)
+        return self.done if self.done is not None else MAX_TIME
