@@ -20,21 +20,24 @@ SAMPLES = os.path.join(ROOT, "captures")
 TRACEKIT = [sys.executable, "-m", "tracekit.cli"]
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory):
-    """400,000 TCP packets over 50 connections (44 MB): ingest takes a second or two."""
+def _tcp_pcap(path, n):
+    """n TCP packets over 50 connections (400,000: 44 MB, ingest takes a second or two)."""
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
     pkts = [bytes(Ether() / IP(src="198.18.0.1", dst="198.18.0.2") /
                   TCP(sport=40000 + i % 50, dport=80, seq=1000 * i, flags="PA") / (b"x" * 40))
             for i in range(2000)]
     out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
-    for i in range(400_000):
+    for i in range(n):
         p = pkts[i % 2000]
         out.append(struct.pack("<IIII", 1_700_000_000 + i // 1000, i % 1000 * 1000, len(p), len(p)) + p)
-    path = tmp_path_factory.mktemp("big") / "big.pcap"
     path.write_bytes(b"".join(out))
     return path
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    return _tcp_pcap(tmp_path_factory.mktemp("big") / "big.pcap", 400_000)
 
 
 def _state(db):
@@ -163,3 +166,106 @@ def test_kill_9_during_analyze_hides_the_half_built_and_the_next_run_finishes(tm
     errors = con.execute("SELECT analysis, error FROM analysis_runs WHERE error IS NOT NULL").fetchall()
     assert errors == [], errors
     con.close()
+
+
+def _counts(db, tables):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT capture_id, count(*) FROM {t} GROUP BY ALL ORDER BY 1"
+                               ).fetchall() for t in tables}
+    finally:
+        con.close()
+
+
+PER_CAPTURE = ("tcp_analysis", "retransmissions", "handshakes", "stalls", "rtt_summary")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_disk_during_analyze_blames_no_capture_and_the_next_run_builds_the_rest(tmp_path):
+    """The disk fills while analyze writes: one line, exit 2, no error row against
+    a capture; once space is freed the next analyze builds every missing table
+    (before the fix it said "up to date" for good)."""
+    pcap = _tcp_pcap(tmp_path / "mid.pcap", 100_000)
+    inputs = [str(pcap), os.path.join(SAMPLES, "http-fresh-vs-persistent.pcap")]
+    ref = tmp_path / "ref.duckdb"  # the same inputs analysed with room to spare
+    subprocess.run(TRACEKIT + ["ingest", *inputs, "--db", str(ref)], check=True, capture_output=True)
+    subprocess.run(TRACEKIT + ["analyze", "--db", str(ref)], check=True, capture_output=True)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], check=True)
+    try:
+        db = mnt / "s.duckdb"
+        subprocess.run(TRACEKIT + ["ingest", *inputs, "--db", str(db)], check=True,
+                       capture_output=True)
+        st = os.statvfs(mnt)
+        filler = mnt / "filler"
+        with open(filler, "wb") as f:  # leave 256 kB: far less than the analyses need
+            f.truncate(0)
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - 256 * 1024))
+        r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("tracekit: error: no space left on the device"), r.stderr
+        assert "what this command finished before is kept" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        filler.unlink()
+        con = duckdb.connect(str(db), read_only=True)
+        assert con.execute("SELECT count(*) FROM analysis_runs WHERE error IS NOT NULL"
+                           ).fetchone() == (0,)
+        con.close()
+        r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert _counts(db, PER_CAPTURE) == _counts(ref, PER_CAPTURE)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_an_analysis_error_row_does_not_mark_the_capture_analysed(tmp_path, monkeypatch):
+    """A capture an analysis failed on is tried again by the next analyze."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    from tracekit.pipeline import stepkinds
+    db = str(tmp_path / "s.duckdb")
+    cap = os.path.join(SAMPLES, "http-fresh-vs-persistent.pcap")
+    assert CliRunner().invoke(main, ["ingest", cap, "--db", db]).exit_code == 0
+    real = stepkinds.SqlStep.write
+
+    def broken(self, con, writer, captures):
+        if self.table == "handshakes":
+            raise duckdb.ConversionException("Conversion Error: a value it cannot take")
+        return real(self, con, writer, captures)
+
+    monkeypatch.setattr(stepkinds.SqlStep, "write", broken)
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0 and "handshakes: capture 1 was not analysed" in r.output, r.output
+    monkeypatch.setattr(stepkinds.SqlStep, "write", real)
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0 and "handshakes: 1 capture analysed" in r.output, r.output
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM analysis_runs WHERE error IS NOT NULL"
+                           ).fetchone() == (0,)
+        assert con.execute("SELECT count(*) FROM handshakes").fetchone()[0] > 0
+
+
+@pytest.mark.parametrize("udp", [False, True])
+def test_requests_without_a_tcp_flow_get_their_phases_and_attribution(tmp_path, udp):
+    """An event log alone, or with a UDP-only capture: request_phases and
+    attribution are built (a row per request, no flow), not failed and missing."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    db = str(tmp_path / "s.duckdb")
+    log = tmp_path / "e.jsonl"
+    log.write_text(
+        '{"ts_ns": 1700000000000000000, "kind": "request_start", "request": "a"}\n'
+        '{"ts_ns": 1700000000050000000, "kind": "request_end", "request": "a"}\n'
+        '{"ts_ns": 1700000001000000000, "kind": "request_start", "request": "b", "local_port": 5}\n'
+        '{"ts_ns": 1700000001020000000, "kind": "request_end", "request": "b"}\n')
+    files = [str(log)] + ([os.path.join(SAMPLES, "udp-echo.pcapng")] if udp else [])
+    assert CliRunner().invoke(main, ["ingest", *files, "--db", db]).exit_code == 0
+    r = CliRunner().invoke(main, ["analyze", "--db", db])
+    assert r.exit_code == 0 and "warning" not in r.stderr, r.stderr
+    with duckdb.connect(db, read_only=True) as con:
+        for t in ("requests", "bounds", "request_phases", "attribution"):
+            assert con.execute(f"SELECT count(DISTINCT request_key) FROM {t}").fetchone() == (2,), t
+        assert con.execute("SELECT count(capture_id) FROM request_phases").fetchone() == (0,)

@@ -56,12 +56,17 @@ def help_text(doc, example):
     return f"{doc}\n\n\b\nExample:\n  {example}"
 
 
-def _disk_full(e):
-    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None."""
+def _disk_full(e, command=None):
+    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None.
+    An ingest is all or nothing; an analyze keeps the steps it committed."""
     text = str(e)
     if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in text:
         where = re.search(r'file "([^"]+)"', text)
         place = f" writing {where.group(1)}" if where else ""
+        if command == "analyze":
+            return (f"no space left on the device{place}; what this command finished before "
+                    f"is kept, nothing half-built is visible (free some space and run it "
+                    f"again: it builds the rest)")
         return (f"no space left on the device{place}; nothing of this command is visible "
                 f"in the store (free some space and run it again)")
     return None
@@ -92,7 +97,7 @@ def handle_errors(f):
         except Exception as e:
             if debug:
                 raise
-            full = _disk_full(e)
+            full = _disk_full(e, ctx.info_name)
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
                 sys.exit(2)

@@ -40,10 +40,11 @@ from ..core.errors import TracekitError
 from ..core.jit import PYTHON_COST, prefer_compiled
 from ..store.db import settings
 from ..store.recovery import recover_analyses
-from ..store.schema import STAGED, storage
+from ..store.schema import STAGED, TABLES, create_table_sql, storage
 from . import dag
-from .runner import install_macros
+from .runner import analysis_sql, install_macros
 from .stepkinds import (
+    FINAL_ORDER,
     CodeStep,
     CodeStoreStep,
     PartitionedStoreStep,
@@ -196,6 +197,9 @@ def _build_capture_step(con, writer, step, version, captures, failed, progress):
         con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
         con.execute("COMMIT")
     step.create(con)
+    # an error row does not mark a capture analysed: the next analyze tries it again
+    con.execute("DELETE FROM analysis_runs WHERE analysis = ? AND error IS NOT NULL "
+                "AND capture_id <> 0", [step.table])
     done = {r[0] for r in con.execute(
         "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
     pending = [cid for cid in captures if cid not in done and cid not in failed]
@@ -221,12 +225,14 @@ def _build_batches(con, writer, step, version, captures, pending, result, progre
         try:
             counts = _write_batch(con, writer, step, version, batch)
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
+            _unless_storage_failed(e)
             if len(batch) > 1:  # find the capture it cannot take, keep the others
                 counts = {}
                 for cid in batch:
                     try:
                         counts.update(_write_batch(con, writer, step, version, [cid]))
                     except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e1:
+                        _unless_storage_failed(e1)
                         _record_failure(writer, step, version, cid, e1)
                         result.failures.append((cid, _reason(e1)))
             else:
@@ -272,6 +278,21 @@ def _write_batch(con, writer, step, version, batch):
         writer.execute("ROLLBACK")
         raise
     return counts
+
+
+def storage_failed(e):
+    """Whether `e` is the store's device failing (full, or an I/O error), not a
+    capture or an analysis: then no capture is to blame."""
+    text = str(e)
+    return (isinstance(e, (OSError, duckdb.IOException)) or "No space left on device" in text
+            or "Could not write file" in text)
+
+
+def _unless_storage_failed(e):
+    """Stop the command on a full disk or an I/O error (what is committed stays;
+    the next analyze builds the rest) rather than recording it against a capture."""
+    if storage_failed(e):
+        raise e
 
 
 def _reason(e):
@@ -325,6 +346,7 @@ def _build_store_step(con, step, version, progress):
         try:
             n = step.write_all(con, building)
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
+            _unless_storage_failed(e)
             _store_step_failed(con, step, time.perf_counter() - t0, e)
             result.failures.append((0, _reason(e)))
             return result
@@ -363,6 +385,15 @@ def _store_step_failed(con, step, seconds, e):
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    for table in getattr(step, "tables", (step.table,)):
+        if not exists(con, table):  # empty with its columns, never missing
+            with contextlib.suppress(duckdb.Error):
+                con.execute(create_table_sql(table) if table in TABLES else
+                            f"CREATE TABLE {table} AS SELECT * FROM ({_sql_of(table)}) LIMIT 0")
+
+
+def _sql_of(table):
+    return FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(table))
 
 
 def _forget_replaced(con):
