@@ -210,8 +210,72 @@ def test_a_store_without_tls_never_reads_the_moved_file(tmp_path):
 
 def test_packets_before_any_interface_are_kept():
     """A packet block before any interface description (found by the fuzz test:
-    the timestamp table was empty): kept, with no interface and time 0 unflagged."""
+    the timestamp table was empty): kept, with no interface and no time (flagged:
+    stored NULL, not 1970)."""
     reader = open_capture("x.pcapng", io.BytesIO(shb() + epb(0, 5, _tcp()) + idb(1) + epb(0, 7, _tcp())))
     (batch,) = list(reader.batches())
     assert batch.interface_id.tolist() == [-1, 0]
-    assert batch.ts_ns.tolist() == [0, 7000] and not batch.ts_bad.any()
+    assert batch.ts_ns.tolist() == [0, 7000] and batch.ts_bad.tolist() == [True, False]
+
+
+def _handshake_pcapng(path, raw_s, offset_s, stray_iface=None):
+    """A TCP handshake on interface 0 (microseconds, `raw_s` seconds in the file,
+    if_tsoffset `offset_s`), 20 ms between packets; perhaps a packet naming an
+    interface no IDB described."""
+    c, s = "198.18.0.1", "198.18.0.2"
+    pkts = [bytes(Ether() / IP(src=a, dst=b) / TCP(sport=sp, dport=dp, flags=f, seq=q, ack=k))
+            for a, b, sp, dp, f, q, k in ((c, s, 40000, 80, "S", 100, 0),
+                                          (s, c, 80, 40000, "SA", 500, 101),
+                                          (c, s, 40000, 80, "A", 101, 501))]
+    blocks = [shb(), idb(1, tsresol=6, tsoffset=offset_s)]
+    for i, p in enumerate(pkts):
+        blocks.append(epb(0, raw_s * 10**6 + i * 20_000, p))
+        if i == 1 and stray_iface is not None:
+            blocks.append(epb(stray_iface, raw_s * 10**6, pkts[0]))
+    path.write_bytes(b"".join(blocks))
+    return path
+
+
+def _ingest_cli(*args):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    return CliRunner().invoke(main, ["ingest", *map(str, args)])
+
+
+def test_a_packet_of_an_undescribed_interface_has_no_time_not_1970(tmp_path):
+    """Counted as no_such_interface with ts_ns NULL; the capture's span is its
+    described packets' (before: ts_ns 0, a capture from 1970 lasting 53 years)."""
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 1_700_000_000, None, stray_iface=3)
+    db = tmp_path / "s.duckdb"
+    r = _ingest_cli(cap, "--db", db)
+    assert r.exit_code == 0 and "skipped no_such_interface 1" in r.output, r.output
+    con = connect(db)
+    assert con.execute("SELECT frame, ts_ns, decode_status FROM packets WHERE ts_ns IS NULL"
+                       ).fetchall() == [(3, None, "no_such_interface")]
+    assert con.execute("SELECT first_ts_ns, last_ts_ns FROM captures").fetchone() == (
+        1_700_000_000 * 10**9, 1_700_000_000 * 10**9 + 40_000_000)
+
+
+def test_times_before_1970_are_signed_nanoseconds(tmp_path):
+    """An if_tsoffset taking times before 1970 (1954 here): every time kept, signed,
+    and the handshake measured from them."""
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 1_000_000_000, -1_500_000_000)
+    db = tmp_path / "s.duckdb"
+    assert _ingest_cli(cap, "--db", db).exit_code == 0
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    t0 = -500_000_000 * 10**9
+    assert con.execute("SELECT list(ts_ns ORDER BY frame) FROM packets").fetchone()[0] == [
+        t0, t0 + 20_000_000, t0 + 40_000_000]
+    assert con.execute("SELECT start_ns, server_hello_ns, duration_ns FROM handshakes"
+                       ).fetchone() == (t0, t0 + 20_000_000, 40_000_000)
+
+
+def test_times_after_2200_are_held_and_warned(tmp_path):
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 7_300_000_000, None)  # 2201
+    r = _ingest_cli(cap, "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 0
+    assert ("warning: " + str(cap) + ": 3 packets timed in 2200 or later (the first at byte "
+            "offset ") in r.output, r.output

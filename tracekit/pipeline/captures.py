@@ -71,6 +71,8 @@ class CaptureSummary:
     unsupported_link_types: list = field(default_factory=list)
     read_stop: object = None
     first_bad_ts_offset: int | None = None  # file offset of the first timestamp_out_of_range
+    late_packets: int = 0  # packets timed in 2200 or later (held, but likely a wrong clock)
+    first_late_offset: int | None = None
     seconds: float = 0.0
     duplicate_of: int | None = None  # the stored capture this file duplicates or replaces
 
@@ -446,9 +448,11 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     for batch, link_type, cols in (decoded_batches(reader) if decoded is None else decoded):
         bad = batch.ts_bad
         if bad is not None and bad.any():
-            cols["status"][bad] = CODE["timestamp_out_of_range"]
-            if summary.first_bad_ts_offset is None:
-                summary.first_bad_ts_offset = int(batch.file_offset[np.argmax(bad)])
+            # (a packet of an undescribed interface has no time either, and says why)
+            out = bad & (cols["status"] != CODE["no_such_interface"])
+            cols["status"][out] = CODE["timestamp_out_of_range"]
+            if summary.first_bad_ts_offset is None and out.any():
+                summary.first_bad_ts_offset = int(batch.file_offset[np.argmax(out)])
         else:
             bad = None
         # in no flow: a time that is unknown, a TCP header whose length is impossible
@@ -475,6 +479,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
                 per_interface = np.concatenate(
                     [per_interface, np.zeros(len(counts) - len(per_interface), np.int64)])
             per_interface[:len(counts)] += counts
+        _count_late(summary, batch, bad)
         ts = batch.ts_ns if bad is None else batch.ts_ns[~bad]
         if len(ts):
             lo, hi = int(ts.min()), int(ts.max())
@@ -495,6 +500,19 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}
+
+
+LATE_NS = 7_258_118_400 * 10**9  # 2200-01-01: a time held, but one to warn about
+
+
+def _count_late(summary, batch, bad):
+    late = batch.ts_ns >= LATE_NS
+    if bad is not None:
+        late &= ~bad
+    if late.any():
+        summary.late_packets += int(late.sum())
+        if summary.first_late_offset is None:
+            summary.first_late_offset = int(batch.file_offset[np.argmax(late)])
 
 
 def _interface_rows(capture_id, reader, per_interface):
