@@ -293,3 +293,53 @@ def test_requests_without_a_tcp_flow_get_their_phases_and_attribution(tmp_path, 
         for t in ("requests", "bounds", "request_phases", "attribution"):
             assert con.execute(f"SELECT count(DISTINCT request_key) FROM {t}").fetchone() == (2,), t
         assert con.execute("SELECT count(capture_id) FROM request_phases").fetchone() == (0,)
+
+
+def test_a_reader_that_exits_ends_the_command_quietly_with_141(tmp_path):
+    """`tracekit analyze | true`: the pipe is closed before anything is printed;
+    exit 128 + SIGPIPE and no "internal error" (before: BrokenPipeError, exit 1)."""
+    db = tmp_path / "s.duckdb"
+    subprocess.run(TRACEKIT + ["ingest", os.path.join(SAMPLES, "udp-echo.pcapng"), "--db", str(db)],
+                   check=True, capture_output=True)
+    read, write = os.pipe()
+    os.close(read)  # the reader has already gone
+    try:
+        r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], stdout=write,
+                           stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (141, "")
+    con = duckdb.connect(str(db), read_only=True)  # the work was done: the report was not read
+    assert con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = 'tcp_analysis'"
+                       ).fetchone() == (1,)
+    con.close()
+
+
+@pytest.mark.parametrize("command", ["ingest", "analyze"])
+def test_a_dataset_without_dask_installed_is_one_line(tmp_path, monkeypatch, command):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    for name in ("dask", "distributed"):  # as on an install without the cluster extra
+        monkeypatch.setitem(sys.modules, name, None)
+    args = [os.path.join(SAMPLES, "udp-echo.pcapng")] if command == "ingest" else []
+    if command == "analyze":
+        (tmp_path / "ds").mkdir()
+    r = CliRunner().invoke(main, [command, *args, "--store", str(tmp_path / "ds") + "/"])
+    assert r.exit_code == 2, r.output
+    assert r.output == ("tracekit: error: a folder as --store is a Parquet dataset, ingested and "
+                        "analysed on Dask, which is not installed: pip install 'tracekit[cluster]' "
+                        "(or give a .duckdb file)\n")
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
+def test_a_capture_from_a_pipe_is_refused_in_one_line(tmp_path, name):
+    db = tmp_path / "s.duckdb"
+    with open(os.path.join(SAMPLES, "udp-echo.pcapng"), "rb") as f:
+        data = f.read()
+    r = subprocess.run(TRACEKIT + ["ingest", name, "--db", str(db)], input=data,
+                       capture_output=True)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"tracekit: error: {name}: ") and "save" in err
+    assert not db.exists()

@@ -72,6 +72,22 @@ def _disk_full(e, command=None):
     return None
 
 
+# modules of the extras, and what a command that needs one says without it
+_DASK = ("a folder as --store is a Parquet dataset, ingested and analysed on Dask, which is "
+         "not installed: pip install 'tracekit[cluster]' (or give a .duckdb file)")
+OPTIONAL = {"dask": _DASK, "distributed": _DASK}
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null, so that the interpreter's last flush of what
+    was buffered for the closed pipe does not fail again on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def handle_errors(f):
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -94,6 +110,16 @@ def handle_errors(f):
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:
+            # the reader of the output went away (`| head`): stop as a Unix filter
+            # does, silently, with 128 + SIGPIPE (what is committed stays)
+            _quiet_stdout()
+            sys.exit(141)
+        except ModuleNotFoundError as e:
+            if debug or e.name not in OPTIONAL:
+                raise
+            click.echo(f"tracekit: error: {OPTIONAL[e.name]}", err=True)
+            sys.exit(2)
         except Exception as e:
             if debug:
                 raise
