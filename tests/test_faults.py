@@ -343,3 +343,73 @@ def test_a_capture_from_a_pipe_is_refused_in_one_line(tmp_path, name):
     assert r.returncode == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"tracekit: error: {name}: ") and "save" in err
     assert not db.exists()
+
+
+# analyze, stopped for good once `bounds` is built over the whole store (the
+# store-wide steps half done): it says so by creating the file named by argv[1]
+STOP_IN_STORE_STEPS = """
+import sys, threading
+from pathlib import Path
+from tracekit.pipeline import stepkinds
+real, flag = stepkinds.StoreStep.write_all, Path(sys.argv.pop(1))
+def write_all(self, con, target):
+    n = real(self, con, target)
+    if self.table == "bounds":
+        flag.touch()
+        threading.Event().wait()
+    return n
+stepkinds.StoreStep.write_all = write_all
+from tracekit.cli import main
+main()
+"""
+
+
+def test_kill_9_amid_the_store_wide_tables_shows_no_mix_and_no_half_built(tmp_path):
+    """Killed after `requests` and `bounds` were rebuilt, before the rest: readers
+    see the last complete run's tables, all of them (before: the new requests
+    beside the old bounds, and `bounds__building` among the tables)."""
+    db = tmp_path / "s.duckdb"
+    files = [os.path.join(SAMPLES, f) for f in ("streaming-stalls-client.pcap",
+                                                 "streaming-stalls-client-events.jsonl")]
+    subprocess.run(TRACEKIT + ["ingest", *files, "--db", str(db)], check=True, capture_output=True)
+    subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], check=True, capture_output=True)
+    tables = ("requests", "bounds", "request_phases", "attribution")
+
+    def counts():
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                               "WHERE table_schema = 'main'").fetchall()]
+            return ([n for n in names if n.endswith("__building")],
+                    [con.execute(f"SELECT count(DISTINCT request_key) FROM {t}").fetchone()[0]
+                     for t in tables])
+        finally:
+            con.close()
+    leftovers, before = counts()
+    assert leftovers == [] and before[0] > 0 and len(set(before)) == 1
+    log = tmp_path / "more.jsonl"  # two more requests: every store-wide table is rebuilt
+    log.write_text(
+        '{"ts_ns": 1700000000000000000, "kind": "request_start", "request": "x1"}\n'
+        '{"ts_ns": 1700000000050000000, "kind": "request_end", "request": "x1"}\n'
+        '{"ts_ns": 1700000001000000000, "kind": "request_start", "request": "x2"}\n'
+        '{"ts_ns": 1700000001020000000, "kind": "request_end", "request": "x2"}\n')
+    subprocess.run(TRACEKIT + ["ingest", str(log), "--db", str(db)], check=True, capture_output=True)
+    flag = tmp_path / "amid"
+    proc = subprocess.Popen([sys.executable, "-c", STOP_IN_STORE_STEPS, str(flag), "analyze",
+                             "--db", str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600  # a safety net against a hang, not a synchronisation
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), proc.stderr.read() if proc.poll() is not None else "no state"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert counts() == ([], before)  # before it is reopened for writing
+    r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    leftovers, after = counts()
+    assert leftovers == [] and after == [before[0] + 2] * 4
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM information_schema.tables "
+                       "WHERE table_name LIKE '%__building'").fetchone() == (0,)
+    con.close()
