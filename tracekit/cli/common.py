@@ -88,6 +88,18 @@ def _quiet_stdout():
         pass
 
 
+def _damaged_parquet(e):
+    """One line for a dataset's file DuckDB cannot read as Parquet (damage past
+    what store/dataset.check_parquet sees: inside a page, a footer), or None."""
+    text = str(e)
+    where = re.search(r"""[Ff]ile ['"]([^'"]+\.parquet)['"]""", text)
+    if where and type(e).__module__.startswith(("duckdb", "_duckdb")):
+        first = text.splitlines()[0][:200]
+        return (f"{where.group(1)}: cannot be read as Parquet ({first}): the dataset is "
+                f"damaged there; move that capture's folder away and ingest its file again")
+    return None
+
+
 def handle_errors(f):
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -123,7 +135,7 @@ def handle_errors(f):
         except Exception as e:
             if debug:
                 raise
-            full = _disk_full(e, ctx.info_name)
+            full = _disk_full(e, ctx.info_name) or _damaged_parquet(e)
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
                 sys.exit(2)
