@@ -279,3 +279,23 @@ def test_times_after_2200_are_held_and_warned(tmp_path):
     assert r.exit_code == 0
     assert ("warning: " + str(cap) + ": 3 packets timed in 2200 or later (the first at byte "
             "offset ") in r.output, r.output
+
+
+def test_the_tcp_server_hello_is_the_syn_ack_the_connection_goes_on_with(tmp_path):
+    """nDPI's capture of four SYN-ACKs (three new ISNs over 29 s): the handshake's
+    server_hello is the SYN-ACK whose ISN the client acknowledges (found here
+    from the packets with scapy), not the first (before: 29 s early)."""
+    from scapy.all import rdpcap
+    path = Path(__file__).parent / "data" / "pcap" / "ndpi-multiple-synack.pcapng"
+    pkts = [p for p in rdpcap(str(path)) if TCP in p]
+    synacks = [p for p in pkts if p[TCP].flags == "SA"]
+    first_ack = next(p[TCP].ack for p in pkts if p[TCP].sport != 443 and "S" not in p[TCP].flags)
+    (answered,) = [p for p in synacks if p[TCP].seq + 1 == first_ack]
+    assert answered is not synacks[0]
+    db = tmp_path / "s.duckdb"
+    assert _ingest_cli(path, "--db", db).exit_code == 0
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    assert con.execute("SELECT server_hello_ns, retries FROM handshakes WHERE protocol = 'tcp'"
+                       ).fetchone() == (round(answered.time * 10**9), 3)
