@@ -71,7 +71,7 @@ def test_cli_warns_with_the_offset_and_analyze_works(tmp_path):
     from click.testing import CliRunner
 
     from tracekit.cli import main
-    data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**64 - 1, _tcp(seq=11))
+    data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**62, _tcp(seq=11))
     path = tmp_path / "t.pcapng"
     path.write_bytes(data)
     db = str(tmp_path / "s.duckdb")
@@ -299,3 +299,32 @@ def test_the_tcp_server_hello_is_the_syn_ack_the_connection_goes_on_with(tmp_pat
     analyze(con)
     assert con.execute("SELECT server_hello_ns, retries FROM handshakes WHERE protocol = 'tcp'"
                        ).fetchone() == (round(answered.time * 10**9), 3)
+
+
+def test_raw_pcapng_times_with_the_top_bit_set_are_before_1970(tmp_path):
+    """PcapPlusPlus' pcapng-example, interface 1: 100 raw times 0xffffffffe1dfd279...
+    (microseconds) read as signed 64-bit counts, 505 s before the epoch (before:
+    out of range, stored NULL, and the interface's handshakes and intervals lost).
+    The expected times are read from the blocks here with struct."""
+    path = Path(__file__).parent / "data" / "pcap" / "pcpp-pcapng-example.pcapng"
+    data = path.read_bytes()
+    expected, pos = [], 0
+    while pos + 12 <= len(data):
+        btype, blen = struct.unpack_from("<II", data, pos)
+        if btype == 6:
+            iface, hi, lo = struct.unpack_from("<III", data, pos + 8)
+            if iface == 1:
+                expected.append((((hi << 32) | lo) - (1 << 64)) * 1000)  # us -> ns, signed
+        pos += blen
+    assert len(expected) == 100 and max(expected) < 0
+    db = tmp_path / "s.duckdb"
+    r = _ingest_cli(path, "--db", db)
+    assert r.exit_code == 0 and "none skipped" in r.output, r.output
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    assert con.execute("SELECT list(ts_ns ORDER BY frame) FROM packets WHERE interface_id = 1"
+                       ).fetchone()[0] == expected
+    # the one handshake seen whole on that interface: its RTT measured (22 us)
+    assert con.execute("SELECT list(handshake_rtt_ns) FILTER (handshake_rtt_ns IS NOT NULL) "
+                       "FROM flows WHERE first_ts_ns < 0").fetchone()[0] == [22_000]

@@ -183,7 +183,7 @@ class PcapngReader:
         offset = self._offset_of[iface]  # -1 picks the trailing 0
         for u in set(units[known].tolist()) if units is not None else ():
             sel = known & (units == u)
-            ts[sel], bad[sel] = timestamps_from_units(raw_ts[sel], u, offset[sel])
+            ts[sel], bad[sel] = signed_timestamps(raw_ts[sel], u, offset[sel])
         return ts, bad
 
     def batches(self):
@@ -314,6 +314,28 @@ class PcapngReader:
         name = BLOCK_NAMES.get(btype, f"block type 0x{btype:08x}")
         self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + 1
         return None
+
+
+def signed_timestamps(raw, units, offset_s):
+    """(ns, bad) of raw pcapng times read as signed 64-bit counts: a raw value with
+    its top bit set is a time before 1970 (two's complement; PcapPlusPlus writes
+    them so), which read unsigned would be out of range for any resolution of a
+    nanosecond or coarser. The interface's offset is added after."""
+    raw = raw.astype(np.uint64, copy=False)
+    neg = raw >= np.uint64(1 << 63)
+    if not neg.any():
+        return timestamps_from_units(raw, units, offset_s)
+    magnitude = np.where(neg, ~raw + np.uint64(1), raw)
+    ns, bad = timestamps_from_units(magnitude, units)
+    ns = np.where(neg, -ns, ns)
+    off_s = np.broadcast_to(np.asarray(offset_s, dtype=np.int64), ns.shape)
+    far = np.abs(off_s) > INT64_MAX // 10**9
+    off = np.where(far, 0, off_s) * np.int64(10**9)
+    bad = bad | far | ((off > 0) & (ns > INT64_MAX - off)) | ((off < 0) & (ns < -INT64_MAX - off))
+    return np.where(bad, 0, ns + np.where(bad, 0, off)).astype(np.int64), bad
+
+
+INT64_MAX = (1 << 63) - 1
 
 
 class _Batch:
