@@ -78,20 +78,43 @@ def test_kill_9_during_ingest_leaves_nothing(tmp_path, big, seed):
     assert _state(db)[1] == before[1] + 400_000
 
 
+# ingest, held (interruptibly) once its first batch of packets is on its way to
+# the store: it says so by creating the file named by argv[1]
+HOLD_MID_INGEST = """
+import sys, time
+from pathlib import Path
+from tracekit.pipeline import captures
+real, flag = captures._count_late, Path(sys.argv.pop(1))
+def count_late(*args):
+    real(*args)
+    flag.touch()
+    while True:
+        time.sleep(0.05)
+captures._count_late = count_late
+from tracekit.cli import main
+main()
+"""
+
+
 def test_ctrl_c_says_one_true_line(tmp_path, big):
+    """Interrupted in a state (a batch appended), not at a time (before: 1.5 s,
+    which on a busy machine came before Python had started)."""
     db = tmp_path / "s.duckdb"
     log = tmp_path / "e.jsonl"
     log.write_text('{"ts_ns": 1700000000000000000, "kind": "request_start", "request": "a"}\n')
     subprocess.run(TRACEKIT + ["ingest", os.path.join(SAMPLES, "udp-echo.pcapng"), "--db", str(db)],
                    check=True, capture_output=True)
     before = _state(db)
-    proc = subprocess.Popen(TRACEKIT + ["ingest", str(big), str(log), "--db", str(db)],
+    flag = tmp_path / "mid-ingest"
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_MID_INGEST, str(flag), "ingest", str(big),
+                             str(log), "--db", str(db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 600  # a safety net against a hang, not a synchronisation
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), proc.communicate()[1] if proc.poll() is not None else "no state"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the ingest finished before the signal (a fast machine)")
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 130
     assert err.strip() == "tracekit: interrupted; the store is as it was before this command"
     assert _state(db) == before
@@ -209,7 +232,7 @@ def test_a_full_disk_during_analyze_blames_no_capture_and_the_next_run_builds_th
     """The disk fills while analyze writes: one line, exit 2, no error row against
     a capture; once space is freed the next analyze builds every missing table
     (before the fix it said "up to date" for good)."""
-    pcap = _tcp_pcap(tmp_path / "mid.pcap", 100_000)
+    pcap = _tcp_pcap(tmp_path / "mid.pcap", 20_000)
     inputs = [str(pcap), os.path.join(SAMPLES, "http-fresh-vs-persistent.pcap")]
     ref = tmp_path / "ref.duckdb"  # the same inputs analysed with room to spare
     subprocess.run(TRACEKIT + ["ingest", *inputs, "--db", str(ref)], check=True, capture_output=True)
