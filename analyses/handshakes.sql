@@ -8,7 +8,9 @@
 -- timestamps, so the intervals are as seen from the capture point
 -- (rtt_summary.vantage).
 --   start_ns            tcp: first SYN; tls: ClientHello; quic: first client Initial
---   server_hello_ns     tcp: first SYN-ACK; tls: ServerHello (after any
+--   server_hello_ns     tcp: the SYN-ACK the connection goes on with (the last
+--                       before the client's first segment without SYN; with several
+--                       SYN-ACKs of new ISNs, the one the client answered); tls: ServerHello (after any
 --                       HelloRetryRequest); quic: first server Initial
 --   done_ns             tcp: first ACK; tls: the client's Finished (TLS 1.2: its
 --                       encrypted handshake record; TLS 1.3: its first encrypted
@@ -62,15 +64,37 @@ tcp_data AS (
     GROUP BY ALL
 ),
 
+-- flows with more than one SYN-ACK: the last before the client's first segment
+-- without SYN (none such usually: then nothing of packets is read)
+many_synacks AS (SELECT capture_id, flow_id FROM f WHERE f.synack_count > 1),
+
+answered AS (
+    SELECT capture_id, flow_id,
+        min(ts_ns) FILTER (from_client AND tcp_flags & 2 = 0) AS answer_ns
+    FROM packets JOIN many_synacks USING (capture_id, flow_id)
+    WHERE capture_id BETWEEN $first AND $last AND protocol = 6
+    GROUP BY ALL
+),
+
+last_synack AS (
+    SELECT p.capture_id, p.flow_id, max(p.ts_ns) AS synack_ns
+    FROM packets p JOIN answered a USING (capture_id, flow_id)
+    WHERE p.capture_id BETWEEN $first AND $last AND p.protocol = 6 AND NOT p.from_client
+      AND p.tcp_flags & 18 = 18 AND (a.answer_ns IS NULL OR p.ts_ns <= a.answer_ns)
+    GROUP BY ALL
+),
+
 tcp AS (
     SELECT f.capture_id, f.flow_id, 'tcp' AS protocol, NULL AS version, NULL AS sni,
-        NULL AS alpn, f.syn_ts_ns AS start_ns, f.synack_ts_ns AS server_hello_ns,
+        NULL AS alpn, f.syn_ts_ns AS start_ns,
+        coalesce(ls.synack_ns, f.synack_ts_ns) AS server_hello_ns,
         f.ack_ts_ns AS done_ns, d.c2s_ns AS first_data_c2s_ns, d.s2c_ns AS first_data_s2c_ns,
         greatest(coalesce(f.syn_count, 1) - 1, 0) + greatest(coalesce(f.synack_count, 1) - 1, 0)
             AS retries,
         NULL::BOOLEAN AS version_negotiation, NULL::BOOLEAN AS resumed,
         NULL::BOOLEAN AS early_data, f.fast_open, 1 AS round_trips
     FROM f LEFT JOIN tcp_data d USING (capture_id, flow_id)
+    LEFT JOIN last_synack ls USING (capture_id, flow_id)
     WHERE f.protocol = 'tcp' AND (f.syn_ts_ns IS NOT NULL OR f.synack_ts_ns IS NOT NULL)
 ),
 

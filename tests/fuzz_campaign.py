@@ -21,6 +21,7 @@ Seeds: the samples in captures/ and the 27 third-party captures and the qlogs of
 import argparse
 import os
 import random
+import struct
 import sys
 import tempfile
 import threading
@@ -72,13 +73,65 @@ def mutate(data, rng):
     return bytes(raw)
 
 
+def _blocks(data):
+    """[(offset, type, length, byte order)] of a pcapng file's blocks, as far as
+    their lengths hold."""
+    out, pos, e = [], 0, "<"
+    while pos + 12 <= len(data):
+        if data[pos:pos + 4] == b"\x0a\x0d\x0d\x0a":  # a section header: its own byte order
+            e = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+        btype, blen = struct.unpack_from(e + "II", data, pos)
+        if blen < 12 or blen % 4 or pos + blen > len(data):
+            break
+        out.append((pos, btype, blen, e))
+        pos += blen
+    return out
+
+
+def mutate_blocks(data, rng):
+    """A structural edit of a pcapng file: a packet's interface id, a block's
+    length field, an interface description removed (its packets then name an
+    interface no IDB described), or a section of the other byte order (with
+    an if_tsoffset taking its times before 1970) inserted mid-file."""
+    from pcapgen import epb, idb, shb
+    blocks = _blocks(data)
+    if not blocks:
+        return mutate(data, rng)
+    raw = bytearray(data)
+    pos, btype, blen, e = rng.choice(blocks)
+    kind = rng.randrange(4)
+    packets = [b for b in blocks if b[1] in (3, 6)]
+    if kind == 0 and packets:
+        pos, btype, blen, e = rng.choice([b for b in packets if b[1] == 6] or packets)
+        if btype == 6:
+            value = rng.choice([1, 2, 7, 0xFFFF, 0xFFFFFFFF, rng.randrange(1 << 32)])
+            struct.pack_into(e + "I", raw, pos + 8, value)
+    elif kind == 1:
+        at = rng.choice([pos + 4, pos + blen - 4])
+        value = rng.choice([0, 4, 12, blen - 4, blen + 4, 0x7FFFFFFF, 0xFFFFFFFF])
+        struct.pack_into(e + "I", raw, at, value & 0xFFFFFFFF)
+    elif kind == 2:
+        idbs = [b for b in blocks if b[1] == 1]
+        if idbs:
+            pos, _, blen, _ = rng.choice(idbs)
+            del raw[pos:pos + blen]
+    else:
+        other = ">" if e == "<" else "<"
+        packet = bytes(range(60))
+        section = (shb(other) + idb(1, tsresol=6, tsoffset=-2_000_000_000, e=other)
+                   + epb(0, 10**15, packet, e=other) + epb(0, 10**15 + 1000, packet, e=other))
+        raw[pos:pos] = section
+    return bytes(raw)
+
+
 def _check_capture(con, capture_id):
     """Problems with a stored capture (empty when right)."""
     problems = []
     (rows, claimed, nulls, flagged, negative), = con.execute("""
         SELECT count(*), any_value(c.packets),
                count(*) FILTER (p.ts_ns IS NULL),
-               count(*) FILTER (p.decode_status = 'timestamp_out_of_range'),
+               count(*) FILTER (p.decode_status IN ('timestamp_out_of_range',
+                                                    'no_such_interface')),
                count(*) FILTER (p.wire_bytes < 0 OR p.captured_bytes < 0 OR p.payload_bytes < 0)
         FROM packets p JOIN captures c USING (capture_id) WHERE capture_id = ?""",
         [capture_id]).fetchall()
@@ -94,6 +147,12 @@ def _check_capture(con, capture_id):
         [capture_id]).fetchall()
     if bad_flow:
         problems.append(f"{bad_flow} packets without a usable time or header in a flow")
+    (first, last, lo, hi), = con.execute("""
+        SELECT any_value(c.first_ts_ns), any_value(c.last_ts_ns), min(p.ts_ns), max(p.ts_ns)
+        FROM captures c LEFT JOIN packets p USING (capture_id) WHERE capture_id = ?""",
+        [capture_id]).fetchall()
+    if (first, last) != (lo, hi):
+        problems.append(f"the capture spans {first}..{last}, its packets {lo}..{hi}")
     return problems
 
 
@@ -149,7 +208,9 @@ def campaign(captures, logs, seed=1, out=None):
             names = sorted(seeds)
             for i in range(n):
                 name = rng.choice(names)
-                mutant = mutate(seeds[name], rng)
+                structural = (kind == "capture" and seeds[name][:4] == b"\x0a\x0d\x0d\x0a"
+                              and rng.random() < 0.5)
+                mutant = (mutate_blocks if structural else mutate)(seeds[name], rng)
                 outcome, detail = run_one(kind, name, mutant, tmp)
                 results[kind][outcome] += 1
                 if outcome in ("wrong data", "internal error", "leaked"):

@@ -115,13 +115,17 @@ def test_a_capture_that_kills_every_worker_is_reported_and_the_next_run_complete
     r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "2"])
     assert r.exit_code == 1
     assert "lossy-download-server.pcap (capture 2) failed twice" in r.output
-    # nothing of capture 2 is visible; the others are, with the store-wide tables over them
+    # nothing of capture 2 is visible; the others are; the store-wide tables are
+    # empty, not built over part of the run (they would be wrong)
+    assert "the store-wide tables (requests, attribution...) are empty: 1 capture" in r.output
     assert sorted(p for p in os.listdir(ds) if p.startswith("capture_id=")) == [
         "capture_id=1", "capture_id=3"]
     assert not _leftovers(ds)
     con = open_dataset(ds)
     assert con.execute("SELECT list(capture_id ORDER BY capture_id) FROM captures").fetchone()[0] == [1, 3]
     assert con.execute("SELECT count(*) FROM packets WHERE capture_id = 2").fetchone()[0] == 0
+    assert con.execute("SELECT (SELECT count(*) FROM requests) + (SELECT count(*) FROM bounds)"
+                       ).fetchone() == (0,)
     con.close()
     monkeypatch.delenv("TRACEKIT_FAULT_BEFORE_PUBLISH")
     r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "2"])

@@ -71,7 +71,7 @@ def test_cli_warns_with_the_offset_and_analyze_works(tmp_path):
     from click.testing import CliRunner
 
     from tracekit.cli import main
-    data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**64 - 1, _tcp(seq=11))
+    data = shb() + idb(1, tsresol=0) + epb(0, 1_700_000_000, _tcp()) + epb(0, 2**62, _tcp(seq=11))
     path = tmp_path / "t.pcapng"
     path.write_bytes(data)
     db = str(tmp_path / "s.duckdb")
@@ -210,8 +210,121 @@ def test_a_store_without_tls_never_reads_the_moved_file(tmp_path):
 
 def test_packets_before_any_interface_are_kept():
     """A packet block before any interface description (found by the fuzz test:
-    the timestamp table was empty): kept, with no interface and time 0 unflagged."""
+    the timestamp table was empty): kept, with no interface and no time (flagged:
+    stored NULL, not 1970)."""
     reader = open_capture("x.pcapng", io.BytesIO(shb() + epb(0, 5, _tcp()) + idb(1) + epb(0, 7, _tcp())))
     (batch,) = list(reader.batches())
     assert batch.interface_id.tolist() == [-1, 0]
-    assert batch.ts_ns.tolist() == [0, 7000] and not batch.ts_bad.any()
+    assert batch.ts_ns.tolist() == [0, 7000] and batch.ts_bad.tolist() == [True, False]
+
+
+def _handshake_pcapng(path, raw_s, offset_s, stray_iface=None):
+    """A TCP handshake on interface 0 (microseconds, `raw_s` seconds in the file,
+    if_tsoffset `offset_s`), 20 ms between packets; perhaps a packet naming an
+    interface no IDB described."""
+    c, s = "198.18.0.1", "198.18.0.2"
+    pkts = [bytes(Ether() / IP(src=a, dst=b) / TCP(sport=sp, dport=dp, flags=f, seq=q, ack=k))
+            for a, b, sp, dp, f, q, k in ((c, s, 40000, 80, "S", 100, 0),
+                                          (s, c, 80, 40000, "SA", 500, 101),
+                                          (c, s, 40000, 80, "A", 101, 501))]
+    blocks = [shb(), idb(1, tsresol=6, tsoffset=offset_s)]
+    for i, p in enumerate(pkts):
+        blocks.append(epb(0, raw_s * 10**6 + i * 20_000, p))
+        if i == 1 and stray_iface is not None:
+            blocks.append(epb(stray_iface, raw_s * 10**6, pkts[0]))
+    path.write_bytes(b"".join(blocks))
+    return path
+
+
+def _ingest_cli(*args):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    return CliRunner().invoke(main, ["ingest", *map(str, args)])
+
+
+def test_a_packet_of_an_undescribed_interface_has_no_time_not_1970(tmp_path):
+    """Counted as no_such_interface with ts_ns NULL; the capture's span is its
+    described packets' (before: ts_ns 0, a capture from 1970 lasting 53 years)."""
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 1_700_000_000, None, stray_iface=3)
+    db = tmp_path / "s.duckdb"
+    r = _ingest_cli(cap, "--db", db)
+    assert r.exit_code == 0 and "skipped no_such_interface 1" in r.output, r.output
+    con = connect(db)
+    assert con.execute("SELECT frame, ts_ns, decode_status FROM packets WHERE ts_ns IS NULL"
+                       ).fetchall() == [(3, None, "no_such_interface")]
+    assert con.execute("SELECT first_ts_ns, last_ts_ns FROM captures").fetchone() == (
+        1_700_000_000 * 10**9, 1_700_000_000 * 10**9 + 40_000_000)
+
+
+def test_times_before_1970_are_signed_nanoseconds(tmp_path):
+    """An if_tsoffset taking times before 1970 (1954 here): every time kept, signed,
+    and the handshake measured from them."""
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 1_000_000_000, -1_500_000_000)
+    db = tmp_path / "s.duckdb"
+    assert _ingest_cli(cap, "--db", db).exit_code == 0
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    t0 = -500_000_000 * 10**9
+    assert con.execute("SELECT list(ts_ns ORDER BY frame) FROM packets").fetchone()[0] == [
+        t0, t0 + 20_000_000, t0 + 40_000_000]
+    assert con.execute("SELECT start_ns, server_hello_ns, duration_ns FROM handshakes"
+                       ).fetchone() == (t0, t0 + 20_000_000, 40_000_000)
+
+
+def test_times_after_2200_are_held_and_warned(tmp_path):
+    cap = _handshake_pcapng(tmp_path / "c.pcapng", 7_300_000_000, None)  # 2201
+    r = _ingest_cli(cap, "--db", tmp_path / "s.duckdb")
+    assert r.exit_code == 0
+    assert ("warning: " + str(cap) + ": 3 packets timed in 2200 or later (the first at byte "
+            "offset ") in r.output, r.output
+
+
+def test_the_tcp_server_hello_is_the_syn_ack_the_connection_goes_on_with(tmp_path):
+    """nDPI's capture of four SYN-ACKs (three new ISNs over 29 s): the handshake's
+    server_hello is the SYN-ACK whose ISN the client acknowledges (found here
+    from the packets with scapy), not the first (before: 29 s early)."""
+    from scapy.all import rdpcap
+    path = Path(__file__).parent / "data" / "pcap" / "ndpi-multiple-synack.pcapng"
+    pkts = [p for p in rdpcap(str(path)) if TCP in p]
+    synacks = [p for p in pkts if p[TCP].flags == "SA"]
+    first_ack = next(p[TCP].ack for p in pkts if p[TCP].sport != 443 and "S" not in p[TCP].flags)
+    (answered,) = [p for p in synacks if p[TCP].seq + 1 == first_ack]
+    assert answered is not synacks[0]
+    db = tmp_path / "s.duckdb"
+    assert _ingest_cli(path, "--db", db).exit_code == 0
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    assert con.execute("SELECT server_hello_ns, retries FROM handshakes WHERE protocol = 'tcp'"
+                       ).fetchone() == (round(answered.time * 10**9), 3)
+
+
+def test_raw_pcapng_times_with_the_top_bit_set_are_before_1970(tmp_path):
+    """PcapPlusPlus' pcapng-example, interface 1: 100 raw times 0xffffffffe1dfd279...
+    (microseconds) read as signed 64-bit counts, 505 s before the epoch (before:
+    out of range, stored NULL, and the interface's handshakes and intervals lost).
+    The expected times are read from the blocks here with struct."""
+    path = Path(__file__).parent / "data" / "pcap" / "pcpp-pcapng-example.pcapng"
+    data = path.read_bytes()
+    expected, pos = [], 0
+    while pos + 12 <= len(data):
+        btype, blen = struct.unpack_from("<II", data, pos)
+        if btype == 6:
+            iface, hi, lo = struct.unpack_from("<III", data, pos + 8)
+            if iface == 1:
+                expected.append((((hi << 32) | lo) - (1 << 64)) * 1000)  # us -> ns, signed
+        pos += blen
+    assert len(expected) == 100 and max(expected) < 0
+    db = tmp_path / "s.duckdb"
+    r = _ingest_cli(path, "--db", db)
+    assert r.exit_code == 0 and "none skipped" in r.output, r.output
+    from tracekit.pipeline.analyze import analyze
+    con = connect(db)
+    analyze(con)
+    assert con.execute("SELECT list(ts_ns ORDER BY frame) FROM packets WHERE interface_id = 1"
+                       ).fetchone()[0] == expected
+    # the one handshake seen whole on that interface: its RTT measured (22 us)
+    assert con.execute("SELECT list(handshake_rtt_ns) FILTER (handshake_rtt_ns IS NOT NULL) "
+                       "FROM flows WHERE first_ts_ns < 0").fetchone()[0] == [22_000]

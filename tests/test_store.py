@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 
 from tracekit.cli import main
 from tracekit.core.errors import NotACaptureError, TracekitError
-from tracekit.pipeline import captures as ingest_module
+from tracekit.pipeline import staging as ingest_module
 from tracekit.pipeline.captures import load_captures
 from tracekit.store.db import connect
 

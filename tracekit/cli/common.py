@@ -56,14 +56,47 @@ def help_text(doc, example):
     return f"{doc}\n\n\b\nExample:\n  {example}"
 
 
-def _disk_full(e):
-    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None."""
+def _disk_full(e, command=None):
+    """The one-line message for a full disk (DuckDB's IOException or an OSError), or None.
+    An ingest is all or nothing; an analyze keeps the steps it committed."""
     text = str(e)
     if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in text:
         where = re.search(r'file "([^"]+)"', text)
         place = f" writing {where.group(1)}" if where else ""
+        if command == "analyze":
+            return (f"no space left on the device{place}; what this command finished before "
+                    f"is kept, nothing half-built is visible (free some space and run it "
+                    f"again: it builds the rest)")
         return (f"no space left on the device{place}; nothing of this command is visible "
                 f"in the store (free some space and run it again)")
+    return None
+
+
+# modules of the extras, and what a command that needs one says without it
+_DASK = ("a folder as --store is a Parquet dataset, ingested and analysed on Dask, which is "
+         "not installed: pip install 'tracekit[cluster]' (or give a .duckdb file)")
+OPTIONAL = {"dask": _DASK, "distributed": _DASK}
+
+
+def _quiet_stdout():
+    """Point stdout at /dev/null, so that the interpreter's last flush of what
+    was buffered for the closed pipe does not fail again on the way out."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _damaged_parquet(e):
+    """One line for a dataset's file DuckDB cannot read as Parquet (damage past
+    what store/dataset.check_parquet sees: inside a page, a footer), or None."""
+    text = str(e)
+    where = re.search(r"""[Ff]ile ['"]([^'"]+\.parquet)['"]""", text)
+    if where and type(e).__module__.startswith(("duckdb", "_duckdb")):
+        first = text.splitlines()[0][:200]
+        return (f"{where.group(1)}: cannot be read as Parquet ({first}): the dataset is "
+                f"damaged there; move that capture's folder away and ingest its file again")
     return None
 
 
@@ -89,10 +122,20 @@ def handle_errors(f):
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:
+            # the reader of the output went away (`| head`): stop as a Unix filter
+            # does, silently, with 128 + SIGPIPE (what is committed stays)
+            _quiet_stdout()
+            sys.exit(141)
+        except ModuleNotFoundError as e:
+            if debug or e.name not in OPTIONAL:
+                raise
+            click.echo(f"tracekit: error: {OPTIONAL[e.name]}", err=True)
+            sys.exit(2)
         except Exception as e:
             if debug:
                 raise
-            full = _disk_full(e)
+            full = _disk_full(e, ctx.info_name) or _damaged_parquet(e)
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
                 sys.exit(2)

@@ -141,6 +141,11 @@ def _warn_capture(s):
                    f"outside 1677-2262 (int64 ns; the first at byte offset "
                    f"{s.first_bad_ts_offset}): stored with ts_ns NULL and decode_status "
                    f"timestamp_out_of_range, in no flow", err=True)
+    if s.late_packets:
+        click.echo(f"tracekit: warning: {s.path}: {plural(s.late_packets, 'packet')} timed in "
+                   f"2200 or later (the first at byte offset {s.first_late_offset}): stored as "
+                   f"read, but the capture's clock or its time resolution is likely wrong",
+                   err=True)
     for name in s.unsupported_link_type_names():
         n = s.decode_status.get("link_type_unsupported", 0)
         click.echo(f"tracekit: warning: {s.path}: {name} is not decoded: its "

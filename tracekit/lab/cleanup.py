@@ -11,6 +11,7 @@ Namespaces named like the lab's but in no record are listed, never touched.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -39,12 +40,29 @@ def _end(pids, grace_s=3.0):
             pass
 
 
+TAG = re.compile(r"[0-9]{1,10}-[0-9]{1,10}")  # the lab's record tags: PID-count
+
+
+def _not_the_labs(tag, names):
+    """What a record names beyond the two namespaces the lab makes for its tag."""
+    if not TAG.fullmatch(tag) or not isinstance(names, list):
+        return [tag] if not TAG.fullmatch(tag) else [names]
+    own = {f"{netns.PREFIX}c{tag}", f"{netns.PREFIX}s{tag}"}
+    return [n for n in names if n not in own]
+
+
 def clean(force=False):
     """Lines saying what was removed and what was left, and why."""
     netns.require_root()
     lines, recorded = [], set()
     for tag, rec in netns.records():
         names = rec.get("namespaces", [])
+        unchecked = _not_the_labs(tag, names)
+        if unchecked:  # a record naming anything but its own two: touch nothing of it
+            lines.append(f"not touched: the record {netns.record_path(tag)} names "
+                         f"{', '.join(map(repr, unchecked))}, not the namespaces the lab "
+                         f"makes for it")
+            continue
         recorded.update(names)
         owner = rec.get("owner_pid")
         if netns.alive(owner, rec.get("owner_start")):

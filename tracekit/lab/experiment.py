@@ -213,7 +213,7 @@ def run_one(spec, trial, order, combo, workdir):
     s = settings_of(spec, combo)
     run_id = f"{spec['name']}-{order:03d}"
     out = os.path.join(workdir, run_id)
-    os.makedirs(out, exist_ok=True)
+    run_folder(out)
     seed = int(spec["seed"]) * 1000 + order
     pspec = _path_spec(s, seed)
     files = {"client_capture": os.path.join(out, "client.pcap"),
@@ -412,6 +412,47 @@ def disturbed(manifests, limit_ms=5.0):
     return out
 
 
+def run_folder(out):
+    """A run's folder, made anew 0700 (as root, never through a symlink: a
+    planted link would have the run written, and chmod-ed, outside --out)."""
+    if os.path.islink(out):
+        raise TracekitError(f"{out}: a symbolic link where a run's folder goes; "
+                            f"remove it (runs are written only inside --out)")
+    try:
+        os.mkdir(out, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(out) or os.path.islink(out):
+            raise TracekitError(f"{out}: not a folder; remove it and run again") from None
+    os.chmod(out, 0o700, follow_symlinks=False)
+
+
+def own_manifest(workdir, run_id):
+    """A finished run's manifest.json, trusted by --resume only when it is its own:
+    the run it names, and every file relative, inside its folder (no absolute
+    path, no `..`, no symlink out of it)."""
+    folder = os.path.join(workdir, run_id)
+    path = os.path.join(folder, "manifest.json")
+    try:
+        if os.path.islink(folder) or os.path.islink(path):
+            raise ValueError("a symbolic link")
+        with open(path) as f:
+            m = json.load(f)
+        if not isinstance(m, dict) or m.get("run") != run_id:
+            raise ValueError(f"it names run {m.get('run') if isinstance(m, dict) else None!r}")
+        real = os.path.realpath(folder)
+        for value in m.get("files", {}).values():
+            for name in value if isinstance(value, list) else [value]:
+                if not isinstance(name, str) or os.path.isabs(name) or ".." in name.split("/"):
+                    raise ValueError(f"it names {name!r}")
+                if os.path.commonpath([real, os.path.realpath(os.path.join(folder, name))]) != real:
+                    raise ValueError(f"{name!r} leads out of the run's folder")
+    except (OSError, ValueError) as e:
+        raise TracekitError(f"{path}: not this run's own manifest ({e}); --resume takes only "
+                            f"a run's own files inside --out (remove the folder to run it "
+                            f"again)") from None
+    return m
+
+
 def run_experiment(spec, workdir, progress=None, resume=False):
     """Run every scheduled run; return their manifests. With `resume`, a run
     whose manifest.json exists (it finished) is kept, not run again."""
@@ -419,10 +460,10 @@ def run_experiment(spec, workdir, progress=None, resume=False):
     manifests = []
     plan = schedule(spec)
     for i, (trial, order, combo) in enumerate(plan, 1):
-        done = os.path.join(workdir, f"{spec['name']}-{order:03d}", "manifest.json")
+        run_id = f"{spec['name']}-{order:03d}"
+        done = os.path.join(workdir, run_id, "manifest.json")
         if resume and os.path.exists(done):
-            with open(done) as f:
-                manifests.append(json.load(f))
+            manifests.append(own_manifest(workdir, run_id))
             if progress:
                 progress(i, len(plan), combo, skipped=True)
             continue

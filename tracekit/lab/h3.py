@@ -27,7 +27,12 @@ def private_file(path):
     """Create (or truncate) a file only its owner can read: keys and key logs
     (0600, in a folder made 0700)."""
     os.chmod(os.path.dirname(os.path.abspath(path)), 0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:  # never through a symlink planted there (root would clobber its target)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        from ..core.errors import TracekitError
+        raise TracekitError(f"{path}: cannot write it ({e.strerror}): a key file is never "
+                            f"written through a symbolic link") from None
     os.fchmod(fd, 0o600)  # also when it existed with wider modes
     return os.fdopen(fd, "wb")
 

@@ -43,6 +43,7 @@ from ..store.recovery import recover_analyses
 from ..store.schema import STAGED, storage
 from . import dag
 from .runner import install_macros
+from .storewide import StoreWide, discard_leftovers, inputs_fingerprint
 from .stepkinds import (
     CodeStep,
     CodeStoreStep,
@@ -52,7 +53,6 @@ from .stepkinds import (
     StoreStep,
     ViewStep,
     exists,
-    in_transaction,
 )
 
 BATCH_PACKETS = 2_000_000  # SQL steps: consecutive captures per query, up to this many packets
@@ -60,12 +60,7 @@ ANALYZE_MEMORY_LIMIT = "256MB"  # DuckDB's share while analysing: peak RSS stays
 
 
 def _inputs_fingerprint(con):
-    rows = con.execute("""
-        SELECT 'c', capture_id, ingested_at::VARCHAR FROM captures
-        UNION ALL SELECT 'l', log_id, updated_at::VARCHAR FROM event_logs
-        UNION ALL SELECT 'f', capture_id, analysis FROM analysis_runs WHERE error IS NOT NULL
-        ORDER BY 1, 2, 3""").fetchall()
-    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+    return inputs_fingerprint(con, {})
 
 
 def _steps(params=None):
@@ -139,6 +134,7 @@ def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=
         raise TracekitError("the database holds no captures or event logs; ingest some first "
                             "(tracekit ingest FILE...)")
     recover_analyses(con)
+    discard_leftovers(con)
     _forget_replaced(con)
     # compiled kernels pay a start-up cost once per process: worth it for the whole run
     # when the captures to analyse are large together, even if each is small
@@ -154,27 +150,35 @@ def _analyze_steps(con, captures, progress, params, scope, checkpoint, skip):
         install_macros(con)
         install_macros(writer)
         results = []
-        failed = set()  # captures an earlier step could not process
-        for step in _steps(params):
-            # a step's version covers the steps it reads: their change rebuilds it too
-            version = step.dag_version
-            if (scope != "all" and step.scope not in (scope, "view")) or step.table in skip:
-                continue
-            if step.scope == "store":
-                results.append(_build_store_step(con, step, version, progress))
-            elif step.scope == "view":
-                results.append(_build_view(con, step, version))
-            else:
-                result = _build_capture_step(con, writer, step, version, captures, failed,
-                                             progress)
-                failed |= {cid for cid, _ in result.failures}
-                failed |= _failed_before(con, step)
-                results.append(result)
+        store = StoreWide(con)
+        try:
+            _run_steps(con, writer, store, captures, progress, params, scope, skip, results)
+            store.commit()
+        finally:
+            store.discard()
         if checkpoint:
             con.execute("CHECKPOINT")
     finally:
         writer.close()
     return results
+
+
+def _run_steps(con, writer, store, captures, progress, params, scope, skip, results):
+    failed = set()  # captures an earlier step could not process
+    for step in _steps(params):
+        # a step's version covers the steps it reads: their change rebuilds it too
+        version = step.dag_version
+        if (scope != "all" and step.scope not in (scope, "view")) or step.table in skip:
+            continue
+        if step.scope == "store":
+            results.append(store.build(step, progress, storage_failed, _reason))
+        elif step.scope == "view":
+            results.append(_build_view(con, step, version))
+        else:
+            result = _build_capture_step(con, writer, step, version, captures, failed, progress)
+            failed |= {cid for cid, _ in result.failures}
+            failed |= _failed_before(con, step)
+            results.append(result)
 
 
 def _failed_before(con, step):
@@ -196,6 +200,9 @@ def _build_capture_step(con, writer, step, version, captures, failed, progress):
         con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
         con.execute("COMMIT")
     step.create(con)
+    # an error row does not mark a capture analysed: the next analyze tries it again
+    con.execute("DELETE FROM analysis_runs WHERE analysis = ? AND error IS NOT NULL "
+                "AND capture_id <> 0", [step.table])
     done = {r[0] for r in con.execute(
         "SELECT capture_id FROM analysis_runs WHERE analysis = ?", [step.table]).fetchall()}
     pending = [cid for cid in captures if cid not in done and cid not in failed]
@@ -221,12 +228,14 @@ def _build_batches(con, writer, step, version, captures, pending, result, progre
         try:
             counts = _write_batch(con, writer, step, version, batch)
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
+            _unless_storage_failed(e)
             if len(batch) > 1:  # find the capture it cannot take, keep the others
                 counts = {}
                 for cid in batch:
                     try:
                         counts.update(_write_batch(con, writer, step, version, [cid]))
                     except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e1:
+                        _unless_storage_failed(e1)
                         _record_failure(writer, step, version, cid, e1)
                         result.failures.append((cid, _reason(e1)))
             else:
@@ -274,6 +283,21 @@ def _write_batch(con, writer, step, version, batch):
     return counts
 
 
+def storage_failed(e):
+    """Whether `e` is the store's device failing (full, or an I/O error), not a
+    capture or an analysis: then no capture is to blame."""
+    text = str(e)
+    return (isinstance(e, (OSError, duckdb.IOException)) or "No space left on device" in text
+            or "Could not write file" in text)
+
+
+def _unless_storage_failed(e):
+    """Stop the command on a full disk or an I/O error (what is committed stays;
+    the next analyze builds the rest) rather than recording it against a capture."""
+    if storage_failed(e):
+        raise e
+
+
 def _reason(e):
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     return text[:500]
@@ -304,65 +328,6 @@ def _build_view(con, step, version):
     result.built = 1
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def _build_store_step(con, step, version, progress):
-    stamped = hashlib.sha256((version + _inputs_fingerprint(con)).encode()).hexdigest()[:16]
-    current = con.execute("SELECT count(*) FROM analysis_runs WHERE analysis = ? AND version = ?",
-                          [step.table, stamped]).fetchall()[0][0]
-    result = StepResult(step.table, scope="store")
-    if current and exists(con, step.table):
-        return result
-    if progress:
-        progress(step.table, 0)
-    t0 = time.perf_counter()
-    # built under another name, its rows committed as they come (a transaction
-    # would hold all of them in memory until it commits: the store's size),
-    # then swapped in with the version stamp in one short transaction
-    building = f"{step.table}__building"
-    con.execute(f"DROP TABLE IF EXISTS {building}")
-    try:
-        try:
-            n = step.write_all(con, building)
-        except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
-            _store_step_failed(con, step, time.perf_counter() - t0, e)
-            result.failures.append((0, _reason(e)))
-            return result
-        con.execute("BEGIN")
-        try:
-            con.execute(f"DROP TABLE IF EXISTS {step.table}")
-            con.execute(f"ALTER TABLE {building} RENAME TO {step.table}")
-            con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
-            con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), NULL)",
-                        [step.table, stamped, n, time.perf_counter() - t0])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {building}")
-    result.built, result.rows, result.seconds = 1, n, time.perf_counter() - t0
-    return result
-
-
-def _store_step_failed(con, step, seconds, e):
-    """A store-wide table that could not be built is left empty, not stale, with
-    the reason in `analysis_runs` (no version: the next analyze tries again);
-    the steps after it still run."""
-    if in_transaction(con):  # a part of it was being written
-        con.execute("ROLLBACK")
-    con.execute("BEGIN")
-    try:
-        for table in getattr(step, "tables", (step.table,)):
-            if exists(con, table, "BASE TABLE"):
-                con.execute(f"DELETE FROM {table}")
-        con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
-        con.execute("INSERT INTO analysis_runs VALUES (?, 0, 'failed', 0, ?, now(), ?)",
-                    [step.table, seconds, _reason(e)])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _forget_replaced(con):

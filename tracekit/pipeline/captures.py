@@ -19,10 +19,7 @@ again; after a crash, the next ingest finds them in `ingests_in_progress`
 and deletes them first. Either way the store ends up exactly as it was.
 """
 
-import contextlib
 import os
-import re
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -31,31 +28,20 @@ import numpy as np
 from ..core.errors import TracekitError
 from ..core.jit import prefer_compiled
 from ..core.version import __version__
-from ..readers.capture import hash_file, open_capture
+from ..readers.capture import open_capture
 from ..readers.capture.base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
 from ..readers.decode.addresses import address_dictionary
 from ..readers.decode.flows import FlowTable
 from ..readers.decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..readers.decode.payloads import PayloadKeeper
 from ..readers.decode.status import CODE, STATUS
-from ..store.arrow import (
-    FLOWS_SCHEMA,
-    PACKETS_SCHEMA,
-    flow_columns,
-    gathered_table,
-    packet_columns,
-)
+from ..store.arrow import flow_columns, packet_columns
 from ..store.db import settings
 from ..store.recovery import recover_ingests
-from ..store.schema import CAPTURES, INTERFACES, storage
-from ..store.writer import ROW_GROUP, AppendWriter
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
+from .staging import Command, Hasher, Run, command
 
-INSERT_ROWS = 2 * ROW_GROUP  # rows per DuckDB append: a row group per thread (store/writer.py)
-# rows gathered into one Arrow table: a small file's packets and flows wait
-# for the next files' (a table costs ~90 array constructions whatever its size)
-GATHER_ROWS = 1 << 16
-GATHERED = {"packets": PACKETS_SCHEMA, "flows": FLOWS_SCHEMA}  # tables put that way
+__all__ = ["CaptureSummary", "Command", "command", "load_captures"]
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 
 
@@ -71,6 +57,8 @@ class CaptureSummary:
     unsupported_link_types: list = field(default_factory=list)
     read_stop: object = None
     first_bad_ts_offset: int | None = None  # file offset of the first timestamp_out_of_range
+    late_packets: int = 0  # packets timed in 2200 or later (held, but likely a wrong clock)
+    first_late_offset: int | None = None
     seconds: float = 0.0
     duplicate_of: int | None = None  # the stored capture this file duplicates or replaces
 
@@ -82,82 +70,6 @@ class CaptureSummary:
 class _Duplicate(Exception):
     def __init__(self, capture_id):
         self.capture_id = capture_id
-
-
-class _Hasher(threading.Thread):
-    """The file's SHA-256, on its own thread (a small file's at once: a thread
-    costs more than hashing it)."""
-
-    SMALL = 1 << 20
-
-    def __init__(self, path, size):
-        super().__init__(daemon=True)
-        self.path = path
-        self.digest = None
-        self.error = None
-        self.small = size <= self.SMALL
-
-    def start(self):
-        if self.small:
-            self.run()
-        else:
-            super().start()
-
-    def join(self, timeout=None):
-        if not self.small:
-            super().join(timeout)
-
-    def run(self):
-        try:
-            self.digest = hash_file(self.path)
-        except OSError as e:  # reported by the main thread
-            self.error = e
-
-
-class Command:
-    """Everything one command ingests (captures, logs, a manifest's runs):
-    visible together at `commit`, or not at all. Captures' rows are appended as
-    they are read (staged, hidden by their `ingests_in_progress` marker); one
-    transaction then writes the catalogue rows and the logs and drops the markers."""
-
-    def __init__(self, con):
-        self.con = con
-        self.runs = []  # _Run of each load_captures call
-        self.logs = []  # (store_logs arguments, list its summaries go into)
-        self.digests = {}  # sha256 -> capture id over the whole command
-
-    def commit(self):
-        from .logs import store_logs
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for run in self.runs:
-                run.commit_rows()
-            for args, out in self.logs:
-                out.extend(store_logs(con, *args))
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        for run in self.runs:
-            run.forget_ids()
-
-    def discard(self):
-        for run in self.runs:
-            run.discard()
-
-
-@contextlib.contextmanager
-def command(con):
-    """`with command(con) as c:` ingest with `command=c`; committed at the end of
-    the block, discarded if it raises (Ctrl-C included)."""
-    c = Command(con)
-    try:
-        yield c
-        c.commit()
-    except BaseException:
-        c.discard()
-        raise
 
 
 def load_captures(con, paths, labels=None, replace=False, progress=None,
@@ -194,7 +106,7 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
             recover_ingests(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(file_size(p) or 0 for p in paths))
-        run = _Run(con, paths, command.digests if command else None, first_capture_id)
+        run = Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = []
         for group in small_file_groups(paths, chunk_bytes):
             # small files are read ahead and decoded together: one decode of
@@ -222,144 +134,6 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
         raise
 
 
-def _delete_rows(con, ids, tables):
-    for table in tables:
-        con.execute(f"DELETE FROM {storage(table)} WHERE list_contains(?, capture_id)", [ids])
-
-
-class _Run:
-    """The capture ids one `load_captures` call has started, and what finishing means.
-
-    Every file gets its id up front, listed in `ingests_in_progress` (which
-    hides its rows from the `packets` and `flows` views) before any row is
-    appended. Rows of all files go through one writer thread, in appends of
-    whole row groups, so a thousand small files cost a few appends, not a
-    thousand.
-    """
-
-    def __init__(self, con, paths, digests=None, first=None):
-        self.con = con
-        self.query = con.cursor()  # the main thread's questions while the writer appends
-        if first is None:
-            (first,), = con.execute(
-                "SELECT greatest((SELECT coalesce(max(capture_id), 0) FROM captures), "
-                "(SELECT coalesce(max(capture_id), 0) FROM ingests_in_progress)) + 1").fetchall()
-        self.ids = list(range(first, first + len(paths)))
-        con.execute("INSERT INTO ingests_in_progress SELECT unnest(?::INTEGER[]), "
-                    "unnest(?::VARCHAR[]), now()",
-                    [self.ids, [os.path.abspath(p) for p in paths]])
-        self.started = list(self.ids)  # capture ids whose rows may exist
-        self.next = iter(self.ids)
-        self.finals = []  # (captures row, interfaces rows) written by finish()
-        self.replaced = []  # capture ids removed by finish()
-        self.digests = {} if digests is None else digests  # sha256 -> capture id, this command
-        self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
-        self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS)
-        self.writer.start()
-        self.gathered = {target: [] for target in GATHERED}  # column parts not yet put
-        self.gathered_rows = dict.fromkeys(GATHERED, 0)
-
-    def put_rows(self, target, columns, rows):
-        """Rows for the writer, as numpy columns: gathered with the next ones
-        (of this file or the next) into one table of up to GATHER_ROWS."""
-        self.gathered[target].append(columns)
-        self.gathered_rows[target] += rows
-        if self.gathered_rows[target] >= GATHER_ROWS:
-            self._put(target)
-
-    def put_gathered(self):
-        for target in self.gathered:
-            self._put(target)
-
-    def _put(self, target):
-        parts = self.gathered[target]
-        if parts:
-            self.writer.put(target, gathered_table(GATHERED[target], parts))
-        self.gathered[target], self.gathered_rows[target] = [], 0
-
-    def new_capture_id(self):
-        return next(self.next)
-
-    def drop(self, capture_id):
-        """Forget a capture of this call (a duplicate found while loading)."""
-        def forget(con):
-            _delete_rows(con, [capture_id], ("packets", "flows", "payloads"))
-            con.execute("DELETE FROM ingests_in_progress WHERE capture_id = ?", [capture_id])
-        self.put_gathered()  # (its rows among them: deleted after they are appended)
-        self.writer.call(forget)
-        self.started.remove(capture_id)
-
-    def finish(self):  # (each group put what it gathered)
-        self.writer.finish()
-        con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            self.commit_rows()
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        self.forget_ids()
-
-    def commit_rows(self):
-        """The catalogue rows that make this call's captures visible (in the
-        caller's transaction)."""
-        con = self.con
-        if self.replaced:
-            _delete_rows(con, self.replaced, ("packets", "flows", "payloads", "interfaces", "captures"))
-        _insert_finals(con, self.finals)
-        if self.started:
-            con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                        [self.started])
-
-    def forget_ids(self):
-        # ids given to files that were not captures after all (or duplicates)
-        self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                         [self.ids])
-        self.started = []
-
-    def discard(self):
-        self.writer.abandon()
-        _delete_rows(self.con, self.ids, ("packets", "flows", "payloads", "interfaces"))
-        self.con.execute("DELETE FROM ingests_in_progress WHERE list_contains(?, capture_id)",
-                         [self.ids])
-        self.started = []
-
-
-def _insert_finals(con, finals):
-    """The captures and interfaces rows of a call, in two statements."""
-    if not finals:
-        return
-    _insert_rows(con, "captures", CAPTURES, [row for row, _ in finals])
-    interfaces = [dict(zip((c.name for c in INTERFACES), r)) for _, rows in finals for r in rows]
-    if interfaces:
-        _insert_rows(con, "interfaces", INTERFACES, interfaces)
-
-
-def _insert_rows(con, table, columns, rows):
-    """Insert rows ({column: value}; a MAP as (keys, values)) in one statement,
-    each column a list parameter unnested. (Not through Arrow: pyarrow's
-    array() imports pandas, 0.65-1 s of every ingest.)"""
-    inner, outer, params = [], [], []
-    for c in columns:
-        typ = re.split(r" (?:PRIMARY KEY|NOT NULL|UNIQUE|DEFAULT)\b", c.sql)[0]
-        if c.name == "ingested_at":
-            outer.append("now()")
-            continue
-        values = [r.get(c.name) for r in rows]
-        if typ.startswith("MAP("):
-            key, value = typ[len("MAP("):-1].split(", ")
-            inner += [f"unnest(?::{key}[][]) AS {c.name}_k", f"unnest(?::{value}[][]) AS {c.name}_v"]
-            params += [[list(v[0]) for v in values], [list(v[1]) for v in values]]
-            outer.append(f"MAP({c.name}_k, {c.name}_v)")
-        else:
-            inner.append(f"unnest(?::{typ}[]) AS {c.name}")
-            params.append(values)
-            outer.append(c.name)
-    con.execute(f"INSERT INTO {table} SELECT {', '.join(outer)} "
-                f"FROM (SELECT {', '.join(inner)})", params)
-
-
 def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, prepared=None):
     """One file; `prepared` is what `prefetch` read and decoded of it, if anything."""
     started = time.perf_counter()
@@ -372,7 +146,7 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, 
     with fileobj:
         if reader is None:
             reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
-        hasher = _Hasher(path, size)
+        hasher = Hasher(path, size)
         hasher.start()
         capture_id = run.new_capture_id()
         summary.capture_id = capture_id
@@ -446,9 +220,11 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     for batch, link_type, cols in (decoded_batches(reader) if decoded is None else decoded):
         bad = batch.ts_bad
         if bad is not None and bad.any():
-            cols["status"][bad] = CODE["timestamp_out_of_range"]
-            if summary.first_bad_ts_offset is None:
-                summary.first_bad_ts_offset = int(batch.file_offset[np.argmax(bad)])
+            # (a packet of an undescribed interface has no time either, and says why)
+            out = bad & (cols["status"] != CODE["no_such_interface"])
+            cols["status"][out] = CODE["timestamp_out_of_range"]
+            if summary.first_bad_ts_offset is None and out.any():
+                summary.first_bad_ts_offset = int(batch.file_offset[np.argmax(out)])
         else:
             bad = None
         # in no flow: a time that is unknown, a TCP header whose length is impossible
@@ -475,6 +251,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
                 per_interface = np.concatenate(
                     [per_interface, np.zeros(len(counts) - len(per_interface), np.int64)])
             per_interface[:len(counts)] += counts
+        _count_late(summary, batch, bad)
         ts = batch.ts_ns if bad is None else batch.ts_ns[~bad]
         if len(ts):
             lo, hi = int(ts.min()), int(ts.max())
@@ -495,6 +272,19 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}
+
+
+LATE_NS = 7_258_118_400 * 10**9  # 2200-01-01: a time held, but one to warn about
+
+
+def _count_late(summary, batch, bad):
+    late = batch.ts_ns >= LATE_NS
+    if bad is not None:
+        late &= ~bad
+    if late.any():
+        summary.late_packets += int(late.sum())
+        if summary.first_late_offset is None:
+            summary.first_late_offset = int(batch.file_offset[np.argmax(late)])
 
 
 def _interface_rows(capture_id, reader, per_interface):

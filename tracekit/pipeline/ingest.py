@@ -11,6 +11,7 @@ order. A store this call created and could not fill is removed again.
 
 import contextlib
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 
@@ -55,6 +56,8 @@ def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=Non
     """Sort `files` into captures and logs (by content, or as `input_format`
     says), parse the logs, and read the manifests' runs (their labels under
     the call's `labels`)."""
+    for path in files:
+        _regular_file(path)
     capture_paths, log_paths = split_inputs(files, input_format)
     parsed = read_logs(log_paths, None if input_format in ("auto", None) else input_format,
                        time_ns)
@@ -62,6 +65,25 @@ def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=Non
     for m in manifests:
         runs += [(c, lg, {**r_labels, **(labels or {})}) for c, lg, r_labels in read_manifest(m)]
     return Inputs(capture_paths, parsed, log_paths, runs)
+
+
+def _regular_file(path):
+    """Refuse a pipe, a terminal or `-` in one line: a file is read more than once
+    (its first bytes, its hash, its records). (/dev/stdin redirected from a file
+    is that file.)"""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return
+    if str(path) == "-":
+        raise TracekitError("-: standard input is not read; save what it carries to a file "
+                            "first (e.g. ... > capture.pcap) and ingest that")
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise TracekitError(f"{path}: a pipe or a device, not a file: tracekit reads a file "
+                            f"more than once (its first bytes, its hash, its records); save it "
+                            f"to a file first and ingest that")
 
 
 def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_format="auto",

@@ -208,18 +208,18 @@ class PartitionedStoreStep(StoreStep):
         parts = max(1, -(-n // self.PART_REQUESTS))
         try:
             if parts == 1:
-                con.execute(f"CREATE OR REPLACE TABLE main.{target} AS SELECT * FROM (\n{sql}\n)")
+                con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
             else:
                 for t in self.PART_TABLES:
                     con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
-                                f"hash(request_key) % {parts} AS _bucket FROM main.{t} "
+                                f"hash(request_key) % {parts} AS _bucket FROM {t} "
                                 f"ORDER BY _bucket")
                 for part in range(parts):
                     for t in self.PART_TABLES:
                         con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS SELECT * EXCLUDE (_bucket) "
                                     f"FROM _bucketed_{t} WHERE _bucket = {part}")
-                    head = (f"CREATE OR REPLACE TABLE main.{target} AS" if part == 0
-                            else f"INSERT INTO main.{target}")
+                    head = (f"CREATE OR REPLACE TABLE {target} AS" if part == 0
+                            else f"INSERT INTO {target}")
                     con.execute(f"{head} SELECT * FROM (\n{sql}\n)")
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
@@ -227,7 +227,7 @@ class PartitionedStoreStep(StoreStep):
             for t in self.PART_TABLES:
                 con.execute(f"DROP VIEW IF EXISTS temp.{t}")
                 con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
-        return con.execute(f"SELECT count(*) FROM main.{target}").fetchall()[0][0]
+        return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
 
 
 class CodeStoreStep:

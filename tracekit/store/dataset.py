@@ -236,16 +236,87 @@ def source(directory, name, entry):
     parts = []
     if entry["partitioned"]:
         files = os.path.join(directory, "capture_id=*", name + ".parquet")
-        if glob.glob(files):
+        found = glob.glob(files)
+        for path in found:
+            check_parquet(path)
+        if found:
             parts.append(f"SELECT {cols} FROM read_parquet({quote(files)}, hive_partitioning = "
                          f"true, union_by_name = true, hive_types = {{'capture_id': INTEGER}})")
     whole = os.path.join(directory, name + ".parquet")
     if os.path.exists(whole):
+        check_parquet(whole)
         parts.append(f"SELECT {cols} FROM read_parquet({quote(whole)})")
     if not parts:  # no rows yet: the columns, no rows
         return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
                                      zip(entry["columns"], entry["types"])) + " WHERE false"
     return "\nUNION ALL ".join(parts)
+
+
+def check_parquet(path):
+    """Refuse, in one line naming it, a file of the dataset that is not Parquet
+    (damaged or replaced from outside): its first and last four bytes and its
+    footer's length, before DuckDB reads it."""
+    problem = None
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size < 12:
+                problem = f"{size} bytes, too short for Parquet"
+            else:
+                f.seek(0)
+                head = f.read(4)
+                f.seek(size - 8)
+                tail = f.read(8)
+                footer = int.from_bytes(tail[:4], "little")
+                if head != b"PAR1":
+                    problem = f"it begins {head.hex()}, not PAR1"
+                elif tail[4:] != b"PAR1":
+                    problem = f"it ends {tail[4:].hex()}, not PAR1: cut short or overwritten"
+                elif footer > size - 12:
+                    problem = f"a footer of {footer:,} bytes in a file of {size:,}"
+    except OSError as e:
+        problem = f"cannot read: {e.strerror}"
+    if problem:
+        raise TracekitError(f"{path}: not a Parquet file ({problem}): the dataset is damaged "
+                            f"there; move that capture's folder away and ingest its file again")
+
+
+DAMAGED = "_damaged"
+
+
+def set_aside_damaged(directory):
+    """Move what is not Parquet where Parquet belongs into DIR/_damaged/ (a
+    capture's whole folder, or a whole table's file), so that the next writer
+    works on what is sound: the captures set aside can be ingested again, the
+    store-wide tables are rebuilt. Call with the writer's lock held; returns
+    one note per thing moved."""
+    notes = []
+    for folder in sorted(glob.glob(os.path.join(directory, "capture_id=*"))):
+        bad = _first_damaged(glob.glob(os.path.join(folder, "*.parquet")))
+        if bad:
+            notes.append(_move_aside(directory, folder, bad, "capture folder"))
+    bad_whole = [p for p in glob.glob(os.path.join(directory, "*.parquet")) if _first_damaged([p])]
+    for path in sorted(bad_whole):
+        notes.append(_move_aside(directory, path, _first_damaged([path]), "table file"))
+    return notes
+
+
+def _first_damaged(paths):
+    for path in sorted(paths):
+        try:
+            check_parquet(path)
+        except TracekitError as e:
+            return str(e).split(": the dataset is damaged")[0]
+    return None
+
+
+def _move_aside(directory, path, problem, what):
+    aside = os.path.join(directory, DAMAGED)
+    os.makedirs(aside, exist_ok=True)
+    target = os.path.join(aside, f"{os.path.basename(path)}.{uuid.uuid4().hex[:8]}")
+    os.rename(path, target)
+    return (f"{problem}: its {what} was moved to {target} (ingest its capture again; "
+            f"store-wide tables are rebuilt)")
 
 
 def import_into(con, directory):

@@ -110,6 +110,7 @@ def ingest(directory, items, logs, client, params=None, progress=None):
     out = DatasetRun()
     with Lock(directory):
         dataset.clear_partial(directory)
+        out.notes += dataset.set_aside_damaged(directory)
         todo, out.duplicates = plan(directory, items)
         futures = {client.submit(capture_task, path, cid, labels, directory, params,
                                  key=f"capture-{cid}-{os.urandom(4).hex()}", retries=1,
@@ -120,7 +121,9 @@ def ingest(directory, items, logs, client, params=None, progress=None):
         write_plan(directory, {k: v for k, v in read_plan(directory).items()
                                 if v not in published})
         out.captures.sort(key=lambda r: r["capture_id"])
-        out.logs, out.steps, out.notes = reduce(directory, logs, params, client)
+        out.logs, out.steps, notes = reduce(directory, logs, params, client,
+                                            failed=len(out.failures))
+        out.notes += notes
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
@@ -162,6 +165,7 @@ def analyze(directory, client, params=None, progress=None):
     out = DatasetRun()
     with Lock(directory):
         dataset.clear_partial(directory)
+        out.notes += dataset.set_aside_damaged(directory)
         manifest = dataset.read_manifest(directory)
         import duckdb
         con = duckdb.connect()
@@ -183,13 +187,14 @@ def analyze(directory, client, params=None, progress=None):
                                  key=f"reanalyse-{cid}-{os.urandom(4).hex()}", retries=1,
                                  pure=False): (None, cid) for cid in stale}
         _collect(futures, out, progress)
-        out.logs, out.steps, out.notes = reduce(directory, [], params, client)
+        out.logs, out.steps, notes = reduce(directory, [], params, client)
+        out.notes += notes
         dataset.clear_partial(directory)
     out.seconds = time.perf_counter() - started
     return out
 
 
-def reduce(directory, logs, params=None, client=None):
+def reduce(directory, logs, params=None, client=None, failed=0):
     """The event logs and the store-wide tables, over the dataset's captures, in
     a DuckDB file of the coordinator's; each written whole, the manifest last.
     The two per-request steps that cost most (REQUEST_STEPS) run on the
@@ -241,6 +246,8 @@ def reduce(directory, logs, params=None, client=None):
                 steps = [s for s in steps if s.built or s.failures or s.table in REQUEST_STEPS]
             elif has:
                 steps = analyze(con, params=params, scope="store")
+            if failed:  # over part of the captures: empty, not partial (the next analyze)
+                steps, notes = [], [*notes, _left_empty(con, store_wide_tables(), failed)]
             whole = {}
             kept_whole = {*store_wide_tables(), *LOG_TABLES, "analysis_runs"}
             for name, types, _ in dataset.tables(con):
@@ -253,6 +260,19 @@ def reduce(directory, logs, params=None, client=None):
         shutil.rmtree(work, ignore_errors=True)
     dataset.write_manifest(directory, {**per_capture, **whole}, per_capture)
     return summaries, steps, notes
+
+
+def _left_empty(con, tables, failed):
+    """Store-wide tables emptied (their columns kept) when captures of the run
+    failed: built over what did arrive they would be wrong, not partial."""
+    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
+                               ).fetchall():
+        if name in tables:
+            con.execute(f"DELETE FROM {name}")
+    return (f"the store-wide tables (requests, attribution...) are empty: {failed:,} "
+            f"capture{'' if failed == 1 else 's'} of this run failed, and tables built over "
+            f"the others would be wrong; ingest the failed files again, or run tracekit "
+            f"analyze --store DIR to build them over what the dataset holds")
 
 
 def _request_steps(con, directory, entries, client, params):

@@ -357,7 +357,7 @@ def flow_parts(con, parts):
     con.execute("CREATE OR REPLACE TEMP TABLE _phase_parts "
                 "(capture_id INTEGER, lo BIGINT, hi BIGINT, part INTEGER)")
     rows = [(cid, lo, hi, k) for k, (cid, lo, hi) in enumerate(parts) if cid is not None]
-    if rows:  # none when no request has a capture (a store of logs alone)
+    if rows:  # (none when no request has a flow: an event log alone, or only UDP)
         con.executemany("INSERT INTO _phase_parts VALUES (?, ?, ?, ?)", rows)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _phase_flows AS

@@ -178,11 +178,12 @@ class PcapngReader:
                 [min(max(i.ts_offset_s, -(1 << 63) + 1), (1 << 63) - 1)
                  for i in self.interfaces] + [0], np.int64)
         known = iface >= 0
+        bad[~known] = True  # no interface described: no clock to read the time by (NULL)
         units = self._units_of[np.where(known, iface, 0)] if len(self.units) else None
         offset = self._offset_of[iface]  # -1 picks the trailing 0
         for u in set(units[known].tolist()) if units is not None else ():
             sel = known & (units == u)
-            ts[sel], bad[sel] = timestamps_from_units(raw_ts[sel], u, offset[sel])
+            ts[sel], bad[sel] = signed_timestamps(raw_ts[sel], u, offset[sel])
         return ts, bad
 
     def batches(self):
@@ -192,99 +193,106 @@ class PcapngReader:
         full, when the buffer must be refilled (it points into the buffer) or at
         the end of the file."""
         c = self.chunks
-        cap = self.batch_packets
-        hdr = np.empty(cap, np.int64)
-        data = np.empty(cap, np.int64)
-        caplen = np.empty(cap, np.int64)
-        wirelen = np.empty(cap, np.int64)
-        raw_ts = np.empty(cap, np.int64)
-        local = np.empty(cap, np.int64)
-        iface = np.empty(cap, np.int32)
+        b = _Batch(self.batch_packets)
         skipped = np.zeros(len(scan.SKIPPED_TYPES), np.int64)
-        k = 0  # packets held for the next batch
         pos = 0
-        frame = 1
-
-        def flush():
-            nonlocal k, frame
-            batch = None
-            if k:
-                ts, bad = self._ts_ns(raw_ts[:k].view(np.uint64), iface[:k])
-                batch = PacketBatch(
-                    data=c.buf, data_offset=data[:k].copy(), captured_bytes=caplen[:k].copy(),
-                    wire_bytes=wirelen[:k].copy(), ts_ns=ts, interface_id=iface[:k].copy(),
-                    file_offset=hdr[:k] + c.base, first_frame=frame, ts_bad=bad)
-                frame += k
-                k = 0
-            return batch
-
         while True:
             spb_snaplen = (self.interfaces[self.section_interfaces[0]].snaplen
                            if self.section_interfaces else 0)
+            k = b.k
             n, pos, why = scan.scan_pcapng(
                 self.jit, c.buf, pos, c.end, self.big_endian, MAX_BLOCK_BYTES, spb_snaplen,
-                hdr[k:], data[k:], caplen[k:], wirelen[k:], raw_ts[k:], local[k:], skipped)
-            if skipped.any():
-                for t, count in zip(scan.SKIPPED_TYPES.tolist(), skipped.tolist()):
-                    if count:
-                        name = BLOCK_NAMES[t]
-                        self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + count
-                skipped[:] = 0
+                b.hdr[k:], b.data[k:], b.caplen[k:], b.wirelen[k:], b.raw_ts[k:], b.local[k:],
+                skipped)
+            self._count_skipped(skipped)
             if n:
                 # local interface numbers -> file-wide ones, with this section's table
                 ids, count = self._ids, len(self.section_interfaces)
-                loc = local[k:k + n]
-                iface[k:k + n] = ids[np.where((loc >= 0) & (loc < count), loc, count)]
-                k += n
+                loc = b.local[k:k + n]
+                b.iface[k:k + n] = ids[np.where((loc >= 0) & (loc < count), loc, count)]
+                b.k += n
             if why == scan.FULL:
-                yield flush()
+                yield self._flush(b)
                 continue
             if why == scan.NEED_MORE or why == scan.OTHER_BLOCK:
-                if c.end - pos < 12:
-                    need = 12
-                else:
-                    need = self._u32(pos + 4)
-                    btype = self._u32(pos)
-                    if btype == SHB:
-                        # the length of a section header is in its own byte order
-                        bom = struct.unpack_from("<I", c.buf, pos + 8)[0] if c.end - pos >= 12 else 0
-                        e = "<" if bom == BYTE_ORDER_MAGIC else ">"
-                        need = struct.unpack_from(e + "I", c.buf, pos + 4)[0]
-                    if need < 12 or need % 4 or need > MAX_BLOCK_BYTES:
-                        if k:
-                            yield flush()
-                        self._corrupt(pos, frame, f"a block length of {need} bytes")
-                        return
-                if c.end - pos < need:
-                    if k:
-                        yield flush()  # the refill moves the bytes the batch points at
-                    more = c.refill(pos, need)
-                    pos = 0  # refill moved the unread bytes to the front
-                    if more:
-                        continue
-                    if c.end:
-                        self.stop = ReadStop(
-                            "truncated", c.base,
-                            f"the last block is cut short: {c.end} of {need} bytes "
-                            f"present (the file ends inside it)")
+                pos = yield from self._block(b, pos)
+                if pos is None:
                     return
-                problem = self._other_block(pos, need)
-                if problem:
-                    if k:
-                        yield flush()
-                    self._corrupt(pos, frame, problem)
-                    return
-                pos += need
                 continue
-            if k:
-                yield flush()
+            if b.k:
+                yield self._flush(b)
             if why == scan.BAD_LENGTH:
-                self._corrupt(pos, frame, f"a block length of {self._u32(pos + 4)} bytes "
+                self._corrupt(pos, b.frame, f"a block length of {self._u32(pos + 4)} bytes "
                               f"(or a trailing length that does not match it)")
             else:
-                self._corrupt(pos, frame, "a packet block whose captured length does not "
+                self._corrupt(pos, b.frame, "a packet block whose captured length does not "
                               "fit inside the block")
             return
+
+    def _count_skipped(self, skipped):
+        if skipped.any():
+            for t, count in zip(scan.SKIPPED_TYPES.tolist(), skipped.tolist()):
+                if count:
+                    name = BLOCK_NAMES[t]
+                    self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + count
+            skipped[:] = 0
+
+    def _flush(self, b):
+        """The packets held in `b` as a PacketBatch (None: none held)."""
+        if not b.k:
+            return None
+        k = b.k
+        ts, bad = self._ts_ns(b.raw_ts[:k].view(np.uint64), b.iface[:k])
+        batch = PacketBatch(
+            data=self.chunks.buf, data_offset=b.data[:k].copy(),
+            captured_bytes=b.caplen[:k].copy(), wire_bytes=b.wirelen[:k].copy(), ts_ns=ts,
+            interface_id=b.iface[:k].copy(), file_offset=b.hdr[:k] + self.chunks.base,
+            first_frame=b.frame, ts_bad=bad)
+        b.frame += k
+        b.k = 0
+        return batch
+
+    def _block_length(self, pos):
+        """The length of the block at `pos` (12 when too little is buffered to say)."""
+        c = self.chunks
+        if c.end - pos < 12:
+            return 12
+        if self._u32(pos) == SHB:  # the length of a section header is in its own byte order
+            bom = struct.unpack_from("<I", c.buf, pos + 8)[0]
+            e = "<" if bom == BYTE_ORDER_MAGIC else ">"
+            return struct.unpack_from(e + "I", c.buf, pos + 4)[0]
+        return self._u32(pos + 4)
+
+    def _block(self, b, pos):
+        """A block that is not a packet, or one the buffer does not hold whole:
+        refill, or read it; yields what `b` holds first when it must. Returns
+        where to go on, or None at the end (or a corrupt file)."""
+        c = self.chunks
+        need = self._block_length(pos)
+        if c.end - pos >= 12 and (need < 12 or need % 4 or need > MAX_BLOCK_BYTES):
+            if b.k:
+                yield self._flush(b)
+            self._corrupt(pos, b.frame, f"a block length of {need} bytes")
+            return None
+        if c.end - pos < need:
+            if b.k:
+                yield self._flush(b)  # the refill moves the bytes the batch points at
+            more = c.refill(pos, need)
+            if more:
+                return 0  # refill moved the unread bytes to the front
+            if c.end:
+                self.stop = ReadStop(
+                    "truncated", c.base,
+                    f"the last block is cut short: {c.end} of {need} bytes "
+                    f"present (the file ends inside it)")
+            return None
+        problem = self._other_block(pos, need)
+        if problem:
+            if b.k:
+                yield self._flush(b)
+            self._corrupt(pos, b.frame, problem)
+            return None
+        return pos + need
 
     def _corrupt(self, pos, frame, what):
         self.stop = ReadStop(
@@ -306,3 +314,37 @@ class PcapngReader:
         name = BLOCK_NAMES.get(btype, f"block type 0x{btype:08x}")
         self.stats.skipped_blocks[name] = self.stats.skipped_blocks.get(name, 0) + 1
         return None
+
+
+def signed_timestamps(raw, units, offset_s):
+    """(ns, bad) of raw pcapng times read as signed 64-bit counts: a raw value with
+    its top bit set is a time before 1970 (two's complement; PcapPlusPlus writes
+    them so), which read unsigned would be out of range for any resolution of a
+    nanosecond or coarser. The interface's offset is added after."""
+    raw = raw.astype(np.uint64, copy=False)
+    neg = raw >= np.uint64(1 << 63)
+    if not neg.any():
+        return timestamps_from_units(raw, units, offset_s)
+    magnitude = np.where(neg, ~raw + np.uint64(1), raw)
+    ns, bad = timestamps_from_units(magnitude, units)
+    ns = np.where(neg, -ns, ns)
+    off_s = np.broadcast_to(np.asarray(offset_s, dtype=np.int64), ns.shape)
+    far = np.abs(off_s) > INT64_MAX // 10**9
+    off = np.where(far, 0, off_s) * np.int64(10**9)
+    bad = bad | far | ((off > 0) & (ns > INT64_MAX - off)) | ((off < 0) & (ns < -INT64_MAX - off))
+    return np.where(bad, 0, ns + np.where(bad, 0, off)).astype(np.int64), bad
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+class _Batch:
+    """The packets of the batch being gathered: where each is, its lengths, raw time
+    and interface (local to its section, then file-wide); `k` held, `frame` the first's."""
+
+    def __init__(self, cap):
+        self.hdr, self.data, self.caplen, self.wirelen, self.raw_ts, self.local = (
+            np.empty(cap, np.int64) for _ in range(6))
+        self.iface = np.empty(cap, np.int32)
+        self.k = 0
+        self.frame = 1

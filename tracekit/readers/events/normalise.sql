@@ -6,7 +6,9 @@
 -- then values), each time for all the paths at once.
 WITH typed AS (
     SELECT line, text, trail,
-        try(json_type(text, ['$', '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp'])) AS t
+        CASE WHEN strlen(text) - trail <= 8192 THEN  -- larger is not an event (see final)
+            try(json_type(text, ['$', '$.flow', '$.ts_ns', '$.ts', '$.time', '$.timestamp',
+                                 '$.kind'])) END AS t
     FROM raw
 ),
 
@@ -53,7 +55,9 @@ timed AS (
 
 final AS (
     SELECT line,
-        CASE WHEN t IS NULL THEN 'not JSON'
+        CASE WHEN strlen(text) - trail > 8192
+                 THEN 'a record of ' || (strlen(text) - trail) || ' bytes (an event is at most 8 KiB)'
+             WHEN t IS NULL THEN 'not JSON'
              WHEN t[1] <> 'OBJECT' THEN 'not a JSON object'
              WHEN ts_text IS NULL THEN 'no timestamp (ts_ns, ts or time)'
              WHEN ts_ns IS NULL AND rfc3339.day <> ''
@@ -63,7 +67,12 @@ final AS (
                  THEN 'not a valid RFC 3339 date and time: ' || left(ts_text, 40)
              WHEN ts_ns IS NULL THEN 'timestamp is neither ns since the epoch nor RFC 3339: ' || left(ts_text, 40)
              WHEN ts_type <> 'VARCHAR' AND ts_ns < 100000000000000000 AND v[18] IS DISTINCT FROM 'trace' THEN 'numeric timestamp must be ns since the epoch, got ' || ts_text
-             WHEN coalesce(v[1], '') = '' THEN 'no kind' END AS problem,
+             WHEN coalesce(v[1], '') = '' THEN 'no kind'
+             WHEN t[7] <> 'VARCHAR' THEN 'kind is not a string (a JSON ' || lower(t[7]) || ')'
+             -- JSON has no NaN or Infinity (DuckDB reads them): outside strings, the
+             -- minified text has them right after a colon, a comma or a bracket
+             WHEN regexp_matches(json(text)::VARCHAR, '[:,\[]-?(NaN|Infinity)[,\]}]')
+                 THEN 'a number that is not finite (NaN or Infinity)' END AS problem,
         ts_ns,
         v[1] AS kind, v[2] AS run, v[3] AS request, v[4] AS stream,
         coalesce(v[5], v[6]) AS local_addr,

@@ -1,0 +1,67 @@
+"""Datasets damaged from outside: a file that is not Parquet where a capture's
+table belongs (or a whole table's). Readers refuse in one line naming the file
+(before: "internal error: ... No magic bytes found" from every command);
+writers set the damaged capture aside, and its file can be ingested again."""
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracekit.cli import main
+
+CAPTURES = Path(__file__).parent.parent / "captures"
+SMALL = [str(CAPTURES / n) for n in ("http-fresh-vs-persistent.pcap", "udp-echo.pcapng")]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds")
+    db = str(root / "s.duckdb")
+    assert CliRunner().invoke(main, ["ingest", *SMALL, "--db", db]).exit_code == 0
+    assert CliRunner().invoke(main, ["analyze", "--db", db]).exit_code == 0
+    r = CliRunner().invoke(main, ["export", "--parquet", str(root / "ds"), "--db", db])
+    assert r.exit_code == 0, r.output
+    return root / "ds"
+
+
+def _copy(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize("damage", ["text", "cut", "empty"])
+def test_a_file_that_is_not_parquet_is_refused_in_one_line(exported, tmp_path, damage):
+    ds = _copy(exported, tmp_path / "ds")
+    target = ds / "capture_id=1" / "flows.parquet"
+    data = target.read_bytes()
+    target.write_bytes({"text": b"not a parquet file\n", "cut": data[:-100], "empty": b""}[damage])
+    for args in (["sql", "SELECT count(*) FROM flows"], ["sessions"], ["captures"]):
+        r = CliRunner().invoke(main, [*args, "--store", str(ds)])
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.splitlines()
+        assert line.startswith(f"tracekit: error: {target}: not a Parquet file ("), line
+    target.write_bytes(data)
+    whole = ds / "requests.parquet"
+    whole.write_bytes(b"PAR1")
+    r = CliRunner().invoke(main, ["sql", "SELECT count(*) FROM requests", "--store", str(ds)])
+    assert r.exit_code == 2 and f"{whole}: not a Parquet file (4 bytes" in r.output, r.output
+
+
+def test_a_writer_sets_a_damaged_capture_aside_and_its_file_goes_in_again(exported, tmp_path):
+    pytest.importorskip("distributed")
+    ds = _copy(exported, tmp_path / "ds")
+    (ds / "capture_id=1" / "packets.parquet").write_bytes(b"garbage")
+    r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", str(ds), "--workers", "1"])
+    assert r.exit_code == 0, r.output
+    assert f"{ds}/capture_id=1/packets.parquet: not a Parquet file" in r.output
+    assert "capture folder was moved to" in r.output
+    assert "udp-echo.pcapng: already in the dataset as capture 2" in r.output
+    assert len(os.listdir(ds / "_damaged")) == 1
+    r = CliRunner().invoke(main, ["sql", "SELECT list(file_name ORDER BY file_name), "
+                                  "sum(packets) FROM captures", "--store", str(ds),
+                                  "--format", "csv"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[1] == '"[\'http-fresh-vs-persistent.pcap\', \'udp-echo.pcapng\']",2141'
