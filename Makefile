@@ -28,7 +28,8 @@ demo: setup
 	$(BIN)/tracekit ingest captures/*.pcap captures/*.pcapng captures/*-events.jsonl \
 		captures/serving-static-batching.jsonl --db demo.duckdb --label source=sample
 	$(BIN)/tracekit ingest --manifest captures/lab/cross-region.runs.json \
-		--manifest captures/lab/counterfactual.runs.json --db demo.duckdb | tail -n 3
+		--manifest captures/lab/counterfactual.runs.json --manifest captures/lab/agent.runs.json \
+		--db demo.duckdb | tail -n 3
 	$(BIN)/tracekit sessions --db demo.duckdb --capture 1
 	$(BIN)/tracekit analyze --db demo.duckdb
 	$(BIN)/tracekit handshakes --db demo.duckdb --capture 1

@@ -67,7 +67,8 @@ def demo_store(tmp_path_factory):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["ingest", "--db", str(db),
                                   "--manifest", str(SAMPLES_ROOT / "captures/lab/cross-region.runs.json"),
-                                  "--manifest", str(SAMPLES_ROOT / "captures/lab/counterfactual.runs.json")])
+                                  "--manifest", str(SAMPLES_ROOT / "captures/lab/counterfactual.runs.json"),
+                                  "--manifest", str(SAMPLES_ROOT / "captures/lab/agent.runs.json")])
     assert r.exit_code == 0, r.output
     assert CliRunner().invoke(main, ["analyze", "--db", str(db)]).exit_code == 0
     return db

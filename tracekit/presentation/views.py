@@ -56,7 +56,7 @@ BY_NAME = {v.name: v for v in VIEWS}
 VIEWS += (
     View("tasks", "application",
          "Agent tasks: rounds, setup, reconnects, deadline slack, lost rounds, duplicate actions.",
-         "tracekit tasks --run agent-cloud"),
+         "tracekit tasks --run agent-002"),
     View("agent-rounds", "application",
          "Agent rounds: edge work, upload, model, network, action and unexplained, adding up to "
          "each round; the flow that carried it.", "tracekit agent-rounds --format csv"),
