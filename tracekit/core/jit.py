@@ -38,6 +38,8 @@ JIT_MIN_BYTES = 8 << 20
 # count each packet as this many bytes, so captures of more than ~16,000
 # TCP packets are compiled (36,000 packets: 6.7 s as Python, 1.9 s compiled).
 PYTHON_COST = 512
+# the package's own folder of compiled kernels (tracekit/_kernels, made at install)
+PACKAGE_CACHE = "_kernels"
 
 
 _loaded = False  # a kernel has been compiled in this process: the cost is paid
@@ -53,7 +55,9 @@ def use_jit(input_bytes):
 
 
 def cache_dir():
-    """Where compiled kernels are cached: one folder per version of their sources."""
+    """Where compiled kernels are cached: one folder per version of their sources,
+    in the package (written at install by the warm-up) if it holds one, else
+    in the user's cache."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     # the layers that hold kernels and their helpers
@@ -61,8 +65,46 @@ def cache_dir():
                         *package.glob("readers/decode/*.py"), *package.glob("kernels/*.py"),
                         *package.glob("pipeline/steps/*.py")]):
         digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
+    name = "kernels-" + digest.hexdigest()[:16]
+    shipped = package / PACKAGE_CACHE / name
+    if shipped.is_dir():
+        return str(shipped)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tracekit", "kernels-" + digest.hexdigest()[:16])
+    return os.path.join(base, "tracekit", name)
+
+
+def _locator():
+    """A numba cache locator for tracekit's kernels: the folder of cache_dir()
+    named after the kernel's module path in the package (not after its
+    absolute path, as numba's own: a cache made at install still matches
+    when the package is copied elsewhere). Numba stamps each entry with a
+    hash of the kernel's file, and the folder's name covers its helpers."""
+    try:
+        from numba.core.caching import CacheImpl, _CacheLocator, _SourceFileBackedLocatorMixin
+    except ImportError:  # another numba: its own locator, in the same folder
+        os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
+        return
+    package = Path(__file__).resolve().parents[1]
+
+    class PackageLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            folder = Path(py_file).resolve().parent.relative_to(package).as_posix()
+            self._cache_path = os.path.join(cache, folder.replace("/", "_"))
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not Path(py_file).resolve().is_relative_to(package):
+                return None
+            return super().from_function(py_func, py_file)
+
+    cache = cache_dir()
+    CacheImpl._locator_classes = [PackageLocator, *(
+        c for c in CacheImpl._locator_classes if c.__name__ != "PackageLocator")]
 
 
 def prefer_compiled(input_bytes):
@@ -89,8 +131,9 @@ class Kernel:
 
     def compiled(self):
         if self._compiled is None:
-            os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
             from numba import njit
+
+            _locator()
 
             # the same code, seeing compiled helpers (which may call each other)
             compiled = {}
