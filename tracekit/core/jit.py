@@ -12,9 +12,14 @@ ways and compare).
 Compiled code is cached on disk, in a folder named after a hash of the
 source files of the layers that hold kernels and helpers: numba's own cache
 checks only the kernel's file, so a helper changed in another module would
-otherwise leave stale machine code behind. `python -m tracekit.pipeline.warmup`
-compiles every kernel ahead of time (`make setup` runs it), so a new
-machine's first capture does not pay for it.
+otherwise leave stale machine code behind. `python -m tracekit.pipeline.warmup
+--into-package` compiles every kernel ahead of time into the package itself
+(tracekit/_kernels/kernels-<hash>; `make setup` runs it, and so does the
+wheel build, hatch_build.py, when numba is there), so a new install's first
+capture does not pay for it; without that folder the cache is the user's
+(~/.cache/tracekit). Inside the folder, a kernel's entries are named after
+its module's path in the package, not after its absolute path as numba
+names them, so the cache made at install is found wherever the package is.
 """
 
 import hashlib

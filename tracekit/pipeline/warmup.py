@@ -9,9 +9,9 @@ source has another hash, so it compiles afresh instead of loading stale code.
 """
 
 import os
+import shutil
 import sys
 import tempfile
-
 from pathlib import Path
 
 from ..core.jit import PACKAGE_CACHE, cache_dir
@@ -25,8 +25,12 @@ def warm_up(paths, into_package=False):
     with compiled kernels; return the cache folder."""
     os.environ["TRACEKIT_JIT"] = "always"
     if into_package:
-        package = Path(__file__).resolve().parents[1]
-        os.makedirs(package / PACKAGE_CACHE / Path(cache_dir()).name, exist_ok=True)
+        folder = Path(__file__).resolve().parents[1] / PACKAGE_CACHE
+        name = Path(cache_dir()).name
+        for old in folder.glob("kernels-*"):  # compiled from other sources
+            if old.name != name:
+                shutil.rmtree(old)
+        os.makedirs(folder / name, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         con = connect(os.path.join(tmp, "warm.duckdb"))
         try:
