@@ -7,10 +7,11 @@ wheel, where tracekit.core.jit finds it. Numba's cache entries hold the CPU
 they were compiled for: on another CPU, or after a source changes (another
 hash), the kernels compile on first use as without this hook.
 
-It needs numba and the other dependencies in the build environment: pip's
-isolated build has only hatchling, so there the hook says so and does
-nothing; `pip install --no-build-isolation .` (or `make setup`) compiles.
-Editable installs are skipped (`make setup` warms the source tree up).
+It needs numba, duckdb and pyarrow in the build environment (pyproject's
+build-system requires them, so pip's isolated build has them); if they or
+the samples are missing, or the warm-up fails, the hook says so and the
+kernels compile on first use. Editable installs are skipped (`make setup`
+warms the source tree up).
 """
 
 import os
@@ -35,15 +36,18 @@ class KernelCacheHook(BuildHookInterface):
             import duckdb, numba, pyarrow  # noqa: F401,E401
         except ImportError:
             self.app.display_warning("tracekit: numba is not in the build environment; the "
-                                     "kernels compile on first use (pip install "
-                                     "--no-build-isolation . compiles them now)")
+                                     "kernels compile on first use")
             return
         if not all(os.path.exists(s) for s in samples):
             self.app.display_warning("tracekit: no sample captures; kernels compile on first use")
             return
         env = {**os.environ, "PYTHONPATH": str(root)}
-        out = subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", "--into-package",
-                              *samples], cwd=root, env=env, check=True, capture_output=True,
-                             text=True).stdout
-        folder = Path(out.strip().splitlines()[-1].split(" into ", 1)[1])
+        run = subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", "--into-package",
+                              *samples], cwd=root, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            last = (run.stderr.strip().splitlines() or ["?"])[-1]
+            self.app.display_warning(f"tracekit: kernels not compiled ({last}); they compile "
+                                     "on first use")
+            return
+        folder = Path(run.stdout.strip().splitlines()[-1].split(" into ", 1)[1])
         build_data["force_include"][str(folder)] = f"tracekit/_kernels/{folder.name}"
