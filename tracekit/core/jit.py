@@ -33,7 +33,7 @@ import numpy as np
 # counting (NRT) is off for them: with it on, every array passed to an inlined
 # helper is counted up and down (two atomic operations) at each call, i.e. per
 # packet per array, which made the split kernels 1.6-2.2x slower (wireshark
-# analyze 36 -> 18 ms, segments classify 53 -> 23 ms, stalls limitation_runs
+# analyze 39 -> 18 ms, segments classify 58 -> 24 ms, stalls limitation_runs
 # 68 -> 13 ms on a 174k-packet capture with it off). A kernel that allocates
 # fails to compile ("NRT required but not enabled"): make the array outside.
 NRT = False
