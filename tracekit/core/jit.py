@@ -24,6 +24,7 @@ names them, so the cache made at install is found wherever the package is.
 
 import hashlib
 import os
+import shutil
 import types
 from pathlib import Path
 
@@ -72,10 +73,15 @@ def cache_dir():
         digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
     name = "kernels-" + digest.hexdigest()[:16]
     shipped = package / PACKAGE_CACHE / name
-    if shipped.is_dir():
+    if shipped.is_dir() and os.access(shipped, os.W_OK):
         return str(shipped)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tracekit", name)
+    user = os.path.join(base, "tracekit", name)
+    if shipped.is_dir() and not os.path.isdir(user):
+        # a package this user cannot write (numba must be able to add to its
+        # cache): its compiled kernels are copied, they are found by content
+        shutil.copytree(shipped, user, dirs_exist_ok=True)
+    return user
 
 
 def _locator():
