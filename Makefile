@@ -13,12 +13,12 @@ $(BIN)/python:
 # it, and the lab's path forwarder, which is C: tracekit/lab/forwarder.c)
 setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[charts]"
-	$(BIN)/python -m tracekit.pipeline.warmup captures/lossy-download-server.pcap captures/udp-echo.pcapng
+	$(BIN)/python -m tracekit.pipeline.warmup --into-package captures/lossy-download-server.pcap captures/udp-echo.pcapng
 	$(BIN)/python -m tracekit.lab.wan --build
 
 setup-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
-	$(BIN)/python -m tracekit.pipeline.warmup captures/lossy-download-server.pcap captures/udp-echo.pcapng
+	$(BIN)/python -m tracekit.pipeline.warmup --into-package captures/lossy-download-server.pcap captures/udp-echo.pcapng
 	$(BIN)/python -m tracekit.lab.wan --build
 
 # Ingest the sample captures and event logs in captures/, analyse them, show

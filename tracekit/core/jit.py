@@ -12,24 +12,40 @@ ways and compare).
 Compiled code is cached on disk, in a folder named after a hash of the
 source files of the layers that hold kernels and helpers: numba's own cache
 checks only the kernel's file, so a helper changed in another module would
-otherwise leave stale machine code behind. `python -m tracekit.pipeline.warmup`
-compiles every kernel ahead of time (`make setup` runs it), so a new
-machine's first capture does not pay for it.
+otherwise leave stale machine code behind. `python -m tracekit.pipeline.warmup
+--into-package` compiles every kernel ahead of time into the package itself
+(tracekit/_kernels/kernels-<hash>; `make setup` runs it, and so does the
+wheel build, hatch_build.py, when numba is there), so a new install's first
+capture does not pay for it; without that folder the cache is the user's
+(~/.cache/tracekit). Inside the folder, a kernel's entries are named after
+its module's path in the package, not after its absolute path as numba
+names them, so the cache made at install is found wherever the package is.
 """
 
 import hashlib
 import os
+import shutil
 import types
 from pathlib import Path
 
 import numpy as np
 
+# Kernels allocate nothing: they fill arrays the caller made. Numba's reference
+# counting (NRT) is off for them: with it on, every array passed to an inlined
+# helper is counted up and down (two atomic operations) at each call, i.e. per
+# packet per array, which made the split kernels 1.6-2.2x slower (wireshark
+# analyze 39 -> 18 ms, segments classify 58 -> 24 ms, stalls limitation_runs
+# 68 -> 13 ms on a 174k-packet capture with it off). A kernel that allocates
+# fails to compile ("NRT required but not enabled"): make the array outside.
+NRT = False
 # Inputs smaller than this many bytes run as plain Python.
 JIT_MIN_BYTES = 8 << 20
 # The analysis kernels do far more per packet than the record scans: they
 # count each packet as this many bytes, so captures of more than ~16,000
 # TCP packets are compiled (36,000 packets: 6.7 s as Python, 1.9 s compiled).
 PYTHON_COST = 512
+# the package's own folder of compiled kernels (tracekit/_kernels, made at install)
+PACKAGE_CACHE = "_kernels"
 
 
 _loaded = False  # a kernel has been compiled in this process: the cost is paid
@@ -45,7 +61,9 @@ def use_jit(input_bytes):
 
 
 def cache_dir():
-    """Where compiled kernels are cached: one folder per version of their sources."""
+    """Where compiled kernels are cached: one folder per version of their sources,
+    in the package (written at install by the warm-up) if it holds one, else
+    in the user's cache."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     # the layers that hold kernels and their helpers
@@ -53,8 +71,51 @@ def cache_dir():
                         *package.glob("readers/decode/*.py"), *package.glob("kernels/*.py"),
                         *package.glob("pipeline/steps/*.py")]):
         digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
+    name = "kernels-" + digest.hexdigest()[:16]
+    shipped = package / PACKAGE_CACHE / name
+    if shipped.is_dir() and os.access(shipped, os.W_OK):
+        return str(shipped)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tracekit", "kernels-" + digest.hexdigest()[:16])
+    user = os.path.join(base, "tracekit", name)
+    if shipped.is_dir() and not os.path.isdir(user):
+        # a package this user cannot write (numba must be able to add to its
+        # cache): its compiled kernels are copied, they are found by content
+        shutil.copytree(shipped, user, dirs_exist_ok=True)
+    return user
+
+
+def _locator():
+    """A numba cache locator for tracekit's kernels: the folder of cache_dir()
+    named after the kernel's module path in the package (not after its
+    absolute path, as numba's own: a cache made at install still matches
+    when the package is copied elsewhere). Numba stamps each entry with a
+    hash of the kernel's file, and the folder's name covers its helpers."""
+    try:
+        from numba.core.caching import CacheImpl, _CacheLocator, _SourceFileBackedLocatorMixin
+    except ImportError:  # another numba: its own locator, in the same folder
+        os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
+        return
+    package = Path(__file__).resolve().parents[1]
+
+    class PackageLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            folder = Path(py_file).resolve().parent.relative_to(package).as_posix()
+            self._cache_path = os.path.join(cache, folder.replace("/", "_"))
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if not Path(py_file).resolve().is_relative_to(package):
+                return None
+            return super().from_function(py_func, py_file)
+
+    cache = cache_dir()
+    CacheImpl._locator_classes = [PackageLocator, *(
+        c for c in CacheImpl._locator_classes if c.__name__ != "PackageLocator")]
 
 
 def prefer_compiled(input_bytes):
@@ -81,8 +142,9 @@ class Kernel:
 
     def compiled(self):
         if self._compiled is None:
-            os.environ.setdefault("NUMBA_CACHE_DIR", cache_dir())
             from numba import njit
+
+            _locator()
 
             # the same code, seeing compiled helpers (which may call each other)
             compiled = {}
@@ -96,7 +158,8 @@ class Kernel:
                 g.__module__ = f.__module__
                 # helpers are inlined into the kernel (no call per packet)
                 inline = "never" if f is self.py_func else "always"
-                compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline)(g)
+                compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline,
+                                              _nrt=NRT)(g)
             for scope in scopes:
                 scope.update({name: compiled[h.__name__] for h in self.helpers
                               for name in (h.__name__,)})
