@@ -23,7 +23,8 @@ SAMPLES = ([str(p) for p in sorted((SAMPLES_ROOT / "captures").glob("*.pcap*"))]
            + [str(p) for p in sorted((SAMPLES_ROOT / "captures").glob("*events.jsonl"))]
            + [str(SAMPLES_ROOT / "captures" / "serving-static-batching.jsonl")])
 MANIFESTS = ["--manifest", str(SAMPLES_ROOT / "captures/lab/cross-region.runs.json"),
-             "--manifest", str(SAMPLES_ROOT / "captures/lab/counterfactual.runs.json")]
+             "--manifest", str(SAMPLES_ROOT / "captures/lab/counterfactual.runs.json"),
+             "--manifest", str(SAMPLES_ROOT / "captures/lab/agent.runs.json")]
 SMALL = [str(SAMPLES_ROOT / "captures" / n) for n in
          ("lossy-download-client.pcap", "lossy-download-server.pcap", "udp-echo.pcapng")]
 

@@ -62,13 +62,16 @@ class DatasetRun:
 def local_cluster(workers):
     """A Dask LocalCluster of `workers` processes of one thread each, and its client.
 
-    A task whose worker dies is moved to another worker once, not three times."""
+    A task whose worker dies is moved to another worker once, not three times.
+    The scheduler's HTTP server (dashboard, /metrics) listens on a free port:
+    `None` would mean Dask's 8787, which another cluster on the machine may
+    hold, and Dask then warns and moves (a warning the tests make an error)."""
     import dask
     from distributed import Client, LocalCluster
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+                               dashboard_address=":0", silence_logs=40)
     return Client(cluster), cluster
 
 
