@@ -258,8 +258,7 @@ def run_one(spec, trial, order, combo, workdir):
         return other(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
         _tune(path, s, per_socket=True)
-        if "congestion" in s:
-            server_extra += ["--congestion", s["congestion"]]
+        server_extra += ["--congestion", s["congestion"]] if "congestion" in s else []
         server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
                       "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]
         with running(path.server, server_cmd, "TTS server"):

@@ -330,6 +330,12 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
         src["congestion"] = "label congestion"
         return labels["congestion"]
     runs = sorted(set(df.run))
+    named = con.execute("""SELECT json_extract_string(fields, '$.congestion') AS ca, count(*)
+        FROM events WHERE kind = 'tcp_info' AND run IN (SELECT unnest(?)) AND ca IS NOT NULL
+        GROUP BY ca ORDER BY 2 DESC""", [runs]).fetchall()
+    if named:  # the kernel's own word (getsockopt TCP_CONGESTION, the lab's server logs it)
+        src["congestion"] = f"server tcp_info: the kernel's algorithm, {named[0][1]} connections"
+        return named[0][0]
     rows = con.execute("""SELECT json_extract(fields, '$.tcpi_snd_ssthresh')::BIGINT,
                                  json_extract(fields, '$.tcpi_total_retrans')::BIGINT
         FROM events WHERE kind = 'tcp_info' AND run IN (SELECT unnest(?))""", [runs]).fetchall()
