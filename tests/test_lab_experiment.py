@@ -279,3 +279,30 @@ def test_a_socks5_front_is_its_own_setup_span(tmp_path):
     without, with_proxy = rows
     assert without[2] == 0 and with_proxy[2] > 0  # the SOCKS5 negotiation, charged as such
     con.close()
+
+
+def test_congestion_is_the_servers_algorithm_even_where_namespaces_may_not_choose_it(tmp_path):
+    """The host may allow namespaces only some algorithms (here "reno bbr");
+    the TTS server then sets TCP_CONGESTION on its socket (root may use any
+    available one). The kernel's own word (getsockopt, logged with tcp_info)
+    and CUBIC's HyStart, which sets ssthresh without any loss where Reno
+    leaves it unset, say which algorithm ran."""
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        if "cubic" not in f.read().split():
+            pytest.skip("cubic is not available in this kernel")
+    exp = tmp_path / "cc.toml"
+    exp.write_text('name = "tkcc"\ntrials = 1\nrequests = 1\nseed = 5\n[path]\nrtt_ms = 40\n'
+                   'rate_mbps = 20\n[factors]\ncongestion = ["cubic", "reno"]\n')
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    with open(tmp_path / "runs" / "tkcc.runs.json") as f:
+        runs = json.load(f)
+    seen = {}
+    for m in runs:
+        with open(tmp_path / "runs" / m["run"] / "server-events.jsonl") as f:
+            info = [json.loads(line) for line in f if '"tcp_info"' in line][0]
+        seen[m["factors"]["congestion"]] = (info["congestion"], info["tcpi_total_retrans"],
+                                            info["tcpi_snd_ssthresh"] < 2**31 - 1)
+    assert seen["cubic"][0] == "cubic" and seen["reno"][0] == "reno"
+    if seen["cubic"][1] == 0 and seen["reno"][1] == 0:  # HyStart without loss
+        assert (seen["cubic"][2], seen["reno"][2]) == (True, False)

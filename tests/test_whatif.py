@@ -156,3 +156,29 @@ def test_the_command_prints_and_refuses_in_one_line(suite):
     assert bad.returncode == 2 and bad.stdout == ""
     (line,) = bad.stderr.strip().splitlines()
     assert line.startswith("tracekit: error: --set path=tunnel") and "direct path only" in line
+
+
+def test_the_tunnel_replay_has_the_rounds_of_selective_repeat_and_fec_groups():
+    """whatif/tunnel.py against closed forms: ARQ alone over n segments needs
+    more than r retransmission rounds with probability 1 - (1 - p^(r+1))^n
+    (the last segment's attempts); with FEC 10+8 at 14 % a round is needed
+    only when a group loses more than 8 of its 18 packets."""
+    import math
+
+    from tracekit.core.model import _binom_cdf
+    from tracekit.whatif import tunnel as kcp
+    rtt, rate, p, nbytes, draws = 0.2, 333e6 / 8, 0.14, 354_640, 400
+    n = math.ceil(nbytes / kcp.payload(1350, False))
+    t = kcp.replay(nbytes, 1350, 0, 0, p, rtt, rate, draws)
+    send = n * (1350 + kcp.UDP_IP) / rate
+    rounds = np.round((t - send - rtt / 2) / (rtt + kcp.INTERVAL)).astype(int)
+    for r in (2, 3, 4):
+        expected = (1 - p ** (r + 1)) ** n
+        got = float(np.mean(rounds <= r))
+        assert abs(got - expected) < 4 * math.sqrt(expected * (1 - expected) / draws) + 0.01, r
+    t = kcp.replay(nbytes, 1350, 10, 8, p, rtt, rate, draws)
+    groups = math.ceil(nbytes / kcp.payload(1350, True)) // 10
+    clean = (1 - (1 - _binom_cdf(18, p, 8))) ** groups
+    got = float(np.mean(t < rtt))  # no retransmission round
+    assert abs(got - clean) < 4 * math.sqrt(clean * (1 - clean) / draws) + 0.01
+    assert 0.3 < clean < 0.999  # the check can fail either way

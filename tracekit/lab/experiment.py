@@ -33,7 +33,8 @@ A level's `warmup = N` sends N unmeasured requests first on the same
 connection (a persistent connection measured warm).
 
 Known factors: path (direct, tunnel), connection (fresh, persistent),
-congestion (reno, cubic, bbr: the server's net.ipv4.tcp_congestion_control),
+congestion (reno, cubic, bbr: the server namespace's default where the host
+allows it to namespaces, else the TTS server's TCP_CONGESTION per socket),
 loss_down, rtt_ms, rate_mbps (path settings), initcwnd (the server's route),
 slow_start_after_idle (both), rcvbuf (the client's tcp_rmem ceiling),
 socks (tunnel: reach it through a SOCKS5 proxy, microsocks, as Queqiao
@@ -173,10 +174,23 @@ def _tunnel_sizing(s):
                      fec=fec == "auto", queue_bytes=queue)
 
 
-def _tune(path, s):
-    """Kernel settings a run asks for, inside its namespaces."""
+def _tune(path, s, per_socket=False):
+    """Kernel settings a run asks for, inside its namespaces.
+
+    congestion: the server namespace's default when the host allows it to
+    namespaces (net.ipv4.tcp_allowed_congestion_control); else, with
+    `per_socket` (the TTS server sets TCP_CONGESTION on its listening socket:
+    as root any available algorithm), nothing here; else refused."""
     if "congestion" in s:
-        netns.run(*path.server(["sysctl", "-q", f"net.ipv4.tcp_congestion_control={s['congestion']}"]))
+        ca = s["congestion"]
+        allowed = netns.run(*path.server(["sysctl", "-n",
+                                          "net.ipv4.tcp_allowed_congestion_control"])).split()
+        if ca in allowed:
+            netns.run(*path.server(["sysctl", "-q", f"net.ipv4.tcp_congestion_control={ca}"]))
+        elif not per_socket:
+            raise TracekitError(f"congestion = {ca!r} is not in this host's "
+                                f"net.ipv4.tcp_allowed_congestion_control ({' '.join(allowed)}) "
+                                "and only the TTS workload sets it per socket")
     if "slow_start_after_idle" in s:
         for run_in in (path.client, path.server):
             netns.run(*run_in(["sysctl", "-q",
@@ -243,7 +257,8 @@ def run_one(spec, trial, order, combo, workdir):
     if other is not None:
         return other(spec, s, trial, order, combo, out, files, pspec, run_id, started)
     with EmulatedPath(pspec, out) as path:
-        _tune(path, s)
+        _tune(path, s, per_socket=True)
+        server_extra += ["--congestion", s["congestion"]] if "congestion" in s else []
         server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
                       "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]
         with running(path.server, server_cmd, "TTS server"):

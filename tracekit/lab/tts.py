@@ -91,11 +91,12 @@ def _handle(conn, peer, log_path, port, tls=None):
                 if struct.unpack_from("I", raw, 24)[0] == 0:  # tcpi_unacked
                     break
                 time.sleep(0.01)
-            log("tcp_info", **tcp_info(conn))
+            ca = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+            log("tcp_info", **tcp_info(conn), congestion=ca.split(b"\0")[0].decode())
             log.close()
 
 
-def serve(addr, port, log_path, cert=None, key=None):
+def serve(addr, port, log_path, cert=None, key=None, congestion=None):
     tls = None
     if cert:
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -104,6 +105,8 @@ def serve(addr, port, log_path, cert=None, key=None):
         tls.load_cert_chain(cert, key)
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if congestion:  # accepted connections inherit it; root may use any available algorithm
+        lsock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
     lsock.bind((addr, port))
     lsock.listen(64)
     print("up", flush=True)
@@ -216,13 +219,14 @@ def main(argv=None):
     p.add_argument("--upload-bytes", type=int, default=0)
     p.add_argument("--tls-cert", help="server: serve TLS 1.3 with this certificate")
     p.add_argument("--tls-key")
+    p.add_argument("--congestion", help="server: this congestion control on its sockets")
     p.add_argument("--tls", action="store_true", help="client: TLS 1.3")
     p.add_argument("--keylog", help="client: write TLS secrets here (SSLKEYLOGFILE format)")
     p.add_argument("--socks", metavar="HOST:PORT", help="client: connect through this SOCKS5 proxy")
     p.add_argument("--h2", action="store_true", help="client: HTTP/2 over TLS (implies --tls)")
     a = p.parse_args(argv)
     if a.role == "server":
-        serve(a.addr, a.port, a.log, a.tls_cert, a.tls_key)
+        serve(a.addr, a.port, a.log, a.tls_cert, a.tls_key, a.congestion)
     else:
         client(a.addr, a.port, a.log, a.requests, a.connection, a.run, a.bytes,
                a.processing_ms, a.prefix, a.warmup, a.upload_bytes, a.tls or a.h2, a.keylog,

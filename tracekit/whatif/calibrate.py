@@ -138,7 +138,7 @@ def calibrate(con, where):
         requests=_requests(con, df), rtt_s=rtt, rate_Bps=rate, loss_down=loss, burst=burst,
         loss_up=_label_float(labels, "loss_up", 0.0), queue_bytes=0.0,
         congestion=_congestion(con, df, gaps, rtt, rate, mss, labels, src),
-        initcwnd=_initcwnd(gaps, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",
+        initcwnd=_initcwnd(con, flows, mss, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",
         mss=mss, processing_s=proc,
         server_s=max(float(np.median(ttfb)) - rtt - proc, 0.0),
         connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
@@ -330,6 +330,12 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
         src["congestion"] = "label congestion"
         return labels["congestion"]
     runs = sorted(set(df.run))
+    named = con.execute("""SELECT json_extract_string(fields, '$.congestion') AS ca, count(*)
+        FROM events WHERE kind = 'tcp_info' AND run IN (SELECT unnest(?)) AND ca IS NOT NULL
+        GROUP BY ca ORDER BY 2 DESC""", [runs]).fetchall()
+    if named:  # the kernel's own word (getsockopt TCP_CONGESTION, the lab's server logs it)
+        src["congestion"] = f"server tcp_info: the kernel's algorithm, {named[0][1]} connections"
+        return named[0][0]
     rows = con.execute("""SELECT json_extract(fields, '$.tcpi_snd_ssthresh')::BIGINT,
                                  json_extract(fields, '$.tcpi_total_retrans')::BIGINT
         FROM events WHERE kind = 'tcp_info' AND run IN (SELECT unnest(?))""", [runs]).fetchall()
@@ -356,14 +362,21 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
     return "cubic"
 
 
-def _initcwnd(gaps, rtt, labels, src, est):
+def _initcwnd(con, flows, mss, rtt, labels, src, est):
+    """The first flight: the segments that arrive before the first silence of
+    a quarter RTT, counted by the sequence space they span (a segment of the
+    flight lost on the way is still part of it)."""
     firsts = []
-    for ts, _ in gaps.values():
-        if len(ts) > 12:
-            d = np.diff(ts)
-            big = np.nonzero(d > rtt / 4)[0]
+    for cap, fl in flows:
+        r = con.execute("""SELECT ts_ns, rel_seq, rel_end FROM tcp_analysis
+            WHERE capture_id = ? AND flow_id = ? AND NOT from_client AND payload_bytes > 0
+            ORDER BY ts_ns""", [cap, fl]).fetchnumpy()
+        if len(r["ts_ns"]) > 12:
+            big = np.nonzero(np.diff(r["ts_ns"] / 1e9) > rtt / 4)[0]
             if len(big):
-                firsts.append(int(big[0]) + 1)
+                k = int(big[0]) + 1
+                span = r["rel_end"][:k].max() - r["rel_seq"][:k].min()
+                firsts.append(max(k, int(round(span / mss))))
     if firsts:
         est["initcwnd"] = int(np.median(firsts))
     if "initcwnd" in labels:

@@ -30,7 +30,8 @@ The sender, as Linux does it in outline:
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
-  2 BDP, and does not reduce its rate on random loss.
+  2 BDP, and does not reduce its rate on random loss -- except through
+  Linux's long-term ("policer") bandwidth (whatif/bbr.py).
 
 `Conn` carries the state across the transfers of one persistent connection
 (slow start after idle off, as the lab's persistent level sets it).
@@ -38,6 +39,8 @@ The sender, as Linux does it in outline:
 
 import heapq
 from dataclasses import dataclass, field
+
+from .bbr import bbr_bw as _bbr_bw, lt_sampling
 
 RTO_MIN = 0.2
 INITIAL_RTO = 1.0
@@ -81,6 +84,9 @@ class Conn:
     pace_rate: float = 0.0
     prior_cwnd: float = 0.0
     rounds: int = 0
+    lt: dict = field(default_factory=dict)  # BBR's long-term bandwidth sampling
+    tot_delivered: int = 0
+    tot_lost: int = 0
 
     def __post_init__(self):
         if not self.cwnd:
@@ -98,13 +104,13 @@ class Transfer:
         self.sacked = [False] * n
         self.lost = [False] * n
         self.sent_at = [0.0] * n
-        self.deliv_at_send = [(0, 0.0)] * n
+        self.deliv_at_send = [(0, 0.0, 0.0)] * n
         self.order = []            # (sent time, segment) in send order (RACK)
         self.order_head, self.rack_idx = 0, -1
         self.order_idx = [0] * n
         self.retx_queue = []       # heap of lost segments to send again
         self.nxt = self.cum = 0
-        self.delivered, self.delivered_time = 0, 0.0
+        self.delivered, self.delivered_time, self.first_tx = 0, 0.0, 0.0
         self.pipe = 0
         self.in_recovery, self.recovery_point = False, 0
         self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
@@ -112,7 +118,7 @@ class Transfer:
         self.q_free, self.prev_lost = 0.0, False
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
-        self.round_end, self.round_app_limited, self.max_pipe = 0, False, 0
+        self.round_end, self.round_app_limited, self.max_pipe, self.rs_losses = 0, False, 0, 0
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -150,7 +156,9 @@ class Transfer:
     def _send_segment(self, s, retx):
         c = self.c
         self.sent_at[s] = self.now
-        self.deliv_at_send[s] = (self.delivered, self.delivered_time)
+        if self.pipe <= 0:  # nothing in flight: a sampling interval starts now (tcp_rate.c)
+            self.first_tx = self.delivered_time = self.now
+        self.deliv_at_send[s] = (self.delivered, self.delivered_time, self.first_tx)
         self.order_idx[s] = len(self.order)
         self.order.append((self.now, s))
         if retx:
@@ -172,7 +180,9 @@ class Transfer:
         initial = STARTUP_GAIN * c.initcwnd * self.wire / max(c.srtt or self.p.rtt, 1e-4)
         gain = {"startup": STARTUP_GAIN, "drain": 1 / STARTUP_GAIN}.get(
             c.bbr_mode, PROBE_GAINS[c.cycle % len(PROBE_GAINS)])
-        rate = gain * c.btlbw
+        if c.lt.get("use") and c.bbr_mode == "probe":
+            gain = 1.0
+        rate = gain * _bbr_bw(c)
         if c.bbr_mode == "startup":  # never lowered before the pipe is full
             rate = max(rate, c.pace_rate or initial)
         c.pace_rate = rate
@@ -235,24 +245,30 @@ class Transfer:
         if gen != self.timer_gen or self.cum >= self.nxt:
             return
         c = self.c
-        self._window_cut()
+        self._window_cut(self.in_recovery)
         c.ssthresh = max(c.cwnd, 2.0)
         c.cwnd = 1.0
         self.in_recovery, self.recovery_point = True, self.nxt
         self.backoff += 1
         for s in range(self.cum, self.nxt):
             if not self.sacked[s]:
+                self.c.tot_lost += not self.lost[s]
                 self.lost[s] = True
                 heapq.heappush(self.retx_queue, s)
         self.pipe = 0
+        if c.cc == "bbr":  # an RTO ends a round and a long-term interval (bbr_set_state)
+            c.full_bw, self.rs_losses = 0.0, 1
+            lt_sampling(self, True, False)
         self._try_send()
         self._arm_timer()
 
-    def _window_cut(self):
+    def _window_cut(self, recovering=False):
         """ssthresh and cwnd on a loss episode's start (CUBIC, Reno; BBR keeps its rate)."""
         c = self.c
         if c.cc == "bbr":  # packet conservation for a round, then the window is restored
-            c.prior_cwnd, c.cwnd = c.cwnd, max(self.pipe + 1, 4)
+            # the window to restore: an RTO during recovery keeps the larger (bbr_save_cwnd)
+            c.prior_cwnd = max(c.prior_cwnd, c.cwnd) if recovering else c.cwnd
+            c.cwnd = max(self.pipe + 1, 4)
             self.round_end = self.nxt  # the round starts now (the next packet sent ends it)
             self.conserve_round = c.rounds
             return
@@ -276,6 +292,8 @@ class Transfer:
             if s >= self.cum and not self.sacked[s] and not self.lost[s] and self.sent_at[s] == t:
                 self.lost[s] = True
                 self.pipe -= 1
+                self.c.tot_lost += 1
+                self.rs_losses += 1
                 heapq.heappush(self.retx_queue, s)
                 if self.c.cc == "bbr":  # Linux's BBR takes each loss off the window
                     self.c.cwnd = max(self.c.cwnd - 1, 1.0)
@@ -290,13 +308,17 @@ class Transfer:
             self.pipe -= 1
         self.lost[s] = False
         self.delivered += 1
+        c.tot_delivered += 1
         self.delivered_time = self.now
         if self.order_idx[s] > self.rack_idx:
             self.rack_idx, self.rack_ts = self.order_idx[s], self.sent_at[s]
         if c.cc == "bbr":
-            d0, t0 = self.deliv_at_send[s]
-            span = max(self.now - t0, 1e-6)
-            sample = (self.delivered - d0) * self.wire / span
+            # Linux's delivery rate: over the longer of the send and the ACK
+            # intervals, none shorter than min_rtt (tcp_rate_gen)
+            d0, t0, f0 = self.deliv_at_send[s]
+            self.first_tx = max(self.first_tx, self.sent_at[s])
+            span = max(self.now - t0, self.sent_at[s] - f0)
+            sample = (self.delivered - d0) * self.wire / span if span >= c.min_rtt else 0.0
             if sample > c.btlbw:
                 c.btlbw = sample
             if sample > c.bw_samples.get(c.rounds, 0.0):
@@ -321,7 +343,7 @@ class Transfer:
             else:
                 c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
                 c.srtt = 0.875 * c.srtt + 0.125 * rtt
-        newly = 0
+        newly, self.rs_losses, rounds = 0, 0, c.rounds
         if s >= self.cum and not self.sacked[s] and s >= cum:
             self.sacked[s] = True
             self._deliver(s)
@@ -343,6 +365,8 @@ class Transfer:
         if newly and not self.in_recovery:
             self._grow(newly)
         if c.cc == "bbr":
+            if newly:
+                lt_sampling(self, c.rounds != rounds, self.deliv_at_send[s][0] == 0)
             self._bbr_window(newly)
         self._try_send()
         if newly:
@@ -394,10 +418,10 @@ class Transfer:
         if self.in_recovery and c.rounds == self.conserve_round:
             c.cwnd = max(c.cwnd, self.pipe + acked)
             return
-        if c.btlbw <= 0:
+        if _bbr_bw(c) <= 0:
             c.cwnd += acked
             return
-        bdp = c.btlbw * min(c.min_rtt, 10.0) / self.wire
+        bdp = _bbr_bw(c) * min(c.min_rtt, 10.0) / self.wire
         if c.bbr_mode == "drain" and self.pipe <= bdp:
             c.bbr_mode = "probe"
         gain = STARTUP_GAIN if c.bbr_mode == "startup" else 2.0
@@ -409,6 +433,8 @@ class Transfer:
         c.cwnd = max(c.cwnd, 4.0)
 
     def run(self):
+        if not self.c.lt.get("use"):  # the idle before a response: application-limited
+            self.c.lt.clear()
         self._try_send()
         handlers = {"data": self._on_data, "ack": self._on_ack, "tlp": self._on_tlp,
                     "rto": self._on_rto, "pace": lambda _: self._try_send()}
