@@ -181,13 +181,10 @@ main()
 """
 
 
-def test_kill_9_during_analyze_hides_the_half_built_and_the_next_run_finishes(tmp_path, big):
-    """Killed in a state, not at a time: once part of tcp_analysis is written
-    (before the fix to this test a fixed 2 s, too early on a busy machine)."""
-    db = tmp_path / "s.duckdb"
-    subprocess.run(TRACEKIT + ["ingest", str(big), "--db", str(db)], check=True, capture_output=True)
-    flag = tmp_path / "mid-build"
-    proc = subprocess.Popen([sys.executable, "-c", STOP_MID_BUILD, str(flag), "analyze",
+def _kill_when_held(script, flag, db):
+    """Run analyze under `script`, which writes `flag` and holds the process at a
+    state; kill -9 it there (a state, not a time)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(flag), "analyze",
                              "--db", str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600  # a safety net against a hang, not a synchronisation
     while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -196,6 +193,14 @@ def test_kill_9_during_analyze_hides_the_half_built_and_the_next_run_finishes(tm
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
+
+
+def test_kill_9_during_analyze_hides_the_half_built_and_the_next_run_finishes(tmp_path, big):
+    """Killed in a state, not at a time: once part of tcp_analysis is written
+    (before the fix to this test a fixed 2 s, too early on a busy machine)."""
+    db = tmp_path / "s.duckdb"
+    subprocess.run(TRACEKIT + ["ingest", str(big), "--db", str(db)], check=True, capture_output=True)
+    _kill_when_held(STOP_MID_BUILD, tmp_path / "mid-build", db)
     con = duckdb.connect(str(db), read_only=True)
     # before it is reopened for writing: the views already hide what is half-built
     assert con.execute("SELECT count(*) FROM store.tcp_analysis").fetchone()[0] > 0
@@ -417,16 +422,7 @@ def test_kill_9_amid_the_store_wide_tables_shows_no_mix_and_no_half_built(tmp_pa
         '{"ts_ns": 1700000001000000000, "kind": "request_start", "request": "x2"}\n'
         '{"ts_ns": 1700000001020000000, "kind": "request_end", "request": "x2"}\n')
     subprocess.run(TRACEKIT + ["ingest", str(log), "--db", str(db)], check=True, capture_output=True)
-    flag = tmp_path / "amid"
-    proc = subprocess.Popen([sys.executable, "-c", STOP_IN_STORE_STEPS, str(flag), "analyze",
-                             "--db", str(db)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 600  # a safety net against a hang, not a synchronisation
-    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert flag.exists(), proc.stderr.read() if proc.poll() is not None else "no state"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
+    _kill_when_held(STOP_IN_STORE_STEPS, tmp_path / "amid", db)
     assert counts() == ([], before)  # before it is reopened for writing
     r = subprocess.run(TRACEKIT + ["analyze", "--db", str(db)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
