@@ -4,6 +4,7 @@ the single-process store's row for row, in both directions; a worker killed
 mid-task leaves no partial capture and the run (or the next one) completes."""
 
 import os
+import shutil
 
 import duckdb
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 from conftest import SAMPLES_ROOT
 
 from tracekit.cli import main
-from tracekit.store.dataset import PARTIAL, read_manifest, tables
+from tracekit.store.dataset import PARTIAL, read_manifest, recorded, tables
 from tracekit.store.db import open_dataset
 
 pytest.importorskip("distributed")
@@ -118,8 +119,8 @@ def test_a_capture_that_kills_every_worker_is_reported_and_the_next_run_complete
     # nothing of capture 2 is visible; the others are; the store-wide tables are
     # empty, not built over part of the run (they would be wrong)
     assert "the store-wide tables (requests, attribution...) are empty: 1 capture" in r.output
-    assert sorted(p for p in os.listdir(ds) if p.startswith("capture_id=")) == [
-        "capture_id=1", "capture_id=3"]
+    assert recorded(ds) == [1, 3]
+    assert sorted(os.listdir(os.path.join(ds, "packets"))) == ["capture_id=1", "capture_id=3"]
     assert not _leftovers(ds)
     con = open_dataset(ds)
     assert con.execute("SELECT list(capture_id ORDER BY capture_id) FROM captures").fetchone()[0] == [1, 3]
@@ -144,7 +145,7 @@ def test_a_capture_task_run_again_leaves_the_published_folder_as_it_is(small_sto
     ds = str(tmp_path / "ds") + "/"
     r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"])
     assert r.exit_code == 0, r.output
-    folder = capture_dir(os.path.abspath(ds), 1)
+    folder = capture_dir(os.path.abspath(ds), 1, "packets")
     before = os.stat(folder).st_ino
     again = capture_task(SMALL[0], 1, {}, os.path.abspath(ds))
     assert again["capture_id"] == 1 and again["packets"] > 0
@@ -213,7 +214,7 @@ def test_per_request_steps_whose_tasks_fail_are_built_by_the_coordinator(small_s
     from tracekit.pipeline.cluster import reduce
     ds = str(tmp_path / "ds") + "/"
     assert CliRunner().invoke(main, ["ingest", *SMALL, "--store", ds, "--workers", "1"]).exit_code == 0
-    os.remove(os.path.join(ds, "attribution.parquet"))
+    shutil.rmtree(os.path.join(ds, "attribution"))
     _, steps, notes = reduce(ds, [], client=_FailingClient())
     assert len(notes) == 1 and "every worker is gone" in notes[0]
     assert {"request_phases", "attribution"} <= {s.table for s in steps if s.built}

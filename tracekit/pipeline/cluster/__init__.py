@@ -251,7 +251,9 @@ def reduce(directory, logs, params=None, client=None, failed=0):
             whole = {}
             kept_whole = {*store_wide_tables(), *LOG_TABLES, "analysis_runs"}
             for name, types, _ in dataset.tables(con):
-                if name in kept_whole:
+                if name in per_capture and name in kept_whole:  # its rows of no capture
+                    dataset.write_rest(con, name, types, directory)
+                elif name in kept_whole:
                     whole[name] = types
                     dataset.write_whole(con, name, types, directory)
         finally:

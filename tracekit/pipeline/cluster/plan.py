@@ -7,7 +7,6 @@ failure makes the rows a single store would hold.
 """
 
 import fcntl
-import glob
 import hashlib
 import json
 import os
@@ -48,15 +47,18 @@ def _digest(path):
 def _stored_captures(directory):
     """{sha256: capture_id} of the captures published in the dataset (read from
     their folders: a run killed before its manifest still published them)."""
-    files = os.path.join(directory, "capture_id=*", "captures.parquet")
-    if not glob.glob(files):
+    from ...store.dataset import files, quote
+
+    found = files(directory, "captures", True)
+    if not found:
         return {}
     import duckdb
     con = duckdb.connect()
     try:
+        listed = "[" + ", ".join(quote(f) for f in found) + "]"
         return dict(con.execute(
-            "SELECT sha256, capture_id FROM read_parquet(?, hive_partitioning = true, "
-            "hive_types = {'capture_id': INTEGER})", [files]).fetchall())
+            f"SELECT sha256, capture_id FROM read_parquet({listed}, hive_partitioning = true, "
+            f"hive_types = {{'capture_id': INTEGER}})").fetchall())
     finally:
         con.close()
 
