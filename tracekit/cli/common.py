@@ -3,6 +3,9 @@
 Every TracekitError becomes one line on stderr and exit status 2 (`--debug`
 shows the traceback instead); a full disk is named as such; anything else is
 a bug and says so in one line. Row-emitting commands share --format.
+
+Exit statuses: the EXIT_ constants below (the table in docs/guide.md, "Exit
+statuses"; tests/test_exit_codes.py runs each).
 """
 
 import errno
@@ -15,6 +18,13 @@ import time
 import click
 
 from ..core.errors import TracekitError
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1  # a run that failed in part (a capture of a Dask run); the rest is kept
+EXIT_USAGE = 2  # usage or bad input: one line naming what (click's usage errors too)
+EXIT_INTERNAL = 3  # a bug: one line, --debug for the traceback
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -111,7 +121,7 @@ def handle_errors(f):
             if debug:
                 raise
             click.echo(f"tracekit: error: {e}", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             if ctx.info_name == "ingest":
                 said = "the store is as it was before this command"
@@ -119,30 +129,30 @@ def handle_errors(f):
                 said = ("what was complete before it is kept; nothing half-written is "
                         "visible (the next run of the command finishes the job)")
             click.echo(f"tracekit: interrupted; {said}", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except BrokenPipeError:
             # the reader of the output went away (`| head`): stop as a Unix filter
             # does, silently, with 128 + SIGPIPE (what is committed stays)
             _quiet_stdout()
-            sys.exit(141)
+            sys.exit(EXIT_BROKEN_PIPE)
         except ModuleNotFoundError as e:
             if debug or e.name not in OPTIONAL:
                 raise
             click.echo(f"tracekit: error: {OPTIONAL[e.name]}", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         except Exception as e:
             if debug:
                 raise
             full = _disk_full(e, ctx.info_name) or _damaged_parquet(e)
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
-                sys.exit(2)
+                sys.exit(EXIT_USAGE)
             # a bug: say so in one line
             click.echo(f"tracekit: internal error: {type(e).__name__}: {e} "
                        f"(run with --debug for the traceback, and please report it)", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_INTERNAL)
     return wrapper
 
 

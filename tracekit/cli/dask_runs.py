@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .common import plural
+from .common import EXIT_PARTIAL, plural
 from .messages import report_log, skipped_text
 
 
@@ -60,4 +60,4 @@ def report(run, where):
     click.echo(f"total: {plural(len(run.captures), 'capture')} ({plural(packets, 'packet')}), "
                f"{plural(len(run.failures), 'failure')} on {where}; {run.seconds:.2f} s{rate}")
     if run.failures:
-        sys.exit(1)
+        sys.exit(EXIT_PARTIAL)
