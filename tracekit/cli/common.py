@@ -12,6 +12,7 @@ import errno
 import functools
 import os
 import re
+import stat
 import sys
 import time
 
@@ -47,15 +48,64 @@ def cluster_options(f):
                              "without --cluster or --workers: one worker per core).")(f)
 
 
+def _remember_out(ctx, param, value):
+    ctx.meta["tracekit.out"] = value
+    return value
+
+
 def format_option(f):
+    f = click.option(
+        "--out", "out", metavar="FILE", default=None, expose_value=False, callback=_remember_out,
+        help="Write the rows to FILE instead of stdout (needed by --format parquet, unless "
+             "stdout is redirected to a file).")(f)
     return click.option(
-        "--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]),
-        default="table", show_default=True, help="Output format.")(f)
+        "--format", "fmt", type=click.Choice(["table", "csv", "json", "ndjson", "markdown",
+                                              "parquet"]),
+        default="table", show_default=True,
+        help="Output format: ndjson is one JSON object a line; parquet writes a Parquet "
+             "file (--out FILE, or > FILE).")(f)
 
 
 def emit(columns, rows, fmt):
     from ..presentation.table import render
-    click.echo(render(columns, rows, fmt), nl=False)
+    out = click.get_current_context().meta.get("tracekit.out")
+    if fmt == "parquet":
+        _write_parquet(columns, rows, out)
+        return
+    text = render(columns, rows, fmt)
+    if out:
+        try:
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise TracekitError(f"{out}: cannot write: {e.strerror}") from None
+    else:
+        click.echo(text, nl=False)
+
+
+def _write_parquet(columns, rows, out):
+    """The rows as one Parquet file: to `out`, or to stdout when it is a file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..presentation.table import parquet_table
+    if out is None:
+        try:
+            regular = stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode)
+        except (OSError, ValueError, AttributeError):
+            regular = False
+        if not regular:
+            raise TracekitError("--format parquet writes a file: give --out FILE (or redirect "
+                                "stdout to a file: > rows.parquet)")
+    table = parquet_table(pa, columns, rows)
+    try:
+        if out is None:
+            sys.stdout.flush()
+            pq.write_table(table, sys.stdout.buffer)
+        else:
+            pq.write_table(table, out)
+    except OSError as e:
+        raise TracekitError(f"{out or 'stdout'}: cannot write Parquet: {e}") from None
 
 
 def plural(n, word):
@@ -156,25 +206,81 @@ def handle_errors(f):
     return wrapper
 
 
-class Progress:
-    """Progress on stderr for long ingests (only on a terminal, after 1 s)."""
+VERBOSITY = "tracekit.verbosity"  # ctx.meta key, shared by a command and its group
 
-    def __init__(self, enabled):
-        self.enabled = enabled
+
+def _set_verbosity(level):
+    def callback(ctx, param, value):
+        if value:
+            ctx.meta[VERBOSITY] = level
+        return value
+    return callback
+
+
+def verbosity_options():
+    """-q and -v, for the group and every command (`tracekit -q ingest` and
+    `tracekit ingest -q` alike)."""
+    return [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                         callback=_set_verbosity(-1), help="No progress lines."),
+            click.Option(["-v", "--verbose"], is_flag=True, expose_value=False,
+                         callback=_set_verbosity(1),
+                         help="Say each step on stderr as it starts (each file read, each "
+                              "analysis step and capture, each Dask capture done), terminal "
+                              "or not.")]
+
+
+def verbosity():
+    """-1 quiet, 0 by default, 1 verbose."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(VERBOSITY, 0) if ctx is not None else 0
+
+
+def live():
+    """Whether a progress line that rewrites itself is shown: on a terminal, not -q."""
+    return verbosity() >= 0 and sys.stderr.isatty()
+
+
+def eta_text(seconds_so_far, done, total):
+    """', about N s left' from the rate so far, or '' before there is one."""
+    if not done or done >= total or seconds_so_far <= 0:
+        return ""
+    left = seconds_so_far * (total - done) / done
+    return f", about {left:,.0f} s left" if left < 120 else f", about {left / 60:,.1f} min left"
+
+
+class Progress:
+    """Progress of an ingest on stderr: a line rewritten in place on a terminal
+    (after 1 s; with the time left at the rate so far), a line per file with -v,
+    nothing with -q."""
+
+    def __init__(self, enabled=None):
+        self.enabled = live() if enabled is None else enabled
+        self.verbose = verbosity() > 0
         self.started = time.monotonic()
+        self.path = None
+        self.file_started = self.started
         self.shown = False
 
     def __call__(self, path, done, total):
-        if not self.enabled or time.monotonic() - self.started < 1.0:
+        now = time.monotonic()
+        if path != self.path:
+            self.path, self.file_started = path, now
+            if self.verbose:
+                self.done()
+                click.echo(f"reading {path} ({total / 1e6:,.1f} MB)", err=True)
+        if not self.enabled or now - self.started < 1.0:
             return
         pct = 100.0 * done / total if total else 100.0
         name = os.path.basename(path)
-        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB", err=True, nl=False)
+        eta = eta_text(now - self.file_started, done, total)
+        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB{eta}" + " " * 8,
+                   err=True, nl=False)
         self.shown = True
 
     def done(self):
         if self.shown:
-            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+            click.echo("\r" + " " * 90 + "\r", err=True, nl=False)
+            self.shown = False
 
 
 def parse_labels(labels):
