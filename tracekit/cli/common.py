@@ -245,7 +245,9 @@ def eta_text(seconds_so_far, done, total):
     if not done or done >= total or seconds_so_far <= 0:
         return ""
     left = seconds_so_far * (total - done) / done
-    return f", about {left:,.0f} s left" if left < 120 else f", about {left / 60:,.1f} min left"
+    if left < 120:
+        return f", about {left:,.0f} s left"
+    return f", about {left / 60:,.0f} min left" if left < 7200 else f", about {left / 3600:,.1f} h left"
 
 
 class Progress:
@@ -262,6 +264,8 @@ class Progress:
         self.shown = False
 
     def __call__(self, path, done, total):
+        if not self.enabled and not self.verbose:
+            return
         now = time.monotonic()
         if path != self.path:
             self.path, self.file_started = path, now
