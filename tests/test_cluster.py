@@ -219,3 +219,15 @@ def test_per_request_steps_whose_tasks_fail_are_built_by_the_coordinator(small_s
     assert len(notes) == 1 and "every worker is gone" in notes[0]
     assert {"request_phases", "attribution"} <= {s.table for s in steps if s.built}
     assert_same_store(small_store, ds)
+
+
+def test_capture_paths_reach_the_workers_absolute(tmp_path, monkeypatch):
+    """A worker's working directory is not the caller's: the plan the tasks are
+    submitted from holds absolute paths (before: relative ones, and every
+    capture failed twice on a cluster)."""
+    from tracekit.pipeline.cluster.plan import plan
+    monkeypatch.chdir(os.path.dirname(SMALL[0]))
+    name = os.path.basename(SMALL[0])
+    (tmp_path / "ds").mkdir()
+    todo, duplicates = plan(str(tmp_path / "ds"), [(name, {}), (SMALL[0], {})])
+    assert todo == [(SMALL[0], {}, 1)] and duplicates == [(SMALL[0], 1)]

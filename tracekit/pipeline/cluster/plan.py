@@ -81,7 +81,7 @@ def write_plan(directory, plan):
 
 
 def plan(directory, items):
-    """[(path, labels)] -> ([(path, labels, capture_id)] to ingest, duplicates):
+    """[(path, labels)] -> ([(absolute path, labels, capture_id)] to ingest, duplicates):
     ids in the order given, after the dataset's last; a file planned by an
     earlier run that did not publish it keeps its id."""
     stored = _stored_captures(directory)
@@ -89,6 +89,9 @@ def plan(directory, items):
     nxt = max([0, *stored.values(), *planned.values()]) + 1
     todo, duplicates, seen = [], [], {}
     for path, labels in items:
+        # absolute here: a worker's working directory is not the caller's (a
+        # relative path failed on every worker, twice)
+        path = os.path.abspath(path)
         digest = _digest(path)
         if digest in stored or digest in seen:
             duplicates.append((path, stored.get(digest) or seen[digest]))
