@@ -398,7 +398,7 @@ def set_aside_damaged(directory):
     for path in sorted(loose):
         bad = _first_damaged([path])
         if bad:
-            target = _aside(directory, os.path.basename(path))
+            target = _aside(directory, os.path.relpath(path, directory).replace(os.sep, "-"))
             os.renames(path, target)
             notes.append(_note(bad, "table file", target))
     return notes
