@@ -78,3 +78,24 @@ def test_quiet_and_verbose(store):
     assert r.exit_code == 0 and "reading " in r.stderr, r.output
     r = CliRunner().invoke(main, ["-v", "analyze", "-q", "--db", store])
     assert r.exit_code == 0 and r.stderr == "", r.stderr
+
+
+def test_analyze_progress_carries_each_steps_share_in_packets(tmp_path):
+    """What analyze's ETA is computed from: in a per-capture step, the packets
+    of the captures done before each one, of the step's total (the captures'
+    packet counts, from the store)."""
+    import tracekit
+    db = str(tmp_path / "s.duckdb")
+    files = [str(SAMPLES / n) for n in ("http-fresh-vs-persistent.pcap", "udp-echo.pcapng")]
+    assert CliRunner().invoke(main, ["ingest", *files, "--db", db]).exit_code == 0
+    calls = []
+
+    def progress(table, capture_id, done=None, total=None):
+        calls.append((table, capture_id, done, total))
+    progress.takes_share = True
+    with tracekit.open(db) as store:
+        (a, b), = store.sql("SELECT list(packets ORDER BY capture_id) FROM captures").fetchall()[0]
+        store.analyze(progress)
+    assert [c for c in calls if c[0] == "tcp_analysis"] == [
+        ("tcp_analysis", 1, 0, a + b), ("tcp_analysis", 2, a, a + b)]
+    assert ("requests", 0, None, None) in calls  # a store-wide step: no share

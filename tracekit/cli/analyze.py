@@ -6,7 +6,16 @@ import click
 
 from .. import api
 from . import dask_runs
-from .common import CONTEXT, cluster_options, db_option, handle_errors, live, plural, verbosity
+from .common import (
+    CONTEXT,
+    cluster_options,
+    db_option,
+    eta_text,
+    handle_errors,
+    live,
+    plural,
+    verbosity,
+)
 
 
 @click.command(context_settings=CONTEXT)
@@ -42,15 +51,22 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
     started = time.monotonic()
     rewrite, verbose = live(), verbosity() > 0
 
-    def progress(table, capture_id):
+    def progress(table, capture_id, done=None, total=None):
         what = f"for capture {capture_id}" if capture_id else "over the whole store"
-        elapsed = time.monotonic() - started
+        now = time.monotonic()
+        if table != step[0]:
+            step[:] = [table, now]
+        elapsed = now - started
+        share = (f", {100.0 * done / total:.0f}% of the step's packets done"
+                 f"{eta_text(now - step[1], done, total)}" if total else "")
         if verbose:
-            click.echo(f"analysing {table} {what} ({elapsed:,.1f} s in)", err=True)
+            click.echo(f"analysing {table} {what} ({elapsed:,.1f} s in{share})", err=True)
         elif rewrite and elapsed > 1.0:
-            click.echo(f"\ranalysing: {table} {what} ({elapsed:,.0f} s in)" + " " * 10,
+            click.echo(f"\ranalysing: {table} {what} ({elapsed:,.0f} s in{share})" + " " * 10,
                        err=True, nl=False)
             shown[0] = True
+    progress.takes_share = True
+    step = [None, started]
     try:
         summary = api.analyze(db, params, progress)
     finally:
