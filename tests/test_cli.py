@@ -132,8 +132,9 @@ def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch, capsys)
     p = cli.Progress(enabled=True)  # started at 100.0
     p("/x/big.pcap", 10, 100)  # 0.5 s: too early to show
     assert capsys.readouterr().err == ""
-    p("/x/big.pcap", 50, 200_000_000)  # 1.5 s
-    assert capsys.readouterr().err == "\ringesting big.pcap:   0.0% of 200 MB"
+    p("/x/big.pcap", 50_000_000, 200_000_000)  # 1.5 s; a quarter in 1 s since the file began
+    assert capsys.readouterr().err == ("\ringesting big.pcap:  25.0% of 200 MB, about 3 s left"
+                                       + " " * 8)
     quiet = cli.Progress(enabled=False)
     quiet("/x/big.pcap", 1, 2)
     assert capsys.readouterr().err == ""

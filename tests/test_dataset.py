@@ -24,20 +24,21 @@ def test_export_import_round_trip(demo_store, tmp_path):
     r = CliRunner().invoke(main, ["export", "--parquet", str(out), "--db", demo_store])
     assert r.exit_code == 0, r.output
     assert not (tmp_path / "ds.partial").exists()
-    parts = sorted(p for p in os.listdir(out) if p.startswith("capture_id="))
+    parts = sorted(os.listdir(out / "packets"))
     with duckdb.connect(demo_store, read_only=True) as src:
         n_captures = src.execute("SELECT count(*) FROM captures").fetchone()[0]
         listed = tables(src)
         with_capture_id = {name for name, in src.execute(
             "SELECT table_name FROM information_schema.columns WHERE column_name = 'capture_id' "
             "AND table_schema = 'main'").fetchall()}
-    # a folder per capture, a file in it per per-capture table that has its rows;
-    # store-wide tables whole
+    # a folder per table, Hive-partitioned by capture; store-wide tables whole;
+    # bookkeeping outside the table folders
     assert parts == [f"capture_id={i}" for i in sorted(range(1, n_captures + 1), key=str)]
-    assert {"packets.parquet", "tcp_analysis.parquet", "captures.parquet"} <= set(
-        os.listdir(out / "capture_id=3"))
-    assert (out / "requests.parquet").exists() and (out / "attribution.parquet").exists()
-    assert not (out / "capture_id=3" / "requests.parquet").exists()
+    for name in ("packets", "tcp_analysis", "captures"):
+        assert os.listdir(out / name / "capture_id=3") == ["part-0.parquet"], name
+    assert os.listdir(out / "requests") == ["part-0.parquet"]
+    assert os.listdir(out / "attribution") == ["part-0.parquet"]
+    assert sorted(os.listdir(out / "_records")) == sorted(f"{i}.json" for i in range(1, n_captures + 1))
     assert "requests" in with_capture_id and not (out / "_partial").exists()
     copy = str(tmp_path / "copy.duckdb")
     r = CliRunner().invoke(main, ["import", str(out), "--db", copy])

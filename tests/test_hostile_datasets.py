@@ -35,7 +35,7 @@ def _copy(src, dst):
 @pytest.mark.parametrize("damage", ["text", "cut", "empty"])
 def test_a_file_that_is_not_parquet_is_refused_in_one_line(exported, tmp_path, damage):
     ds = _copy(exported, tmp_path / "ds")
-    target = ds / "capture_id=1" / "flows.parquet"
+    target = ds / "flows" / "capture_id=1" / "part-0.parquet"
     data = target.read_bytes()
     target.write_bytes({"text": b"not a parquet file\n", "cut": data[:-100], "empty": b""}[damage])
     for args in (["sql", "SELECT count(*) FROM flows"], ["sessions"], ["captures"]):
@@ -44,7 +44,7 @@ def test_a_file_that_is_not_parquet_is_refused_in_one_line(exported, tmp_path, d
         (line,) = r.output.splitlines()
         assert line.startswith(f"tracekit: error: {target}: not a Parquet file ("), line
     target.write_bytes(data)
-    whole = ds / "requests.parquet"
+    whole = ds / "requests" / "part-0.parquet"
     whole.write_bytes(b"PAR1")
     r = CliRunner().invoke(main, ["sql", "SELECT count(*) FROM requests", "--store", str(ds)])
     assert r.exit_code == 2 and f"{whole}: not a Parquet file (4 bytes" in r.output, r.output
@@ -53,10 +53,10 @@ def test_a_file_that_is_not_parquet_is_refused_in_one_line(exported, tmp_path, d
 def test_a_writer_sets_a_damaged_capture_aside_and_its_file_goes_in_again(exported, tmp_path):
     pytest.importorskip("distributed")
     ds = _copy(exported, tmp_path / "ds")
-    (ds / "capture_id=1" / "packets.parquet").write_bytes(b"garbage")
+    (ds / "packets" / "capture_id=1" / "part-0.parquet").write_bytes(b"garbage")
     r = CliRunner().invoke(main, ["ingest", *SMALL, "--store", str(ds), "--workers", "1"])
     assert r.exit_code == 0, r.output
-    assert f"{ds}/capture_id=1/packets.parquet: not a Parquet file" in r.output
+    assert f"{ds}/packets/capture_id=1/part-0.parquet: not a Parquet file" in r.output
     assert "capture folder was moved to" in r.output
     assert "udp-echo.pcapng: already in the dataset as capture 2" in r.output
     assert len(os.listdir(ds / "_damaged")) == 1

@@ -1,13 +1,21 @@
 """`tracekit analyze`: every derived table, incrementally, and what each step did."""
 
-import sys
 import time
 
 import click
 
 from .. import api
 from . import dask_runs
-from .common import CONTEXT, cluster_options, db_option, handle_errors, plural
+from .common import (
+    CONTEXT,
+    cluster_options,
+    db_option,
+    eta_text,
+    handle_errors,
+    live,
+    plural,
+    verbosity,
+)
 
 
 @click.command(context_settings=CONTEXT)
@@ -35,23 +43,35 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
               "reorder_window_ns": int(reorder_window_ms * 1e6)}
     if api.on_dataset(db, workers, cluster):
         run, where = api.analyze(db, params, workers=workers, cluster=cluster,
-                                 dataset_progress=dask_runs.progress)
+                                 dataset_progress=dask_runs.progress())
         if not run.captures and not run.failures:
             click.echo("per-capture analyses: up to date")
         return dask_runs.report(run, where)
     shown = [False]
     started = time.monotonic()
+    rewrite, verbose = live(), verbosity() > 0
 
-    def progress(table, capture_id):
-        if sys.stderr.isatty() and time.monotonic() - started > 1.0:
-            what = f"for capture {capture_id}" if capture_id else "over the whole store"
-            click.echo(f"\ranalysing: {table} {what}" + " " * 10, err=True, nl=False)
+    def progress(table, capture_id, done=None, total=None):
+        what = f"for capture {capture_id}" if capture_id else "over the whole store"
+        now = time.monotonic()
+        if table != step[0]:
+            step[:] = [table, now]
+        elapsed = now - started
+        share = (f", {100.0 * done / total:.0f}% of the step's packets done"
+                 f"{eta_text(now - step[1], done, total)}" if total else "")
+        if verbose:
+            click.echo(f"analysing {table} {what} ({elapsed:,.1f} s in{share})", err=True)
+        elif rewrite and elapsed > 1.0:
+            click.echo(f"\ranalysing: {table} {what} ({elapsed:,.0f} s in{share})" + " " * 10,
+                       err=True, nl=False)
             shown[0] = True
+    progress.takes_share = True
+    step = [None, started]
     try:
         summary = api.analyze(db, params, progress)
     finally:
         if shown[0]:
-            click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
+            click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
     report(summary)
 
 

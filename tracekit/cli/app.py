@@ -10,7 +10,7 @@ import click
 
 from ..core.version import __version__
 from . import agent, analyze, charts, decide, ingest, lab, store, streams, views, whatif
-from .common import CONTEXT
+from .common import CONTEXT, verbosity_options
 
 # numba probes for BLAS by importing scipy.linalg when scipy is installed (a
 # second of start-up); tracekit uses no linear algebra, so the CLI process
@@ -57,3 +57,13 @@ for command in (ingest.ingest, analyze.analyze, *views.COMMANDS, charts.plot, ch
                 *decide.COMMANDS, *store.COMMANDS, lab.lab, *agent.COMMANDS, *streams.COMMANDS,
                 *whatif.COMMANDS):
     main.add_command(command)
+
+
+def _with_verbosity(command):
+    """-q/-v on `command` and, for a group (plot, lab...), on its commands."""
+    command.params.extend(verbosity_options())
+    for sub in getattr(command, "commands", {}).values():
+        _with_verbosity(sub)
+
+
+_with_verbosity(main)

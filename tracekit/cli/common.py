@@ -3,18 +3,29 @@
 Every TracekitError becomes one line on stderr and exit status 2 (`--debug`
 shows the traceback instead); a full disk is named as such; anything else is
 a bug and says so in one line. Row-emitting commands share --format.
+
+Exit statuses: the EXIT_ constants below (the table in docs/guide.md, "Exit
+statuses"; tests/test_exit_codes.py runs each).
 """
 
 import errno
 import functools
 import os
 import re
+import stat
 import sys
 import time
 
 import click
 
 from ..core.errors import TracekitError
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1  # a run that failed in part (a capture of a Dask run); the rest is kept
+EXIT_USAGE = 2  # usage or bad input: one line naming what (click's usage errors too)
+EXIT_INTERNAL = 3  # a bug: one line, --debug for the traceback
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -37,15 +48,64 @@ def cluster_options(f):
                              "without --cluster or --workers: one worker per core).")(f)
 
 
+def _remember_out(ctx, param, value):
+    ctx.meta["tracekit.out"] = value
+    return value
+
+
 def format_option(f):
+    f = click.option(
+        "--out", "out", metavar="FILE", default=None, expose_value=False, callback=_remember_out,
+        help="Write the rows to FILE instead of stdout (needed by --format parquet, unless "
+             "stdout is redirected to a file).")(f)
     return click.option(
-        "--format", "fmt", type=click.Choice(["table", "csv", "json", "markdown"]),
-        default="table", show_default=True, help="Output format.")(f)
+        "--format", "fmt", type=click.Choice(["table", "csv", "json", "ndjson", "markdown",
+                                              "parquet"]),
+        default="table", show_default=True,
+        help="Output format: ndjson is one JSON object a line; parquet writes a Parquet "
+             "file (--out FILE, or > FILE).")(f)
 
 
 def emit(columns, rows, fmt):
     from ..presentation.table import render
-    click.echo(render(columns, rows, fmt), nl=False)
+    out = click.get_current_context().meta.get("tracekit.out")
+    if fmt == "parquet":
+        _write_parquet(columns, rows, out)
+        return
+    text = render(columns, rows, fmt)
+    if out:
+        try:
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise TracekitError(f"{out}: cannot write: {e.strerror}") from None
+    else:
+        click.echo(text, nl=False)
+
+
+def _write_parquet(columns, rows, out):
+    """The rows as one Parquet file: to `out`, or to stdout when it is a file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..presentation.table import parquet_table
+    if out is None:
+        try:
+            regular = stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode)
+        except (OSError, ValueError, AttributeError):
+            regular = False
+        if not regular:
+            raise TracekitError("--format parquet writes a file: give --out FILE (or redirect "
+                                "stdout to a file: > rows.parquet)")
+    table = parquet_table(pa, columns, rows)
+    try:
+        if out is None:
+            sys.stdout.flush()
+            pq.write_table(table, sys.stdout.buffer)
+        else:
+            pq.write_table(table, out)
+    except OSError as e:
+        raise TracekitError(f"{out or 'stdout'}: cannot write Parquet: {e}") from None
 
 
 def plural(n, word):
@@ -111,7 +171,7 @@ def handle_errors(f):
             if debug:
                 raise
             click.echo(f"tracekit: error: {e}", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             if ctx.info_name == "ingest":
                 said = "the store is as it was before this command"
@@ -119,52 +179,112 @@ def handle_errors(f):
                 said = ("what was complete before it is kept; nothing half-written is "
                         "visible (the next run of the command finishes the job)")
             click.echo(f"tracekit: interrupted; {said}", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except BrokenPipeError:
             # the reader of the output went away (`| head`): stop as a Unix filter
             # does, silently, with 128 + SIGPIPE (what is committed stays)
             _quiet_stdout()
-            sys.exit(141)
+            sys.exit(EXIT_BROKEN_PIPE)
         except ModuleNotFoundError as e:
             if debug or e.name not in OPTIONAL:
                 raise
             click.echo(f"tracekit: error: {OPTIONAL[e.name]}", err=True)
-            sys.exit(2)
+            sys.exit(EXIT_USAGE)
         except Exception as e:
             if debug:
                 raise
             full = _disk_full(e, ctx.info_name) or _damaged_parquet(e)
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
-                sys.exit(2)
+                sys.exit(EXIT_USAGE)
             # a bug: say so in one line
             click.echo(f"tracekit: internal error: {type(e).__name__}: {e} "
                        f"(run with --debug for the traceback, and please report it)", err=True)
-            sys.exit(1)
+            sys.exit(EXIT_INTERNAL)
     return wrapper
 
 
-class Progress:
-    """Progress on stderr for long ingests (only on a terminal, after 1 s)."""
+VERBOSITY = "tracekit.verbosity"  # ctx.meta key, shared by a command and its group
 
-    def __init__(self, enabled):
-        self.enabled = enabled
+
+def _set_verbosity(level):
+    def callback(ctx, param, value):
+        if value:
+            ctx.meta[VERBOSITY] = level
+        return value
+    return callback
+
+
+def verbosity_options():
+    """-q and -v, for the group and every command (`tracekit -q ingest` and
+    `tracekit ingest -q` alike)."""
+    return [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False,
+                         callback=_set_verbosity(-1), help="No progress lines."),
+            click.Option(["-v", "--verbose"], is_flag=True, expose_value=False,
+                         callback=_set_verbosity(1),
+                         help="Say each step on stderr as it starts (each file read, each "
+                              "analysis step and capture, each Dask capture done), terminal "
+                              "or not.")]
+
+
+def verbosity():
+    """-1 quiet, 0 by default, 1 verbose."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(VERBOSITY, 0) if ctx is not None else 0
+
+
+def live():
+    """Whether a progress line that rewrites itself is shown: on a terminal, not -q."""
+    return verbosity() >= 0 and sys.stderr.isatty()
+
+
+def eta_text(seconds_so_far, done, total):
+    """', about N s left' from the rate so far, or '' before there is one."""
+    if not done or done >= total or seconds_so_far <= 0:
+        return ""
+    left = seconds_so_far * (total - done) / done
+    if left < 120:
+        return f", about {left:,.0f} s left"
+    return f", about {left / 60:,.0f} min left" if left < 7200 else f", about {left / 3600:,.1f} h left"
+
+
+class Progress:
+    """Progress of an ingest on stderr: a line rewritten in place on a terminal
+    (after 1 s; with the time left at the rate so far), a line per file with -v,
+    nothing with -q."""
+
+    def __init__(self, enabled=None):
+        self.enabled = live() if enabled is None else enabled
+        self.verbose = verbosity() > 0
         self.started = time.monotonic()
+        self.path = None
+        self.file_started = self.started
         self.shown = False
 
     def __call__(self, path, done, total):
-        if not self.enabled or time.monotonic() - self.started < 1.0:
+        if not self.enabled and not self.verbose:
+            return
+        now = time.monotonic()
+        if path != self.path:
+            self.path, self.file_started = path, now
+            if self.verbose:
+                self.done()
+                click.echo(f"reading {path} ({total / 1e6:,.1f} MB)", err=True)
+        if not self.enabled or now - self.started < 1.0:
             return
         pct = 100.0 * done / total if total else 100.0
         name = os.path.basename(path)
-        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB", err=True, nl=False)
+        eta = eta_text(now - self.file_started, done, total)
+        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB{eta}" + " " * 8,
+                   err=True, nl=False)
         self.shown = True
 
     def done(self):
         if self.shown:
-            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+            click.echo("\r" + " " * 90 + "\r", err=True, nl=False)
+            self.shown = False
 
 
 def parse_labels(labels):

@@ -4,19 +4,32 @@ the CLI's side of tracekit/pipeline/cluster."""
 
 import os
 import sys
+import time
 
 import click
 
-from .common import plural
+from .common import EXIT_PARTIAL, eta_text, live, plural, verbosity
 from .messages import report_log, skipped_text
 
 
-def progress(n, total, path, capture_id, result):
-    if sys.stderr.isatty():
-        click.echo(f"\r{n}/{total} captures done (last: capture {capture_id})" + " " * 10,
-                   err=True, nl=False)
-        if n == total:
-            click.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+def progress():
+    """A callback for a Dask run's captures as they end: n/total and the time
+    left on a terminal, a line per capture with -v, nothing with -q."""
+    started = time.monotonic()
+    rewrite, verbose = live(), verbosity() > 0
+
+    def shown(n, total, path, capture_id, result):
+        eta = eta_text(time.monotonic() - started, n, total)
+        state = "failed" if result is None else "done"
+        if verbose:
+            name = os.path.basename(path) if path else f"capture {capture_id}"
+            click.echo(f"{n}/{total}: {name} (capture {capture_id}) {state}{eta}", err=True)
+        elif rewrite:
+            click.echo(f"\r{n}/{total} captures done (last: capture {capture_id}){eta}"
+                       + " " * 10, err=True, nl=False)
+            if n == total:
+                click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
+    return shown
 
 
 def report(run, where):
@@ -60,4 +73,4 @@ def report(run, where):
     click.echo(f"total: {plural(len(run.captures), 'capture')} ({plural(packets, 'packet')}), "
                f"{plural(len(run.failures), 'failure')} on {where}; {run.seconds:.2f} s{rate}")
     if run.failures:
-        sys.exit(1)
+        sys.exit(EXIT_PARTIAL)

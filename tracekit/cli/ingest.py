@@ -61,11 +61,11 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     # (nothing to ingest is said before a bad --time)
     time_ns = (api.parse_time(stated_time) if stated_time is not None and (files or manifests)
                else None)
-    progress = Progress(sys.stderr.isatty())
+    progress = Progress()
     try:
         done = api.ingest(db, files, manifests, labels, replace, input_format, offset_ns, time_ns,
                           progress=progress, workers=workers, cluster=cluster,
-                          dataset_progress=dask_runs.progress)
+                          dataset_progress=dask_runs.progress())
     finally:
         progress.done()
     if done.dataset is not None:

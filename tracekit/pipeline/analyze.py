@@ -118,6 +118,12 @@ def create_views(con):
 def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=()):
     """Bring every derived table up to date; return a StepResult per step.
 
+    `progress(table, capture_id)` is called as each step starts on a batch of
+    captures (capture 0: a store-wide step); one whose attribute
+    `takes_share` is true is called `progress(table, capture_id, done,
+    total)` in the per-capture steps, done and total in packets of the
+    captures that step analyses in this run.
+
     `params` overrides the thresholds of the segment classification
     (transport/sequence.py PARAMETERS: dupthresh, rto_min_ns,
     reorder_window_ns); they are part of the version, so a change rebuilds
@@ -222,9 +228,14 @@ def _build_capture_step(con, writer, step, version, captures, failed, progress):
 
 
 def _build_batches(con, writer, step, version, captures, pending, result, progress):
+    total, done = sum(captures[c] for c in pending), 0
     for batch in _batches(pending, captures, step):
-        if progress:
+        if progress and getattr(progress, "takes_share", False):
+            # (the step's share done, in packets of its pending captures: for an ETA)
+            progress(step.table, batch[0], done, total)
+        elif progress:
             progress(step.table, batch[0])
+        done += sum(captures[c] for c in batch)
         try:
             counts = _write_batch(con, writer, step, version, batch)
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:

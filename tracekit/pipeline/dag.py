@@ -104,6 +104,20 @@ def upstream(nodes):
     return {n.name: sorted({writer[t] for t in n.reads if t in writer} - {n.name}) for n in nodes}
 
 
+def downstream(names, nodes=None):
+    """The steps that read, directly or through others, what the steps `names`
+    write (`names` not included)."""
+    nodes = list(nodes if nodes is not None else code_nodes() + sql_nodes())
+    ups = upstream(nodes)
+    found = set(names)
+    grew = True
+    while grew:
+        more = {n for n, deps in ups.items() if n not in found and found & set(deps)}
+        found |= more
+        grew = bool(more)
+    return found - set(names)
+
+
 def versions(own, nodes):
     """{step: version}: a hash of its own version (`own[name]`) and its
     upstream steps' versions, in DAG order."""

@@ -1,6 +1,7 @@
-"""Rows to text: an aligned terminal table, CSV, JSON (lines of objects) or Markdown.
+"""Rows to text: an aligned terminal table, CSV, JSON (an array of objects),
+NDJSON (one object a line) or Markdown; or to a Parquet table.
 
-Every row-emitting command shares these four formats (sqlite-utils' habit).
+Every row-emitting command shares these formats (sqlite-utils' habit).
 Numbers are right-aligned in the terminal table; NULL shows as an empty cell
 (`null` in JSON); nothing is rounded except floats in the terminal and
 Markdown tables, which show at most 6 significant digits.
@@ -11,7 +12,7 @@ import io
 import json
 import math
 
-FORMATS = ("table", "csv", "json", "markdown")
+FORMATS = ("table", "csv", "json", "ndjson", "markdown", "parquet")
 
 
 def _cell(value):
@@ -56,6 +57,9 @@ def render(columns, rows, fmt="table"):
     if fmt == "json":
         return json.dumps([dict(zip(columns, (_jsonable(v) for v in r))) for r in rows],
                           indent=2) + "\n"
+    if fmt == "ndjson":
+        return "".join(json.dumps(dict(zip(columns, (_jsonable(v) for v in r)))) + "\n"
+                       for r in rows)
     cells = [[_cell(v) for v in r] for r in rows]
     numeric = [all(_is_number(r[i]) or r[i] is None for r in rows) and rows
                for i in range(len(columns))]
@@ -76,6 +80,21 @@ def render(columns, rows, fmt="table"):
     out = [line(columns), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]
     return "\n".join(out) + "\n"
+
+
+def parquet_table(pa, columns, rows):
+    """A pyarrow Table of `rows` (sequences) under `columns`: each column's type
+    inferred from its values (all NULL: a string column); values pyarrow cannot
+    type (a Decimal, a date mixed with text) as their text."""
+    arrays = []
+    for i in range(len(columns)):
+        values = [r[i] for r in rows]
+        try:
+            arrays.append(pa.array(values) if any(v is not None for v in values)
+                          else pa.array(values, type=pa.string()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays.append(pa.array([None if v is None else _cell(v) for v in values]))
+    return pa.Table.from_arrays(arrays, names=[str(c) for c in columns])
 
 
 def ablation_rows(results, by, top_spans=3, predictions=False):

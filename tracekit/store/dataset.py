@@ -1,31 +1,42 @@
 """A store as a Parquet dataset: written by `tracekit export --parquet DIR` or
 by a run on a Dask cluster (tracekit/pipeline/cluster/), read back by `tracekit
-import DIR`, and queried in place (`--store DIR`, `tracekit.open_dataset`).
+import DIR`, and queried in place (`--store DIR`, `tracekit.open_dataset`) or
+by any Parquet reader (DuckDB, pandas, pyarrow.dataset, polars: one folder is
+one table).
 
 Layout:
 
-    DIR/_tables.json                   every table: its columns and types, in
-                                       order, and whether it is per capture
-    DIR/capture_id=3/packets.parquet   one folder per capture (hive-style), a
-    DIR/capture_id=3/flows.parquet     file in it per per-capture table
-    DIR/requests.parquet               a store-wide table, whole
-    DIR/analysis_runs.parquet          (a per-capture table's rows that belong
-                                       to no capture: the store-wide steps' runs)
+    DIR/packets/capture_id=3/part-0.parquet  a per-capture table: one folder per
+    DIR/flows/capture_id=3/part-0.parquet    table, Hive-partitioned by capture
+    DIR/analysis_runs/capture_id=0/...       (capture 0: its rows of no capture,
+                                             the store-wide steps' runs)
+    DIR/requests/part-0.parquet              a store-wide table, whole
+    DIR/_tables.json                         every table: its columns and the
+                                             store's types, in order; per capture?
+    DIR/_records/3.json                      capture 3 is published (written last)
+    DIR/_partial/, DIR/_damaged/             never read
 
-Per-capture tables are the ones ingest and the per-capture analyses fill;
-store-wide ones (requests, attribution, runs...) are built over every
-capture and log at once. A capture's folder is written in DIR/_partial/ and
-renamed into place when every file of it is complete: one rename, so a
-reader (`capture_id=*` in a glob) sees all of a capture or nothing of it,
-whatever killed the writer. A whole file is written beside and renamed over
-the old one. Files of `_partial/` are never read, and the next writer clears
-them.
+Bookkeeping is in files and folders whose names begin with `_` or `.`, outside
+the table folders: readers of a folder (pyarrow.dataset, polars) skip them.
+Types are the ones every reader maps: 128-bit integers (also inside MAPs and
+lists) as BIGINT, JSON as text; the store's types come back on import.
+
+A capture's files are written in DIR/_partial/ and moved into each table's
+folder, then its record is written: tracekit reads only recorded captures, so
+it sees all of a capture or nothing of it, whatever killed the writer; the
+next writer removes what an unrecorded capture left. A capture analysed again
+swaps `analysis_runs` last, so one cut short reads as stale and is analysed
+again. A whole file is written beside and renamed over the old one.
+
+A dataset of the first layout (DIR/capture_id=N/TABLE.parquet) is read as it
+is and refused for writing.
 """
 
 import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import uuid
 
@@ -34,10 +45,14 @@ from .schema import STAGED, storage
 
 MANIFEST = "_tables.json"
 PARTIAL = "_partial"
+RECORDS = "_records"
+DAMAGED = "_damaged"
+PART = "part-{i}"  # a partition's files: part-0.parquet, part-1.parquet...
+REST = 0  # the partition of a per-capture table's rows of no capture
 MARKERS = ("ingests_in_progress", "analyses_in_progress")  # not data: never exported
 
-# Parquet has no 128-bit integer: such columns go as DECIMAL(38, 0), exactly
-WIDE = {"HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}
+# what every reader maps: no 128-bit integers (also inside MAPs, lists), JSON as text
+PORTABLE = ((re.compile(r"\bU?HUGEINT\b"), "BIGINT"), (re.compile(r"\bJSON\b"), "VARCHAR"))
 
 
 def quote(path):
@@ -66,8 +81,15 @@ def tables(con):
     return out
 
 
+def portable(type_):
+    """The type a column is written to Parquet as (see PORTABLE)."""
+    for pattern, to in PORTABLE:
+        type_ = pattern.sub(to, type_)
+    return type_
+
+
 def _select(types):
-    return ", ".join(f'CAST("{c}" AS {WIDE[t]}) AS "{c}"' if t in WIDE else f'"{c}"'
+    return ", ".join(f'CAST("{c}" AS {portable(t)}) AS "{c}"' if portable(t) != t else f'"{c}"'
                      for c, t in types.items())
 
 
@@ -79,13 +101,61 @@ def as_stored(types):
 
 def to_parquet(con, name, types, path, where="true"):
     """Write the columns `types` of table `name` (rows matching `where`) to one
-    Parquet file (128-bit integers as DECIMAL(38, 0))."""
+    Parquet file (of the types every reader maps: `portable`)."""
     con.execute(f"COPY (SELECT {_select(types)} FROM {name} WHERE {where}) TO {quote(path)} "
                 f"(FORMAT PARQUET)")
 
 
-def capture_dir(directory, capture_id):
-    return os.path.join(directory, f"capture_id={int(capture_id)}")
+def first_layout(directory):
+    """Whether `directory` holds a dataset of the first layout
+    (DIR/capture_id=N/TABLE.parquet, whole tables as DIR/TABLE.parquet)."""
+    return bool(glob.glob(os.path.join(directory, "capture_id=*"))
+                or glob.glob(os.path.join(directory, "*.parquet")))
+
+
+def refuse_first_layout(directory):
+    if first_layout(directory):
+        raise TracekitError(
+            f"{directory}: a dataset of the first layout (capture_id=N/TABLE.parquet) is read "
+            f"but not written; copy it to the new one: tracekit import {directory} --db "
+            f"new.duckdb, then tracekit export --parquet NEWDIR --db new.duckdb")
+
+
+def capture_dir(directory, capture_id, name):
+    """The folder of one capture's rows of table `name`."""
+    return os.path.join(directory, name, f"capture_id={int(capture_id)}")
+
+
+def _record(directory, capture_id):
+    return os.path.join(directory, RECORDS, f"{int(capture_id)}.json")
+
+
+def recorded(directory):
+    """The ids of the captures published in the dataset, in order."""
+    try:
+        names = os.listdir(os.path.join(directory, RECORDS))
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+
+
+def _write_record(directory, capture_id, names):
+    os.makedirs(os.path.join(directory, RECORDS), exist_ok=True)
+    part = partial_path(directory, "record") + ".json"
+    with open(part, "w") as f:
+        json.dump({"capture_id": int(capture_id), "tables": sorted(names)}, f)
+    os.replace(part, _record(directory, capture_id))
+
+
+def files(directory, name, partitioned):
+    """The Parquet files tracekit reads of table `name`: the recorded captures'
+    and the rest partition's, or the whole table's."""
+    if not partitioned:
+        return sorted(glob.glob(os.path.join(directory, name, "*.parquet")))
+    out = []
+    for cid in [REST, *recorded(directory)]:
+        out += sorted(glob.glob(os.path.join(capture_dir(directory, cid, name), "*.parquet")))
+    return out
 
 
 def partial_path(directory, name):
@@ -98,29 +168,33 @@ def partial_path(directory, name):
 def write_capture(con, capture_id, directory, partitioned, before_publish=None,
                   replace=True):
     """Write one capture's rows of the per-capture tables ({name: {column: type}})
-    as a new folder of `directory` and publish it, replacing an older one; with
-    `replace` false a folder already published stays as it is (a task run
+    into each table's folder and record it, replacing an older one; with
+    `replace` false a capture already recorded stays as it is (a task run
     again after its first run had published: the same rows) and this one is
     dropped."""
-    target = capture_dir(directory, capture_id)
-    part = partial_path(directory, f"capture_id={int(capture_id)}")
+    cid = int(capture_id)
+    part = partial_path(directory, f"capture_id={cid}")
     os.makedirs(part)
     try:
         for name, types in partitioned.items():
+            os.makedirs(os.path.join(part, name))
             to_parquet(con, name, {c: t for c, t in types.items() if c != "capture_id"},
-                       os.path.join(part, name + ".parquet"), f"capture_id = {int(capture_id)}")
+                       os.path.join(part, name, PART.format(i=0) + ".parquet"),
+                       f"capture_id = {cid}")
         if before_publish:
-            before_publish(capture_id)
-        if not replace and os.path.exists(target):
-            shutil.rmtree(part, ignore_errors=True)
-        else:
-            _publish_folder(part, target, directory)
-    except BaseException:
+            before_publish(cid)
+        if replace or not os.path.exists(_record(directory, cid)):
+            # analysis_runs last: a swap cut short reads as a stale analysis
+            for name in sorted(partitioned, key=lambda n: n == "analysis_runs"):
+                _publish_folder(os.path.join(part, name), capture_dir(directory, cid, name),
+                                directory)
+            _write_record(directory, cid, partitioned)
+    finally:
         shutil.rmtree(part, ignore_errors=True)
-        raise
 
 
 def _publish_folder(part, target, directory):
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.exists(target):  # the capture analysed again: swap, then drop the old one
         old = partial_path(directory, "replaced")
         os.rename(target, old)
@@ -131,11 +205,24 @@ def _publish_folder(part, target, directory):
 
 
 def write_whole(con, name, types, directory, where="true"):
-    """Write a table (its rows matching `where`) as DIR/<name>.parquet, atomically."""
+    """Write a store-wide table (its rows matching `where`) as
+    DIR/<name>/part-0.parquet, atomically."""
+    _write_file(con, name, types, directory, os.path.join(directory, name), where)
+
+
+def write_rest(con, name, types, directory, where="true"):
+    """Write a per-capture table's rows of no capture (matching `where`) as its
+    partition capture_id=0, atomically."""
+    _write_file(con, name, {c: t for c, t in types.items() if c != "capture_id"},
+                directory, capture_dir(directory, REST, name), where)
+
+
+def _write_file(con, name, types, directory, folder, where):
     part = partial_path(directory, name) + ".parquet"
     try:
         to_parquet(con, name, types, part, where)
-        os.replace(part, os.path.join(directory, name + ".parquet"))
+        os.makedirs(folder, exist_ok=True)
+        os.replace(part, os.path.join(folder, PART.format(i=0) + ".parquet"))
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(part)
@@ -165,8 +252,15 @@ def read_manifest(directory):
 
 
 def clear_partial(directory):
-    """Drop what killed writers left in _partial/ (call with the writer's lock held)."""
+    """Drop what killed writers left: _partial/, and the folders of captures
+    never recorded (call with the writer's lock held). A dataset of the first
+    layout is refused here, before any writer changes it."""
+    refuse_first_layout(directory)
     shutil.rmtree(os.path.join(directory, PARTIAL), ignore_errors=True)
+    keep = {f"capture_id={c}" for c in [REST, *recorded(directory)]}
+    for folder in glob.glob(os.path.join(directory, "[!_.]*", "capture_id=*")):
+        if os.path.basename(folder) not in keep:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def export(con, directory, whole=()):
@@ -185,19 +279,15 @@ def export(con, directory, whole=()):
         described = {name: types for name, types, _ in tables(con)}
         partitioned = {n: t for n, t in described.items() if "capture_id" in t and n not in whole}
         ids = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall()]
-        for name, types in partitioned.items():
-            _export_partitions(con, name, types, partial)
-        for cid in ids:
-            os.makedirs(capture_dir(partial, cid), exist_ok=True)
         for name, types in described.items():
-            if name not in partitioned:
+            if name in partitioned:
+                _export_partitions(con, name, types, partial)
+            else:
                 write_whole(con, name, types, partial)
-            elif con.execute(f"SELECT count(*) FROM {name} WHERE capture_id NOT IN "
-                             f"(SELECT capture_id FROM captures)").fetchall()[0][0]:
-                write_whole(con, name, types, partial,
-                            "capture_id NOT IN (SELECT capture_id FROM captures)")
+        for cid in ids:
+            _write_record(partial, cid, partitioned)
         write_manifest(partial, described, partitioned)
-        clear_partial(partial)
+        shutil.rmtree(os.path.join(partial, PARTIAL), ignore_errors=True)
         counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
                   for name in described}
         os.rename(partial, directory)
@@ -208,48 +298,54 @@ def export(con, directory, whole=()):
 
 
 def _export_partitions(con, name, types, directory):
-    """One COPY per table, split by capture, then each capture's file moved into
-    its folder (cheaper than a COPY per capture and table)."""
-    spread = partial_path(directory, name)
-    cols = _select(types)
-    con.execute(f"COPY (SELECT {cols} FROM {name} WHERE capture_id IN (SELECT capture_id FROM "
-                f"captures)) TO {quote(spread)} (FORMAT PARQUET, PARTITION_BY (capture_id))")
-    if not os.path.isdir(spread):
-        return  # no rows
-    for folder in os.listdir(spread):
-        files = sorted(glob.glob(os.path.join(spread, folder, "*.parquet")))
-        target = os.path.join(directory, folder)
-        os.makedirs(target, exist_ok=True)
-        if len(files) == 1:
-            os.rename(files[0], os.path.join(target, name + ".parquet"))
-        else:  # DuckDB split a partition: one file per capture and table all the same
-            listed = "[" + ", ".join(quote(f) for f in files) + "]"
-            con.execute(f"COPY (SELECT * FROM read_parquet({listed})) TO "
-                        f"{quote(os.path.join(target, name + '.parquet'))} (FORMAT PARQUET)")
-    shutil.rmtree(spread)
+    """One COPY per table, Hive-partitioned by capture; rows of no capture in
+    the partition capture_id=0."""
+    cols = _select({c: t for c, t in types.items() if c != "capture_id"})
+    os.makedirs(os.path.join(directory, name))
+    con.execute(f"COPY (SELECT {cols}, CASE WHEN capture_id IN (SELECT capture_id FROM captures) "
+                f"THEN capture_id ELSE {REST} END AS capture_id FROM {name}) "
+                f"TO {quote(os.path.join(directory, name))} (FORMAT PARQUET, "
+                f"PARTITION_BY (capture_id), OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{PART}')")
 
 
 def source(directory, name, entry):
     """SQL reading one table of the dataset, its columns in the store's order
-    and of the store's types: its published capture folders and its whole file."""
+    and of the store's types: its recorded captures and its whole file."""
+    if first_layout(directory):
+        return _first_layout_source(directory, name, entry)
+    cols = as_stored(dict(zip(entry["columns"], entry["types"])))
+    found = files(directory, name, entry["partitioned"])
+    for path in found:
+        check_parquet(path)
+    if not found:
+        return _no_rows(entry)
+    listed = "[" + ", ".join(quote(f) for f in found) + "]"
+    hive = (", hive_partitioning = true, union_by_name = true, hive_types = "
+            "{'capture_id': INTEGER}" if entry["partitioned"] else "")
+    return f"SELECT {cols} FROM read_parquet({listed}{hive})"
+
+
+def _no_rows(entry):
+    return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
+                                 zip(entry["columns"], entry["types"])) + " WHERE false"
+
+
+def _first_layout_source(directory, name, entry):
     cols = as_stored(dict(zip(entry["columns"], entry["types"])))
     parts = []
     if entry["partitioned"]:
-        files = os.path.join(directory, "capture_id=*", name + ".parquet")
-        found = glob.glob(files)
+        pattern = os.path.join(directory, "capture_id=*", name + ".parquet")
+        found = glob.glob(pattern)
         for path in found:
             check_parquet(path)
         if found:
-            parts.append(f"SELECT {cols} FROM read_parquet({quote(files)}, hive_partitioning = "
+            parts.append(f"SELECT {cols} FROM read_parquet({quote(pattern)}, hive_partitioning = "
                          f"true, union_by_name = true, hive_types = {{'capture_id': INTEGER}})")
     whole = os.path.join(directory, name + ".parquet")
     if os.path.exists(whole):
         check_parquet(whole)
         parts.append(f"SELECT {cols} FROM read_parquet({quote(whole)})")
-    if not parts:  # no rows yet: the columns, no rows
-        return "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in
-                                     zip(entry["columns"], entry["types"])) + " WHERE false"
-    return "\nUNION ALL ".join(parts)
+    return "\nUNION ALL ".join(parts) if parts else _no_rows(entry)
 
 
 def check_parquet(path):
@@ -281,23 +377,30 @@ def check_parquet(path):
                             f"there; move that capture's folder away and ingest its file again")
 
 
-DAMAGED = "_damaged"
-
-
 def set_aside_damaged(directory):
     """Move what is not Parquet where Parquet belongs into DIR/_damaged/ (a
-    capture's whole folder, or a whole table's file), so that the next writer
-    works on what is sound: the captures set aside can be ingested again, the
-    store-wide tables are rebuilt. Call with the writer's lock held; returns
-    one note per thing moved."""
+    capture's folders of every table, or a whole table's file), so that the
+    next writer works on what is sound: the captures set aside can be ingested
+    again, the store-wide tables are rebuilt. Call with the writer's lock held;
+    returns one note per thing moved."""
     notes = []
-    for folder in sorted(glob.glob(os.path.join(directory, "capture_id=*"))):
-        bad = _first_damaged(glob.glob(os.path.join(folder, "*.parquet")))
+    for cid in recorded(directory):
+        folders = glob.glob(os.path.join(directory, "[!_.]*", f"capture_id={cid}"))
+        bad = _first_damaged([f for d in folders for f in glob.glob(os.path.join(d, "*.parquet"))])
         if bad:
-            notes.append(_move_aside(directory, folder, bad, "capture folder"))
-    bad_whole = [p for p in glob.glob(os.path.join(directory, "*.parquet")) if _first_damaged([p])]
-    for path in sorted(bad_whole):
-        notes.append(_move_aside(directory, path, _first_damaged([path]), "table file"))
+            os.remove(_record(directory, cid))  # first: the capture is no longer published
+            target = _aside(directory, f"capture_id={cid}")
+            for folder in folders:
+                os.renames(folder, os.path.join(target, os.path.basename(os.path.dirname(folder))))
+            notes.append(_note(bad, "capture folder", target))
+    loose = glob.glob(os.path.join(directory, "[!_.]*", "*.parquet"))
+    loose += glob.glob(os.path.join(directory, "[!_.]*", f"capture_id={REST}", "*.parquet"))
+    for path in sorted(loose):
+        bad = _first_damaged([path])
+        if bad:
+            target = _aside(directory, os.path.relpath(path, directory).replace(os.sep, "-"))
+            os.renames(path, target)
+            notes.append(_note(bad, "table file", target))
     return notes
 
 
@@ -310,11 +413,11 @@ def _first_damaged(paths):
     return None
 
 
-def _move_aside(directory, path, problem, what):
-    aside = os.path.join(directory, DAMAGED)
-    os.makedirs(aside, exist_ok=True)
-    target = os.path.join(aside, f"{os.path.basename(path)}.{uuid.uuid4().hex[:8]}")
-    os.rename(path, target)
+def _aside(directory, name):
+    return os.path.join(directory, DAMAGED, f"{name}.{uuid.uuid4().hex[:8]}")
+
+
+def _note(problem, what, target):
     return (f"{problem}: its {what} was moved to {target} (ingest its capture again; "
             f"store-wide tables are rebuilt)")
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ...core.errors import TracekitError
 from ...store import dataset
+from ..dag import downstream
 from .plan import Lock, plan, read_plan, write_plan
 from .tasks import (
     REQUEST_STEPS,
@@ -42,7 +43,6 @@ from .tasks import (
     work_dir,
 )
 
-AFTER_REQUESTS = (*REQUEST_STEPS, "runs")  # (the store-wide steps from the first of them on)
 LOG_TABLES = ("event_logs", "events")
 
 
@@ -237,7 +237,9 @@ def reduce(directory, logs, params=None, client=None, failed=0):
                               "(SELECT count(*) FROM event_logs)").fetchall()[0][0]
             steps, notes = [], []
             if has and client is not None:
-                steps = analyze(con, params=params, scope="store", skip=AFTER_REQUESTS)
+                # (held back: the request steps and every step that reads them)
+                held = {*REQUEST_STEPS, *downstream(REQUEST_STEPS)}
+                steps = analyze(con, params=params, scope="store", skip=held)
                 try:
                     steps += _request_steps(con, directory, entries, client, params)
                     done = REQUEST_STEPS
@@ -254,7 +256,9 @@ def reduce(directory, logs, params=None, client=None, failed=0):
             whole = {}
             kept_whole = {*store_wide_tables(), *LOG_TABLES, "analysis_runs"}
             for name, types, _ in dataset.tables(con):
-                if name in kept_whole:
+                if name in per_capture and name in kept_whole:  # its rows of no capture
+                    dataset.write_rest(con, name, types, directory)
+                elif name in kept_whole:
                     whole[name] = types
                     dataset.write_whole(con, name, types, directory)
         finally:

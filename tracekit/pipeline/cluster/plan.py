@@ -7,7 +7,6 @@ failure makes the rows a single store would hold.
 """
 
 import fcntl
-import glob
 import hashlib
 import json
 import os
@@ -48,15 +47,18 @@ def _digest(path):
 def _stored_captures(directory):
     """{sha256: capture_id} of the captures published in the dataset (read from
     their folders: a run killed before its manifest still published them)."""
-    files = os.path.join(directory, "capture_id=*", "captures.parquet")
-    if not glob.glob(files):
+    from ...store.dataset import files, quote
+
+    found = files(directory, "captures", True)
+    if not found:
         return {}
     import duckdb
     con = duckdb.connect()
     try:
+        listed = "[" + ", ".join(quote(f) for f in found) + "]"
         return dict(con.execute(
-            "SELECT sha256, capture_id FROM read_parquet(?, hive_partitioning = true, "
-            "hive_types = {'capture_id': INTEGER})", [files]).fetchall())
+            f"SELECT sha256, capture_id FROM read_parquet({listed}, hive_partitioning = true, "
+            f"hive_types = {{'capture_id': INTEGER}})").fetchall())
     finally:
         con.close()
 
@@ -79,7 +81,7 @@ def write_plan(directory, plan):
 
 
 def plan(directory, items):
-    """[(path, labels)] -> ([(path, labels, capture_id)] to ingest, duplicates):
+    """[(path, labels)] -> ([(absolute path, labels, capture_id)] to ingest, duplicates):
     ids in the order given, after the dataset's last; a file planned by an
     earlier run that did not publish it keeps its id."""
     stored = _stored_captures(directory)
@@ -87,6 +89,9 @@ def plan(directory, items):
     nxt = max([0, *stored.values(), *planned.values()]) + 1
     todo, duplicates, seen = [], [], {}
     for path, labels in items:
+        # absolute here: a worker's working directory is not the caller's (a
+        # relative path failed on every worker, twice)
+        path = os.path.abspath(path)
         digest = _digest(path)
         if digest in stored or digest in seen:
             duplicates.append((path, stored.get(digest) or seen[digest]))

@@ -4,6 +4,7 @@ tables of a group of captures. Each works in a DuckDB database of its own
 and writes Parquet files; none prints.
 """
 
+import glob
 import os
 import shutil
 import tempfile
@@ -115,14 +116,15 @@ def reanalyse_task(directory, capture_id, inputs, params=None):
     from ..analyze import analyze
 
     started = time.perf_counter()
-    folder = dataset.capture_dir(directory, capture_id)
     work = work_dir()
     try:
         con = connect(os.path.join(work, "capture.duckdb"))
         try:
             con.execute("BEGIN")
             for name, entry in inputs.items():
-                path = os.path.join(folder, name + ".parquet")
+                path = os.path.join(dataset.capture_dir(directory, capture_id, name), "*.parquet")
+                if not glob.glob(path):  # no rows of this capture (an exported dataset)
+                    continue
                 types = {c: t for c, t in zip(entry["columns"], entry["types"])
                          if c != "capture_id"}  # (the folder's name holds it)
                 con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT "
