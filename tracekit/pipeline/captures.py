@@ -240,7 +240,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             exclude |= bad
         flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
                                                   batch.wire_bytes, exclude)
-        kept = keeper.batch(capture_id, batch, cols, flow_id, from_client)
+        kept = keeper.batch(capture_id, batch, cols, table.rows, from_client)
         if kept is not None:
             writer.put("payloads", kept)
         src_idx, dst_idx = address_dictionary(
@@ -266,6 +266,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             # flows that are over leave the table, their rows written now
             over = table.evict(last_ts, batch.first_frame + len(batch) - 1)
             if over is not None:
+                keeper.moved(table.moved)
                 run.put_rows("flows", flow_columns(capture_id, *over, address_cache),
                              len(over[0]))
         summary.packets += len(batch)

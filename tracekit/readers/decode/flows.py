@@ -126,7 +126,8 @@ class FlowTable:
         """Take the flows that are over at time `now_ns`, frame `frame`, out of
         the table; returns their (counters, endpoints, flow ids), or None while
         they are fewer than an eighth of the table (each eviction costs a pass
-        over it)."""
+        over it). The rows left are renumbered: `self.moved` maps each former
+        row to its new one (-1: gone)."""
         n = self.live()
         st = self.stats[:n]
         quiet = st[:, S["last_frame"]] <= frame - AFTER_PACKETS
@@ -141,6 +142,8 @@ class FlowTable:
         gone = (st[over].copy(), self.ends[:n][over].copy(), self.ids[:n][over].copy())
         keep = np.flatnonzero(~over)
         new_row = np.cumsum(~over) - 1
+        new_row[over] = -1
+        self.moved = new_row
         slots = self.val[:, 5] != EMPTY
         keys, vals = self.key[slots], self.val[slots]
         kept = ~over[vals[:, 0]]
@@ -157,6 +160,7 @@ class FlowTable:
         flow_id = np.full(n, -1, np.int64)
         from_client = np.zeros(n, np.bool_)
         scale = np.full(n, -1, np.int8)
+        self.rows = np.full(n, -1, np.int64)  # each packet's flow's row (for PayloadKeeper)
         is_flow = (cols["is_tcp"] | cols["is_udp"]) & (cols["src_port"] >= 0) & (cols["dst_port"] >= 0)
         if exclude is not None:
             is_flow &= ~exclude
@@ -174,7 +178,7 @@ class FlowTable:
         while done < n:
             added, done = _track(
                 self.jit, *args, done, self.key, self.val, self.used, self.state,
-                self.stats, self.ends, self.ids, flow_id, from_client, scale)
+                self.stats, self.ends, self.ids, flow_id, self.rows, from_client, scale)
             self.used += added
             if done < n:
                 self._grow()
@@ -330,7 +334,7 @@ def _connection(h, new, fc, f, isn, wscale, key, val):
 @kernel(helpers=(_endpoints, _lookup, _open_flow, _tcp_stats, _connection))
 def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
            flags, wscale, tcp_seq, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
-           begin, key, val, used, state, st, ends, ids, flow_id, from_client, scale):
+           begin, key, val, used, state, st, ends, ids, flow_id, row_of, from_client, scale):
     """Process packets from `begin`; returns (keys added, where it stopped).
     `state` holds the next flow id and the rows in use, updated in place.
 
@@ -379,6 +383,7 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         fid = val[h, 0]  # (its row)
         fc = (val[h, 1] == 1) == src_is_a
         flow_id[i] = ids[fid]
+        row_of[i] = fid
         from_client[i] = fc
         st[fid, 4] = frame
         st[fid, 6] = ts[i]
