@@ -43,7 +43,7 @@ from .staging import Command, Hasher, Run, command
 
 __all__ = ["CaptureSummary", "Command", "command", "load_captures"]
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
-LARGE_TABLE, SMALL_BATCH = 1 << 17, 1 << 16  # flows live; packets a batch then
+LARGE_TABLE, SMALL_BATCH = 1 << 16, 1 << 14  # flows live; packets a batch then
 
 
 @dataclass

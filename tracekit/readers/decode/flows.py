@@ -144,13 +144,21 @@ class FlowTable:
         new_row = np.cumsum(~over) - 1
         new_row[over] = -1
         self.moved = new_row
-        slots = self.val[:, 5] != EMPTY
+        # in place, so that an eviction costs a copy of the flows kept, not
+        # of the tables: the hash table refilled, the rows moved down
+        slots = np.flatnonzero(self.val[:, 5] != EMPTY)
+        slots = slots[~over[self.val[slots, 0]]]
         keys, vals = self.key[slots], self.val[slots]
-        kept = ~over[vals[:, 0]]
-        keys, vals = keys[kept], vals[kept]
         vals[:, 0] = new_row[vals[:, 0]]
-        self._rehash(keys, vals, _pow2(max(1 << 10, 3 * len(keep))))
-        self._resize_rows(keep, len(keep) + len(keep) // 4 + (1 << 10))
+        self.key.fill(0)
+        self.val.fill(EMPTY)
+        self.used = _rehash(self.jit, keys, vals, self.key, self.val)
+        for begin in range(0, len(keep), 1 << 16):  # (keep[j] >= j: moving down is safe)
+            part = keep[begin:begin + (1 << 16)]
+            for rows in (self.stats, self.ends, self.ids):
+                rows[begin:begin + len(part)] = rows[part]
+        self.stats[len(keep):n] = NONE
+        self.state[ROWS] = len(keep)
         return gone
 
     def track(self, cols, ts_ns, first_frame, wire_bytes, exclude=None):
