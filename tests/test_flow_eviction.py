@@ -9,6 +9,7 @@ made from and of an ingest that keeps every flow to the end.
 """
 
 import ipaddress
+import os
 import struct
 
 import duckdb
@@ -21,6 +22,8 @@ from tracekit.readers.decode import flows as flowtable
 from pcapgen import pcap_bytes
 
 N, RATE, T0 = 50_000, 20, 1_700_000_000 * 10**9
+COUNTS = ("SELECT (SELECT count(*) FROM captures), (SELECT count(*) FROM flows),"
+          " (SELECT count(*) FROM packets)")
 
 
 def _syn(i):
@@ -79,3 +82,29 @@ def test_a_scan_keeps_the_live_flows_only_and_the_same_rows(scan, tmp_path, monk
                            1, 0, 1, None)
     assert con.execute("SELECT count(*) FROM packets WHERE flow_id = frame - 1"
                        ).fetchone()[0] == N
+
+
+def test_memory_that_runs_out_is_one_line_and_the_store_as_it_was(scan, tmp_path, monkeypatch):
+    """numpy's MemoryError (as under `ulimit -v`: "Unable to allocate ... (2097152, 30)
+    int64") ends ingest in one line naming it, exit 2 -- not an internal error."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    def grow(self):
+        np.full((1 << 50, 30), 0, np.int64)
+
+    db = str(tmp_path / "s.duckdb")
+    udp = os.path.join(os.path.dirname(__file__), "..", "captures", "udp-echo.pcapng")
+    api.ingest(db, [udp])
+    with duckdb.connect(db, read_only=True) as con:
+        before = con.execute(COUNTS).fetchone()
+    monkeypatch.setattr(flowtable.FlowTable, "_grow", grow)
+    r = CliRunner().invoke(main, ["ingest", str(scan), "--db", db])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("tracekit: error: out of memory during `ingest` (Unable to "
+                               "allocate") and r.output.count("\n") == 1, r.output
+    assert "the store is as it was before this command" in r.output
+    with duckdb.connect(db, read_only=True) as con:
+        assert con.execute(COUNTS).fetchone() == before
