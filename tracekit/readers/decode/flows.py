@@ -68,6 +68,7 @@ S = {name: i for i, name in enumerate(STATS)}
 IDLE_NS = 300 * 10**9
 CLOSED_NS = 60 * 10**9
 AFTER_PACKETS = 1 << 16
+EVICT_AT = 1 << 13  # flows over (an eighth of the table at least) before an eviction pays
 NEXT_ID, ROWS = 0, 1  # FlowTable.state: the next flow id, the rows in use
 
 
@@ -137,7 +138,7 @@ class FlowTable:
         closed = (st[:, S["rst_ts_ns"]] != NONE) | ((st[:, S["fin_c2s_ts_ns"]] != NONE)
                                                     & (st[:, S["fin_s2c_ts_ns"]] != NONE))
         over = quiet & ((last <= now_ns - IDLE_NS) | (closed & (last <= now_ns - CLOSED_NS)))
-        if 8 * int(over.sum()) < max(n, 1 << 13):
+        if 8 * int(over.sum()) < max(n, EVICT_AT):
             return None
         gone = (st[over].copy(), self.ends[:n][over].copy(), self.ids[:n][over].copy())
         keep = np.flatnonzero(~over)
