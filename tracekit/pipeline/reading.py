@@ -52,7 +52,7 @@ def decoded_batches(reader, most=None):
     (asked before each: fewer while the flow table is large)."""
     for whole in reader.batches():
         begin = 0
-        while begin < len(whole):
+        while True:  # (an empty batch too, once)
             step = most() if most else len(whole)
             batch = whole if begin == 0 and step >= len(whole) else _part(whole, begin,
                                                                         begin + step)
@@ -61,6 +61,8 @@ def decoded_batches(reader, most=None):
             yield batch, link_type, decode_packets(batch.data, batch.data_offset,
                                                    batch.captured_bytes, batch.wire_bytes,
                                                    link_type)
+            if begin >= len(whole):
+                break
 
 
 def _part(batch, begin, end):
