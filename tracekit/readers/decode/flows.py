@@ -100,8 +100,8 @@ class FlowTable:
         self.used = 0
 
     def _grow(self):
-        """Grow what is full: the hash table (past half: doubled) or the rows (by half)."""
-        if 2 * (self.used + 1) > len(self.key):
+        """Grow what is full: the hash table (past 3/4: doubled) or the rows (by half)."""
+        if 4 * (self.used + 1) > 3 * len(self.key):
             self._rehash(self.key, self.val, 2 * len(self.key))
         if self.state[ROWS] >= len(self.stats):
             self._resize_rows(np.arange(len(self.stats)), len(self.stats) * 3 // 2)
@@ -348,7 +348,7 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
     `state` holds the next flow id and the rows in use, updated in place.
 
     Stops early, before the packet that would start a flow, when the hash
-    table would pass half full or the per-flow rows are used up; the caller
+    table would pass 3/4 full or the per-flow rows are used up; the caller
     grows what is full and calls again from there.
     """
     mask = np.uint64(len(key) - 1)
@@ -368,7 +368,7 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         reuse = is_tcp[i] and pure_syn and val[h, 5] != EMPTY and val[h, 2] == 1 and key[h, 5] != isn
         new = False
         if val[h, 5] == EMPTY or reuse:
-            if 2 * (used + added + 1) > len(key) or state[1] >= len(st):
+            if 4 * (used + added + 1) > 3 * len(key) or state[1] >= len(st):
                 return added, i
         if val[h, 5] == EMPTY:
             key[h, 0] = k0
