@@ -201,10 +201,6 @@ class FlowTable:
         return self.stats[:n], self.ends[:n], self.ids[:n]
 
 
-def _pow2(n):
-    return 1 << max(0, int(n - 1).bit_length())
-
-
 @kernel
 def _rehash(old_key, old_val, key, val):
     mask = np.uint64(len(key) - 1)
