@@ -14,11 +14,17 @@ store holds (which must be N).
 
 Measured (2 shared cores, 2026-12-04; peak RSS of the ingest process):
 
-    flows      SYNs/s    before      now
-    500 k      1,000                 847 MiB
-    500 k    100,000                 963 MiB
-    1.5 M      1,000     2,687 MiB   938 MiB   (~300 k flows live at once)
-    1.5 M    100,000                 1,552 MiB (every flow live at the end)
+    flows      SYNs/s    before              now
+    500 k      1,000     1,068 MiB  4.4 s    847 MiB  7.3 s
+    500 k    100,000     1,064 MiB  3.8 s    977 MiB  4.2 s
+    1.5 M      1,000     2,687 MiB 31.3 s    938 MiB  7.8-37 s (~300 k live at once)
+    1.5 M    100,000     2,748 MiB 19.2 s  1,552 MiB 20.9 s (every flow live at the end)
+
+Under `--limit-gb 4` (address space) the 1.5 M scan at 1,000/s ended before
+in "internal error: MemoryError ... (2097152, 30) int64"; now it is ingested
+(902 MiB, 7.8 s). At 100,000/s it still runs out there, now in one line,
+exit 2, naming the allocation that failed (the address space, not RSS, is
+what runs out: threads' arenas and DuckDB reserve much more than they touch).
 
 At 100,000 SYNs/s no flow is over before the capture ends (5 minutes of
 silence), so the table holds all 1.5 M: ~250 bytes of counters, endpoints
