@@ -18,7 +18,7 @@ Measured (2 shared cores, 2026-12-04; peak RSS of the ingest process):
     500 k      1,000     1,068 MiB  4.4 s    847 MiB  7.3 s
     500 k    100,000     1,064 MiB  3.8 s    977 MiB  4.2 s
     1.5 M      1,000     2,687 MiB 31.3 s    938 MiB  7.8-37 s (~300 k live at once)
-    1.5 M    100,000     2,748 MiB 19.2 s  1,552 MiB 20.9 s (every flow live at the end)
+    1.5 M    100,000     2,748 MiB 19.2 s  1,358 MiB 15.3 s (every flow live at the end)
 
 Under `--limit-gb 4` (address space) the 1.5 M scan at 1,000/s ended before
 in "internal error: MemoryError ... (2097152, 30) int64"; now it is ingested

@@ -104,24 +104,15 @@ class FlowTable:
         if 4 * (self.used + 1) > 3 * len(self.key):
             self._rehash(self.key, self.val, 2 * len(self.key))
         if self.state[ROWS] >= len(self.stats):
-            self._resize_rows(np.arange(len(self.stats)), len(self.stats) * 3 // 2)
+            # in place (realloc: a large block is remapped, not copied beside itself)
+            old, cap = len(self.stats), len(self.stats) * 3 // 2
+            for rows in (self.stats, self.ends, self.ids):
+                rows.resize((cap,) + rows.shape[1:], refcheck=False)
+            self.stats[old:] = NONE
 
     def _rehash(self, keys, vals, capacity):
         self._alloc(capacity)
         self.used = _rehash(self.jit, keys, vals, self.key, self.val)
-
-    def _resize_rows(self, keep, capacity):
-        """Rows `keep` (in order) become rows 0.. of arrays of `capacity` rows."""
-        stats = np.full((capacity, len(STATS)), NONE, np.int64)
-        stats[:len(keep)] = self.stats[keep]
-        self.stats = stats
-        ends = np.zeros((capacity, 6), np.uint64)
-        ends[:len(keep)] = self.ends[keep]
-        self.ends = ends
-        ids = np.zeros(capacity, np.int64)
-        ids[:len(keep)] = self.ids[keep]
-        self.ids = ids
-        self.state[ROWS] = len(keep)
 
     def evict(self, now_ns, frame):
         """Take the flows that are over at time `now_ns`, frame `frame`, out of
