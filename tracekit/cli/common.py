@@ -195,7 +195,8 @@ def handle_errors(f):
         except Exception as e:
             if debug:
                 raise
-            full = _disk_full(e, ctx.info_name) or _damaged_parquet(e)
+            full = (_disk_full(e, ctx.info_name) or _damaged_parquet(e)
+                    or _out_of_memory(e, ctx.info_name))
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
                 sys.exit(EXIT_USAGE)
@@ -204,6 +205,19 @@ def handle_errors(f):
                        f"(run with --debug for the traceback, and please report it)", err=True)
             sys.exit(EXIT_INTERNAL)
     return wrapper
+
+
+def _out_of_memory(e, command):
+    """One line for memory that ran out (a MemoryError of Python or numpy, or
+    DuckDB's OutOfMemoryException), naming what ran out; None otherwise."""
+    if not isinstance(e, MemoryError) and type(e).__name__ != "OutOfMemoryException":
+        return None
+    what = str(e).splitlines()[0][:200] if str(e) else "an allocation failed"
+    said = ("the store is as it was before this command" if command == "ingest" else
+            "nothing half-written is visible")
+    return (f"out of memory during `{command}` ({what}): the process's memory or address "
+            f"space limit (ulimit -v, a container's limit) is too small for this input; "
+            f"{said}")
 
 
 VERBOSITY = "tracekit.verbosity"  # ctx.meta key, shared by a command and its group

@@ -43,6 +43,7 @@ from .staging import Command, Hasher, Run, command
 
 __all__ = ["CaptureSummary", "Command", "command", "load_captures"]
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
+LARGE_TABLE, SMALL_BATCH = 1 << 16, 1 << 14  # flows live; packets a batch then
 
 
 @dataclass
@@ -217,7 +218,12 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     check = _DuplicateCheck(hasher, run, replace)
     per_interface = np.zeros(1, np.int64)
     first_ts, last_ts = None, None
-    for batch, link_type, cols in (decoded_batches(reader) if decoded is None else decoded):
+    # (smaller batches while the flow table is large: memory for both stays bounded)
+    def most():
+        return SMALL_BATCH if table.live() > LARGE_TABLE else DEFAULT_BATCH_PACKETS
+
+    for batch, link_type, cols in (decoded_batches(reader, most) if decoded is None
+                                   else decoded):
         bad = batch.ts_bad
         if bad is not None and bad.any():
             # (a packet of an undescribed interface has no time either, and says why)
@@ -234,7 +240,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             exclude |= bad
         flow_id, from_client, shift = table.track(cols, batch.ts_ns, batch.first_frame,
                                                   batch.wire_bytes, exclude)
-        kept = keeper.batch(capture_id, batch, cols, flow_id, from_client)
+        kept = keeper.batch(capture_id, batch, cols, table.rows, from_client)
         if kept is not None:
             writer.put("payloads", kept)
         src_idx, dst_idx = address_dictionary(
@@ -257,6 +263,12 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             lo, hi = int(ts.min()), int(ts.max())
             first_ts = lo if first_ts is None else min(first_ts, lo)
             last_ts = hi if last_ts is None else max(last_ts, hi)
+            # flows that are over leave the table, their rows written now
+            over = table.evict(last_ts, batch.first_frame + len(batch) - 1)
+            if over is not None:
+                keeper.moved(table.moved)
+                run.put_rows("flows", flow_columns(capture_id, *over, address_cache),
+                             len(over[0]))
         summary.packets += len(batch)
         check.poll()
         if check.found is not None:
@@ -266,9 +278,9 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     check.poll(wait=True)
     if check.found is not None:
         raise _Duplicate(check.found)
-    stats, ends = table.flows()
-    summary.flows = len(stats)
-    run.put_rows("flows", flow_columns(capture_id, stats, ends, address_cache), len(stats))
+    summary.flows = table.next_flow_id
+    stats, ends, ids = table.flows()
+    run.put_rows("flows", flow_columns(capture_id, stats, ends, ids, address_cache), len(stats))
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}

@@ -46,12 +46,33 @@ def link_types_of(reader, batch):
     return types[batch.interface_id]
 
 
-def decoded_batches(reader):
-    """(batch, link type per packet, decoded columns) of each batch a reader gives."""
-    for batch in reader.batches():
-        link_type = link_types_of(reader, batch)
-        yield batch, link_type, decode_packets(batch.data, batch.data_offset,
-                                               batch.captured_bytes, batch.wire_bytes, link_type)
+def decoded_batches(reader, most=None):
+    """(batch, link type per packet, decoded columns) of each batch a reader gives;
+    with `most` (a function), cut into batches of at most `most()` packets
+    (asked before each: fewer while the flow table is large)."""
+    for whole in reader.batches():
+        begin = 0
+        while True:  # (an empty batch too, once)
+            step = most() if most else len(whole)
+            batch = whole if begin == 0 and step >= len(whole) else _part(whole, begin,
+                                                                        begin + step)
+            begin += len(batch)
+            link_type = link_types_of(reader, batch)
+            yield batch, link_type, decode_packets(batch.data, batch.data_offset,
+                                                   batch.captured_bytes, batch.wire_bytes,
+                                                   link_type)
+            if begin >= len(whole):
+                break
+
+
+def _part(batch, begin, end):
+    """Packets begin..end of a batch (over the same buffer)."""
+    return dataclasses.replace(batch, data_offset=batch.data_offset[begin:end],
+                   captured_bytes=batch.captured_bytes[begin:end],
+                   wire_bytes=batch.wire_bytes[begin:end], ts_ns=batch.ts_ns[begin:end],
+                   interface_id=batch.interface_id[begin:end],
+                   file_offset=batch.file_offset[begin:end], first_frame=batch.first_frame + begin,
+                   ts_bad=None if batch.ts_bad is None else batch.ts_bad[begin:end])
 
 
 def small_file_groups(paths, chunk_bytes):

@@ -179,8 +179,8 @@ def packet_columns(capture_id, batch, link_type, cols, flow_id, from_client, shi
     return v
 
 
-def flow_columns(capture_id, stats, ends, address_cache):
-    """The `flows` columns of one capture as numpy (see `packet_columns`)."""
+def flow_columns(capture_id, stats, ends, flow_ids, address_cache):
+    """The `flows` columns of flows of one capture as numpy (see `packet_columns`)."""
     from ..readers.decode.addresses import address_dictionary
 
     n = len(stats)
@@ -195,7 +195,7 @@ def flow_columns(capture_id, stats, ends, address_cache):
     names = address_cache["_list"]
     derived = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
-        "flow_id": (np.arange(n, dtype=np.int64), None),
+        "flow_id": (np.asarray(flow_ids, np.int64), None),
         "ip_version": (stats[:, S["ip_version"]].astype(np.int8), None),
         "client_port": (np.where(client_is_a, a_port, b_port), None),
         "server_port": (np.where(client_is_a, b_port, a_port), None),

@@ -35,6 +35,13 @@ Rules (the contract documented in the README):
   acknowledges nothing and does not count. handshake_rtt = the first ACK's
   time - the last SYN's time before it (Wireshark: tcp.analysis.initial_rtt,
   except that Wireshark skips a difference of exactly 0, which we keep).
+- A flow is over, and leaves the table with its row written, once it was
+  silent for IDLE_NS (5 min), or for CLOSED_NS (60 s) after a RST or a FIN
+  each way -- and AFTER_PACKETS (65,536) packets came since its last one. A
+  packet on its endpoints after that starts a new flow (Wireshark's
+  tcp.stream would go on with the old one: docs/guide.md, Flows). So the
+  table holds the flows live at one time (a scan's: its last 5 minutes),
+  not every flow of the capture.
 """
 
 import numpy as np
@@ -58,6 +65,11 @@ STATS = (
     "server_sack_permitted", "fast_open", "fin_c2s_ts_ns", "fin_s2c_ts_ns", "rst_ts_ns",
 )
 S = {name: i for i, name in enumerate(STATS)}
+IDLE_NS = 300 * 10**9
+CLOSED_NS = 60 * 10**9
+AFTER_PACKETS = 1 << 16
+EVICT_AT = 1 << 13  # flows over (an eighth of the table at least) before an eviction pays
+NEXT_ID, ROWS = 0, 1  # FlowTable.state: the next flow id, the rows in use
 
 
 class FlowTable:
@@ -66,29 +78,80 @@ class FlowTable:
     def __init__(self, jit=False, capacity=1 << 10):
         self.jit = jit
         self._alloc(capacity)
-        self.next_flow_id = 0
+        self.state = np.zeros(2, np.int64)
+        # one row per live flow: its counters, endpoints and flow id
         self.stats = np.full((capacity, len(STATS)), NONE, np.int64)
         self.ends = np.zeros((capacity, 6), np.uint64)  # a_hi, a_lo, a_port, b_hi, b_lo, b_port
+        self.ids = np.zeros(capacity, np.int64)
+
+    @property
+    def next_flow_id(self):
+        return int(self.state[NEXT_ID])
+
+    def live(self):
+        """Flows in the table now (the rest were written as they ended)."""
+        return int(self.state[ROWS])
 
     def _alloc(self, capacity):
         # proto|ports, a_hi, a_lo, b_hi, b_lo, the last SYN's seq + 1 (0: none)
         self.key = np.zeros((capacity, 6), np.uint64)
         self.val = np.full((capacity, 6), EMPTY, np.int64)
-        # val: flow_id, client_is_a, finrst_since_syn, client shift, server shift, used
+        # val: row, client_is_a, finrst_since_syn, client shift, server shift, used
         self.used = 0
 
     def _grow(self):
-        """Double the hash table and the per-flow rows (called when either is full)."""
-        old_key, old_val = self.key, self.val
-        self._alloc(2 * len(old_key))
-        self.used = _rehash(self.jit, old_key, old_val, self.key, self.val)
-        cap = 2 * len(self.stats)
-        grown = np.full((cap, len(STATS)), NONE, np.int64)
-        grown[:len(self.stats)] = self.stats
-        self.stats = grown
-        ends = np.zeros((cap, 6), np.uint64)
-        ends[:len(self.ends)] = self.ends
-        self.ends = ends
+        """Grow what is full: the hash table (past 3/4: doubled) or the rows (by half)."""
+        if 4 * (self.used + 1) > 3 * len(self.key):
+            self._rehash(self.key, self.val, 2 * len(self.key))
+        if self.state[ROWS] >= len(self.stats):
+            # in place (realloc: a large block is remapped, not copied beside itself)
+            old, cap = len(self.stats), len(self.stats) * 3 // 2
+            for rows in (self.stats, self.ends, self.ids):
+                rows.resize((cap,) + rows.shape[1:], refcheck=False)
+            self.stats[old:] = NONE
+
+    def _rehash(self, keys, vals, capacity):
+        self._alloc(capacity)
+        self.used = _rehash(self.jit, keys, vals, self.key, self.val)
+
+    def evict(self, now_ns, frame):
+        """Take the flows that are over at time `now_ns`, frame `frame`, out of
+        the table; returns their (counters, endpoints, flow ids), or None while
+        they are fewer than an eighth of the table (each eviction costs a pass
+        over it). The rows left are renumbered: `self.moved` maps each former
+        row to its new one (-1: gone)."""
+        n = self.live()
+        st = self.stats[:n]
+        quiet = st[:, S["last_frame"]] <= frame - AFTER_PACKETS
+        if not quiet.any():
+            return None
+        last = st[:, S["last_ts_ns"]]
+        closed = (st[:, S["rst_ts_ns"]] != NONE) | ((st[:, S["fin_c2s_ts_ns"]] != NONE)
+                                                    & (st[:, S["fin_s2c_ts_ns"]] != NONE))
+        over = quiet & ((last <= now_ns - IDLE_NS) | (closed & (last <= now_ns - CLOSED_NS)))
+        if 8 * int(over.sum()) < max(n, EVICT_AT):
+            return None
+        gone = (st[over].copy(), self.ends[:n][over].copy(), self.ids[:n][over].copy())
+        keep = np.flatnonzero(~over)
+        new_row = np.cumsum(~over) - 1
+        new_row[over] = -1
+        self.moved = new_row
+        # in place, so that an eviction costs a copy of the flows kept, not
+        # of the tables: the hash table refilled, the rows moved down
+        slots = np.flatnonzero(self.val[:, 5] != EMPTY)
+        slots = slots[~over[self.val[slots, 0]]]
+        keys, vals = self.key[slots], self.val[slots]
+        vals[:, 0] = new_row[vals[:, 0]]
+        self.key.fill(0)
+        self.val.fill(EMPTY)
+        self.used = _rehash(self.jit, keys, vals, self.key, self.val)
+        for begin in range(0, len(keep), 1 << 16):  # (keep[j] >= j: moving down is safe)
+            part = keep[begin:begin + (1 << 16)]
+            for rows in (self.stats, self.ends, self.ids):
+                rows[begin:begin + len(part)] = rows[part]
+        self.stats[len(keep):n] = NONE
+        self.state[ROWS] = len(keep)
+        return gone
 
     def track(self, cols, ts_ns, first_frame, wire_bytes, exclude=None):
         """Assign a batch's packets to flows; returns (flow_id, from_client, shift).
@@ -97,6 +160,7 @@ class FlowTable:
         flow_id = np.full(n, -1, np.int64)
         from_client = np.zeros(n, np.bool_)
         scale = np.full(n, -1, np.int8)
+        self.rows = np.full(n, -1, np.int64)  # each packet's flow's row (for PayloadKeeper)
         is_flow = (cols["is_tcp"] | cols["is_udp"]) & (cols["src_port"] >= 0) & (cols["dst_port"] >= 0)
         if exclude is not None:
             is_flow &= ~exclude
@@ -112,17 +176,20 @@ class FlowTable:
                 ts_ns, np.int64(first_frame))
         done = 0
         while done < n:
-            self.next_flow_id, added, done = _track(
-                self.jit, *args, done, self.key, self.val, self.used, self.next_flow_id,
-                self.stats, self.ends, flow_id, from_client, scale)
+            added, done = _track(
+                self.jit, *args, done, self.key, self.val, self.used, self.state,
+                self.stats, self.ends, self.ids, flow_id, self.rows, from_client, scale)
             self.used += added
             if done < n:
                 self._grow()
         return flow_id, from_client, scale
 
     def flows(self):
-        """(per-flow counters, endpoint columns) for the flows seen so far."""
-        return self.stats[:self.next_flow_id], self.ends[:self.next_flow_id]
+        """(per-flow counters, endpoint columns, flow ids) of the flows still in
+        the table; the table is done with (its hash table is let go)."""
+        n = self.live()
+        self.key = self.val = None
+        return self.stats[:n], self.ends[:n], self.ids[:n]
 
 
 @kernel
@@ -179,7 +246,7 @@ def _lookup(key, val, mask, k0, ahi, alo, bhi, blo):
 
 def _open_flow(fid, h, src_is_a, synack, proto, ipver, frame, now, ahi, alo, ap, bhi, blo, bp,
                val, st, ends):
-    """Flow `fid` starts at this packet (in hash slot h): its client, its row
+    """Flow row `fid` starts at this packet (in hash slot h): its client, its row
     of counters and its endpoints."""
     val[h, 0] = fid
     if synack:
@@ -263,12 +330,13 @@ def _connection(h, new, fc, f, isn, wscale, key, val):
 @kernel(helpers=(_endpoints, _lookup, _open_flow, _tcp_stats, _connection))
 def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport, dport,
            flags, wscale, tcp_seq, tcp_ack, mss, sack_perm, tfo, payload, wire, ts, first_frame,
-           begin, key, val, used, next_flow_id, st, ends, flow_id, from_client, scale):
-    """Process packets from `begin`; returns (next flow id, keys added, where it stopped).
+           begin, key, val, used, state, st, ends, ids, flow_id, row_of, from_client, scale):
+    """Process packets from `begin`; returns (keys added, where it stopped).
+    `state` holds the next flow id and the rows in use, updated in place.
 
     Stops early, before the packet that would start a flow, when the hash
-    table would pass half full or the per-flow rows are used up; the caller
-    grows both and calls again from there.
+    table would pass 3/4 full or the per-flow rows are used up; the caller
+    grows what is full and calls again from there.
     """
     mask = np.uint64(len(key) - 1)
     added = 0
@@ -287,8 +355,8 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
         reuse = is_tcp[i] and pure_syn and val[h, 5] != EMPTY and val[h, 2] == 1 and key[h, 5] != isn
         new = False
         if val[h, 5] == EMPTY or reuse:
-            if 2 * (used + added + 1) > len(key) or next_flow_id >= len(st):
-                return next_flow_id, added, i
+            if 4 * (used + added + 1) > 3 * len(key) or state[1] >= len(st):
+                return added, i
         if val[h, 5] == EMPTY:
             key[h, 0] = k0
             key[h, 1] = ahi
@@ -302,12 +370,16 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
             new = True  # port reuse after FIN/RST
         frame = first_frame + i
         if new:
-            _open_flow(next_flow_id, h, src_is_a, (f & (TH_SYN | TH_ACK)) == (TH_SYN | TH_ACK),
+            row = state[1]
+            _open_flow(row, h, src_is_a, (f & (TH_SYN | TH_ACK)) == (TH_SYN | TH_ACK),
                        proto[i], ipver[i], frame, ts[i], ahi, alo, ap, bhi, blo, bp, val, st, ends)
-            next_flow_id += 1
-        fid = val[h, 0]
+            ids[row] = state[0]
+            state[0] += 1
+            state[1] += 1
+        fid = val[h, 0]  # (its row)
         fc = (val[h, 1] == 1) == src_is_a
-        flow_id[i] = fid
+        flow_id[i] = ids[fid]
+        row_of[i] = fid
         from_client[i] = fc
         st[fid, 4] = frame
         st[fid, 6] = ts[i]
@@ -319,4 +391,4 @@ def _track(is_flow, is_tcp, proto, ipver, src_hi, src_lo, dst_hi, dst_lo, sport,
             continue
         _tcp_stats(fid, d, fc, f, ts[i], mss[i], wscale[i], sack_perm[i], tfo[i], tcp_ack[i], st)
         scale[i] = _connection(h, new, fc, f, isn, wscale[i], key, val)
-    return next_flow_id, added, len(is_flow)
+    return added, len(is_flow)

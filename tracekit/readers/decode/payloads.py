@@ -28,8 +28,9 @@ its first 64 KiB that opens a TLS record holding a ClientHello (0x16 0x03
 server's first segment after it that opens a TLS handshake record starts
 the server's; each region is 64 KiB.
 
-State crosses batches in arrays indexed by flow id; each batch is a few numpy
-passes plus one slice per kept segment.
+State crosses batches in arrays indexed by the flow's row in the flow table
+(decode/flows.py), renumbered with it when flows leave (`moved`); each batch
+is a few numpy passes plus one slice per kept segment.
 """
 
 import numpy as np
@@ -67,6 +68,15 @@ class PayloadKeeper:
             self.horizon = np.concatenate(
                 [self.horizon, np.full((cap - len(self.horizon), 2), WINDOW, np.int64)])
 
+    def moved(self, new_row):
+        """The flow table renumbered its rows: row r is now new_row[r] (-1: gone)."""
+        self._room(len(new_row))
+        keep = np.flatnonzero(new_row >= 0)
+        for name in ("state", "base", "start", "next_record", "horizon"):
+            setattr(self, name, getattr(self, name)[keep])
+        self.partial = {(int(new_row[f]), side): head for (f, side), head in self.partial.items()
+                        if new_row[f] >= 0}
+
     def _upgrades(self, batch, idx, f, s, rel, pos, got, seq):
         """STARTTLS: a plaintext connection (OTHER) whose client opens a TLS
         ClientHello record within its first WINDOW bytes becomes UPGRADED; the
@@ -92,7 +102,8 @@ class PayloadKeeper:
                 self.start[f[at], 1] = seq[at]
 
     def batch(self, capture_id, batch, cols, flow_id, from_client):
-        """Arrow table (capture_id, frame, payload) of this batch's kept segments, or None."""
+        """Arrow table (capture_id, frame, payload) of this batch's kept segments, or
+        None. `flow_id`: each packet's flow row (-1: none)."""
         tcp = cols["is_tcp"] & (flow_id >= 0) & cols["tcp_ok"]
         if not tcp.any():
             return None
