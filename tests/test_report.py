@@ -150,3 +150,26 @@ def test_markup_in_the_store_stays_text(hostile_store, tmp_path):
         assert not re.search(r"<body[^>]*data-pwned", dom) and "<img" not in markup
         # the id arrives intact, as text (escaped once in the DOM's serialisation)
         assert "&lt;/script&gt;&lt;script&gt;document.body.setAttribute" in dom
+
+
+def test_the_summarys_what_if_prediction_is_the_clis(demo_store, tmp_path):
+    """Beside each verdict of a factor the what-if engine knows: the replay's
+    predicted saving, the measured one and its interval, as `ablation --predict`."""
+    text = _report(demo_store, tmp_path / "cf.html", "--experiment", "counterfactual",
+                   "--compare", "loss_down", "--by", "connection")
+    said = {m[0]: m[1:] for m in re.findall(
+        r"loss_down \(connection=(\w+)\): [^<]*?the what-if replay predicts 0\.0 - 0\.05 = "
+        r"([-+][\d.]+) ms, measured ([-+][\d.]+) ms \(95 % interval ([-\d.]+) to ([-\d.]+)\): "
+        r"(holds|misses)", text)}
+    cli = csv.DictReader(io.StringIO(_tracekit(
+        "ablation", "--db", str(demo_store), "--compare", "loss_down", "--by", "connection",
+        "--where", "experiment=counterfactual", "--predict", "--format", "csv")))
+    rows = {r["connection"]: r for r in cli}
+    assert set(said) == set(rows) == {"fresh", "persistent"}
+    for conn, (predicted, measured, low, high, holds) in said.items():
+        row = rows[conn]
+        assert row["predicted_by"] == "replay"
+        assert float(predicted) == float(row["predicted_ms"]) != 0
+        assert float(measured) == float(row["saved_ms"])
+        assert f"{float(low)}-{float(high)}" == row["saved_ci95_ms"]
+        assert holds == row["prediction"]

@@ -20,6 +20,29 @@ from .page import Page
 from .scope import resolve
 
 REQUEST_ROWS = 200
+# The what-if replay beside each verdict uses `tracekit ablation --predict`'s
+# draws (whatif.engine.DRAWS, 400), so the figures are the CLI's; at most this
+# many replays per page keep a large store's report fast (about 1 s each).
+REPLAYS = 8
+
+
+def _replayable(c, factor):
+    from ..whatif.factors import ALIASES, FACTORS
+    return (ALIASES.get(factor, factor) in FACTORS and len(c.arms) >= 2
+            and c.arms[0].n > 0 and c.arms[1].n > 0)
+
+
+def _predicted(c):
+    """The what-if line of a verdict, in the numbers `ablation --predict` prints."""
+    p = c.prediction
+    if p is None:
+        return ""
+    def ms(ns):  # ablation_rows' rounding
+        return round(ns / 1e6, 1)
+    a, b = c.arms[0].level, c.arms[1].level
+    return (f"; the what-if replay predicts {a} - {b} = {ms(p.predicted_ns):+} ms, measured "
+            f"{ms(p.measured_ns):+} ms (95 % interval {ms(p.ci_low_ns)} to {ms(p.ci_high_ns)}): "
+            f"{'holds' if p.holds else 'misses'}")
 
 
 def _query(con, sql, **params):
@@ -47,7 +70,7 @@ def _designs(con, scope, compare, by, levels):
 
 def _ablations(con, page, scope, compare, by, levels):
     """The verdict lines of the answer; the tables and charts in their section."""
-    from .ablation import ablation, verdict
+    from .ablation import ablation, replayed, verdict
     from .ablation_charts import ablation_bars, attribution_stacked
     from .table import ablation_rows
     lines, blocks, charted = [], [], set()
@@ -59,13 +82,19 @@ def _ablations(con, page, scope, compare, by, levels):
             continue
         name = f"{factor}" + (f" by {', '.join(by_)}" if by_ else "")
         for c in results:
+            if page.replays < REPLAYS and _replayable(c, factor):
+                page.replays += 1
+                c.prediction = replayed(con, c, factor, by_, where)
             cell = c.label(by_)
             lines.append(f"{experiment or 'requests'}: {factor}"
-                         + (f" ({cell})" if cell else "") + f": {verdict(c)[1]}")
-        cols, rows = ablation_rows(results, by_)
+                         + (f" ({cell})" if cell else "") + f": {verdict(c)[1]}" + _predicted(c))
+        predicted = any(c.prediction for c in results)
+        cols, rows = ablation_rows(results, by_, predictions=predicted)
         blocks.append(Page.text(
             f"Requests with {', '.join(f'{k}={v}' for k, v in where.items())}; ratio = first "
-            f"arm / second; spans_moved: the median paired change of each span, signed, in ms.",
+            f"arm / second; spans_moved: the median paired change of each span, signed, in ms."
+            + (" predicted_ms: the what-if replay's saving (tracekit ablation --predict, "
+               f"400 draws; at most {REPLAYS} replays per report)." if predicted else ""),
             heading=f"{experiment or scope.describe()}: {name}"))
         blocks.append(Page.table(cols, rows))
         if experiment not in charted:

@@ -52,6 +52,7 @@ class Page:
         self.summary = []  # blocks shown first, before the table of contents
         self.sections = []  # (anchor, heading, blocks)
         self.specs = {}
+        self.replays = 0  # what-if replays run (html.REPLAYS)
 
     def section(self, heading, anchor=None):
         blocks = []
