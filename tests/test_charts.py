@@ -1,7 +1,10 @@
 """Charts: a self-contained HTML file (no network needed to view it) and a PNG."""
 
+import shutil
+import subprocess
+
 import pytest
-from conftest import needs_shared
+from conftest import SHARED, needs_shared
 
 from tracekit.pipeline.analyze import analyze
 from tracekit.presentation import charts
@@ -100,3 +103,31 @@ def test_every_limitation_state_has_one_colour():
     from tracekit.store.schema import STALL_STATES
     assert set(STATE_COLORS) == set(STALL_STATES)
     assert len(set(STATE_COLORS.values())) == len(STATE_COLORS)
+
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark is not installed")
+@pytest.mark.parametrize("detail", [20, 4000])
+def test_the_tooltips_wireshark_filter_selects_the_frames_it_names(shared_db, monkeypatch,
+                                                                    detail):
+    """Each segment rule's tooltip names its frames (a range where a pixel
+    aggregates) and a display filter; tshark, run with that filter on the
+    capture, selects the sender's data segments in that range, as tracekit has them."""
+    con, ids = shared_db
+    analyze(con)
+    name = "zeek__206_example_a.pcap"
+    cid = ids[name]
+    monkeypatch.setattr(charts, "DETAIL", detail)
+    spec = charts.time_sequence(con, cid, 1, "s2c").to_dict()
+    segs = next(v for v in spec["datasets"].values() if v and "wireshark" in v[0])
+    assert all(r["frames"] == (f"{r['frame']}" if r["frame"] == r["last_frame"]
+                               else f"{r['frame']}-{r['last_frame']}") for r in segs)
+    picks = sorted(segs, key=lambda r: -r["segments"])[:2] + [segs[len(segs) // 2]]
+    assert (picks[0]["segments"] > 1) == (detail == 20)
+    for r in picks:
+        theirs = subprocess.run(["tshark", "-n", "-r", str(SHARED / name), "-Y", r["wireshark"],
+                                 "-T", "fields", "-e", "frame.number"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        ours = con.execute("SELECT frame FROM tcp_analysis WHERE capture_id = ? AND flow_id = 1 "
+                           "AND NOT from_client AND segment IS NOT NULL AND frame BETWEEN ? AND ? "
+                           "ORDER BY frame", [cid, r["frame"], r["last_frame"]]).fetchall()
+        assert [int(f) for f in theirs] == [f for f, in ours] and len(ours) >= r["segments"]

@@ -69,19 +69,41 @@ def decimate(df, value, lo, hi, width=WIDTH, by=None):
     return df.loc[keep].sort_values("t")
 
 
-def _segments(df, lo, hi, width=WIDTH):
+def sender_filter(sender, receiver):
+    """The Wireshark display filter of the data segments from SENDER ("addr:port")
+    to RECEIVER: those that take sequence space (payload, SYN or FIN; the
+    segments of tcp_analysis) between both ends (IPv4 or IPv6)."""
+    (sa, sp), (ra, rp) = (e.rsplit(":", 1) for e in (sender, receiver))
+    ip = "ipv6" if ":" in sa else "ip"
+    return (f"{ip}.src == {sa} && tcp.srcport == {sp} && {ip}.dst == {ra} && "
+            f"tcp.dstport == {rp} && (tcp.len > 0 || tcp.flags.syn == 1 || tcp.flags.fin == 1)")
+
+
+def _segments(df, lo, hi, ends, width=WIDTH):
     """Segments, or above DETAIL of them one rule per pixel column and class from
-    the lowest sequence number to the highest end, with its frame range."""
-    if len(df) <= DETAIL:
-        return df.assign(segments=1, last_frame=df["frame"])
-    pixel = ((df["t"] - lo) / (hi - lo) * width).clip(0, width - 1).astype("int64")
-    return (df.assign(pixel=pixel).groupby(["pixel", "segment"], as_index=False)
-            .agg(t=("t", "min"), seq=("seq", "min"), seq_end=("seq_end", "max"),
-                 segments=("seq", "size"), frame=("frame", "min"), last_frame=("frame", "max"))
-            .drop(columns="pixel"))
+    the lowest sequence number to the highest end, with its frame range; each
+    row's `frames` and `wireshark` (a display filter selecting the sender's
+    data segments in that frame range: the rule's segments and, in an
+    aggregated pixel, the other classes' segments between them)."""
+    if len(df) > DETAIL:
+        pixel = ((df["t"] - lo) / (hi - lo) * width).clip(0, width - 1).astype("int64")
+        df = (df.assign(pixel=pixel).groupby(["pixel", "segment"], as_index=False)
+              .agg(t=("t", "min"), seq=("seq", "min"), seq_end=("seq_end", "max"),
+                   segments=("seq", "size"), frame=("frame", "min"), last_frame=("frame", "max"))
+              .drop(columns="pixel"))
+    else:
+        df = df.assign(segments=1, last_frame=df["frame"])
+    first, last = df["frame"].astype("int64"), df["last_frame"].astype("int64")
+    base = sender_filter(*ends)
+    single = first == last
+    return df.assign(
+        frames=first.astype(str).where(single, first.astype(str) + "-" + last.astype(str)),
+        wireshark=[f"frame.number == {a} && {base}" if a == b else
+                   f"frame.number >= {a} && frame.number <= {b} && {base}"
+                   for a, b in zip(first, last)])
 
 
-def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi):
+def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi, ends):
     """(segments, ACKs, SACK blocks, states) of the time-sequence graph over [lo, hi] s,
     the segments, SACKs and states already aggregated when long."""
     p = {"t0": t0, "c": capture_id, "f": flow_id, "fc": direction == "c2s", "lo": lo, "hi": hi}
@@ -89,7 +111,8 @@ def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi):
     segs = _segments(con.execute(f"""
         SELECT (ts_ns - $t0) / 1e9 AS t, rel_seq AS seq, rel_end AS seq_end, segment, frame
         FROM tcp_analysis WHERE capture_id = $c AND flow_id = $f AND from_client = $fc
-          AND segment IS NOT NULL AND {inside} ORDER BY frame""", p).df(), lo, hi)
+          AND segment IS NOT NULL AND {inside} ORDER BY frame""", p).df(), lo, hi,
+                     ends[::-1] if direction == "s2c" else ends)
     acks = con.execute(f"""
         SELECT (t.ts_ns - $t0) / 1e9 AS t, t.rel_ack AS ack,
                t.rel_ack + p.tcp_window_bytes AS window_edge, t.frame
@@ -128,11 +151,14 @@ def time_sequence(con, capture_id, flow_id, direction="s2c", t_from=None, t_to=N
     t0, ends = _flow(con, capture_id, flow_id)
     lo, hi = _window(con, capture_id, flow_id, t0, t_from, t_to)
     title = _data_title(ends, direction)
-    segs, acks, sacks, states = _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi)
+    segs, acks, sacks, states = _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi,
+                                               ends)
     x = alt.X("t:Q", title="time since the flow's first packet (s)",
               scale=alt.Scale(domain=[lo, hi], nice=False, zero=False))
     colors = alt.Scale(domain=list(SEGMENT_COLORS), range=list(SEGMENT_COLORS.values()))
-    tip = ["t:Q", "seq:Q", "seq_end:Q", "segment:N", "segments:Q", "frame:Q", "last_frame:Q"]
+    tip = ["t:Q", "seq:Q", "seq_end:Q", "segment:N", "segments:Q",
+           alt.Tooltip("frames:N", title="frames"),
+           alt.Tooltip("wireshark:N", title="Wireshark display filter")]
     bars = alt.Chart(segs).mark_rule(strokeWidth=2, clip=True).encode(
         x=x, y=alt.Y("seq:Q", title=f"relative sequence number ({direction})",
                            scale=alt.Scale(zero=False)), y2="seq_end:Q",
