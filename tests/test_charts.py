@@ -118,7 +118,17 @@ def test_the_tooltips_wireshark_filter_selects_the_frames_it_names(shared_db, mo
     cid = ids[name]
     monkeypatch.setattr(charts, "DETAIL", detail)
     spec = charts.time_sequence(con, cid, 1, "s2c").to_dict()
-    segs = next(v for v in spec["datasets"].values() if v and "wireshark" in v[0])
+    segs = next(v for v in spec["datasets"].values() if v and "frames" in v[0])
+    expression, = {t["calculate"] for layer in spec["vconcat"][0]["layer"]
+                   for t in layer.get("transform", ()) if t.get("as") == "wireshark"}
+    # the Vega expression, evaluated as the browser does: 'frame.number in {' +
+    # replace(datum.frames, '-', '..') + '} and <the sender's filter>'
+    head, tail = "'frame.number in {' + replace(datum.frames, '-', '..') + '} and ", "'"
+    assert expression.startswith(head) and expression.endswith(tail)
+    sender = expression[len(head):-1]
+    assert "129.174.93.161" in sender.split(" and ")[0]  # ip.src: the server, data s2c
+    for r in segs:
+        r["wireshark"] = f"frame.number in {{{r['frames'].replace('-', '..')}}} and {sender}"
     assert all(r["frames"] == (f"{r['frame']}" if r["frame"] == r["last_frame"]
                                else f"{r['frame']}-{r['last_frame']}") for r in segs)
     picks = sorted(segs, key=lambda r: -r["segments"])[:2] + [segs[len(segs) // 2]]

@@ -70,21 +70,27 @@ def decimate(df, value, lo, hi, width=WIDTH, by=None):
 
 
 def sender_filter(sender, receiver):
-    """The Wireshark display filter of the data segments from SENDER ("addr:port")
-    to RECEIVER: those that take sequence space (payload, SYN or FIN; the
-    segments of tcp_analysis) between both ends (IPv4 or IPv6)."""
+    """The Wireshark display filter of the segments from SENDER ("addr:port") to
+    RECEIVER that take sequence space (payload, SYN or FIN: tcp_analysis's
+    segments), IPv4 or IPv6; words, not `&&`/`>`, so it stays short in a page."""
     (sa, sp), (ra, rp) = (e.rsplit(":", 1) for e in (sender, receiver))
     ip = "ipv6" if ":" in sa else "ip"
-    return (f"{ip}.src == {sa} && tcp.srcport == {sp} && {ip}.dst == {ra} && "
-            f"tcp.dstport == {rp} && (tcp.len > 0 || tcp.flags.syn == 1 || tcp.flags.fin == 1)")
+    return (f"{ip}.src == {sa} and tcp.srcport == {sp} and {ip}.dst == {ra} and "
+            f"tcp.dstport == {rp} and (tcp.len gt 0 or tcp.flags.syn == 1 or tcp.flags.fin == 1)")
 
 
-def _segments(df, lo, hi, ends, width=WIDTH):
+def wireshark_expression(sender_filter):
+    """The Vega expression of a rule's tooltip filter: its frames (A or A-B) as
+    `frame.number in {A..B}` and the sender's filter, made in the browser so
+    the page carries the filter once per chart, not once per row."""
+    return f"'frame.number in {{' + replace(datum.frames, '-', '..') + '}} and {sender_filter}'"
+
+
+def _segments(df, lo, hi, width=WIDTH):
     """Segments, or above DETAIL of them one rule per pixel column and class from
-    the lowest sequence number to the highest end, with its frame range; each
-    row's `frames` and `wireshark` (a display filter selecting the sender's
-    data segments in that frame range: the rule's segments and, in an
-    aggregated pixel, the other classes' segments between them)."""
+    the lowest sequence number to the highest end, with its frame range
+    `frames` (A, or A-B where a pixel aggregates: the rule's segments and the
+    other classes' segments between them)."""
     if len(df) > DETAIL:
         pixel = ((df["t"] - lo) / (hi - lo) * width).clip(0, width - 1).astype("int64")
         df = (df.assign(pixel=pixel).groupby(["pixel", "segment"], as_index=False)
@@ -93,17 +99,11 @@ def _segments(df, lo, hi, ends, width=WIDTH):
               .drop(columns="pixel"))
     else:
         df = df.assign(segments=1, last_frame=df["frame"])
-    first, last = df["frame"].astype("int64"), df["last_frame"].astype("int64")
-    base = sender_filter(*ends)
-    single = first == last
-    return df.assign(
-        frames=first.astype(str).where(single, first.astype(str) + "-" + last.astype(str)),
-        wireshark=[f"frame.number == {a} && {base}" if a == b else
-                   f"frame.number >= {a} && frame.number <= {b} && {base}"
-                   for a, b in zip(first, last)])
+    first, last = df["frame"].astype("int64").astype(str), df["last_frame"].astype("int64")
+    return df.assign(frames=first.where(df["frame"] == last, first + "-" + last.astype(str)))
 
 
-def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi, ends):
+def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi):
     """(segments, ACKs, SACK blocks, states) of the time-sequence graph over [lo, hi] s,
     the segments, SACKs and states already aggregated when long."""
     p = {"t0": t0, "c": capture_id, "f": flow_id, "fc": direction == "c2s", "lo": lo, "hi": hi}
@@ -111,8 +111,7 @@ def _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi, ends):
     segs = _segments(con.execute(f"""
         SELECT (ts_ns - $t0) / 1e9 AS t, rel_seq AS seq, rel_end AS seq_end, segment, frame
         FROM tcp_analysis WHERE capture_id = $c AND flow_id = $f AND from_client = $fc
-          AND segment IS NOT NULL AND {inside} ORDER BY frame""", p).df(), lo, hi,
-                     ends[::-1] if direction == "s2c" else ends)
+          AND segment IS NOT NULL AND {inside} ORDER BY frame""", p).df(), lo, hi)
     acks = con.execute(f"""
         SELECT (t.ts_ns - $t0) / 1e9 AS t, t.rel_ack AS ack,
                t.rel_ack + p.tcp_window_bytes AS window_edge, t.frame
@@ -151,15 +150,16 @@ def time_sequence(con, capture_id, flow_id, direction="s2c", t_from=None, t_to=N
     t0, ends = _flow(con, capture_id, flow_id)
     lo, hi = _window(con, capture_id, flow_id, t0, t_from, t_to)
     title = _data_title(ends, direction)
-    segs, acks, sacks, states = _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi,
-                                               ends)
+    segs, acks, sacks, states = _sequence_rows(con, capture_id, flow_id, direction, t0, lo, hi)
     x = alt.X("t:Q", title="time since the flow's first packet (s)",
               scale=alt.Scale(domain=[lo, hi], nice=False, zero=False))
     colors = alt.Scale(domain=list(SEGMENT_COLORS), range=list(SEGMENT_COLORS.values()))
     tip = ["t:Q", "seq:Q", "seq_end:Q", "segment:N", "segments:Q",
            alt.Tooltip("frames:N", title="frames"),
            alt.Tooltip("wireshark:N", title="Wireshark display filter")]
-    bars = alt.Chart(segs).mark_rule(strokeWidth=2, clip=True).encode(
+    wireshark = wireshark_expression(sender_filter(*(ends[::-1] if direction == "s2c" else ends)))
+    bars = alt.Chart(segs).transform_calculate(wireshark=wireshark).mark_rule(
+        strokeWidth=2, clip=True).encode(
         x=x, y=alt.Y("seq:Q", title=f"relative sequence number ({direction})",
                            scale=alt.Scale(zero=False)), y2="seq_end:Q",
         color=alt.Color("segment:N", scale=colors, title="segment",
@@ -179,8 +179,8 @@ def time_sequence(con, capture_id, flow_id, direction="s2c", t_from=None, t_to=N
         x=x, y="y:Q", color=line_color, detail="line:N", tooltip=["t:Q", "y:Q", "line:N", "frame:Q"],
         strokeDash=alt.condition(f"datum.line == '{window_name}'", alt.value([4, 2]),
                                  alt.value([1, 0])))
-    resent = alt.Chart(segs[segs.segment != "new"]).mark_point(size=40, filled=True, clip=True
-                                                               ).encode(
+    resent = alt.Chart(segs[segs.segment != "new"]).transform_calculate(
+        wireshark=wireshark).mark_point(size=40, filled=True, clip=True).encode(
         x=x, y="seq:Q", color=alt.Color("segment:N", scale=colors, legend=None), tooltip=tip)
     layers = [receiver, bars, resent]
     if len(sacks):
