@@ -73,7 +73,7 @@ def _ablations(con, page, scope, compare, by, levels):
     from .ablation import ablation, replayed, verdict
     from .ablation_charts import ablation_bars, attribution_stacked
     from .table import ablation_rows
-    lines, blocks, charted = [], [], set()
+    lines, blocks, charted, empty = [], [], set(), {}
     for experiment, factor, by_, levels_, where in _designs(con, scope, compare, by, levels):
         try:
             results = ablation(con, factor, by=by_, levels=levels_, where=where)
@@ -82,12 +82,16 @@ def _ablations(con, page, scope, compare, by, levels):
             continue
         name = f"{factor}" + (f" by {', '.join(by_)}" if by_ else "")
         for c in results:
+            if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
+                continue  # (an arm has no requests: said once below, shown in the table)
             if page.replays < REPLAYS and _replayable(c, factor):
                 page.replays += 1
                 c.prediction = replayed(con, c, factor, by_, where)
             cell = c.label(by_)
             lines.append(f"{experiment or 'requests'}: {factor}"
                          + (f" ({cell})" if cell else "") + f": {verdict(c)[1]}" + _predicted(c))
+        if all(len(c.arms) < 2 or not all(a.n for a in c.arms[:2]) for c in results):
+            empty.setdefault(experiment or "requests", []).append(factor)
         predicted = any(c.prediction for c in results)
         cols, rows = ablation_rows(results, by_, predictions=predicted)
         blocks.append(Page.text(
@@ -106,6 +110,8 @@ def _ablations(con, page, scope, compare, by, levels):
                                      "The median of each span per arm (tracekit attribution): "
                                      "each span is backed by evidence; what nothing explains "
                                      "is unexplained."))
+    lines += [f"{e}: no two arms to compare for {', '.join(factors)} (in each cell an arm has "
+              f"no requests; the ablation tables)" for e, factors in empty.items()]
     return lines, blocks
 
 
