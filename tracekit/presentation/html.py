@@ -26,12 +26,6 @@ REQUEST_ROWS = 200
 REPLAYS = 8
 
 
-def _replayable(c, factor):
-    from ..whatif.factors import ALIASES, FACTORS
-    return (ALIASES.get(factor, factor) in FACTORS and len(c.arms) >= 2
-            and c.arms[0].n > 0 and c.arms[1].n > 0)
-
-
 def _predicted(c):
     """The what-if line of a verdict, in the numbers `ablation --predict` prints."""
     p = c.prediction
@@ -84,9 +78,9 @@ def _ablations(con, page, scope, compare, by, levels):
         for c in results:
             if len(c.arms) < 2 or not all(a.n for a in c.arms[:2]):
                 continue  # (an arm has no requests: said once below, shown in the table)
-            if page.replays < REPLAYS and _replayable(c, factor):
-                page.replays += 1
+            if page.replays < REPLAYS:  # (a factor the engine does not know: None, at once)
                 c.prediction = replayed(con, c, factor, by_, where)
+                page.replays += c.prediction is not None
             cell = c.label(by_)
             lines.append(f"{experiment or 'requests'}: {factor}"
                          + (f" ({cell})" if cell else "") + f": {verdict(c)[1]}" + _predicted(c))
