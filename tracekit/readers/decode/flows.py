@@ -207,8 +207,10 @@ def _rehash(old_key, old_val, key, val):
         h &= mask
         while val[h, 5] != EMPTY:
             h = (h + np.uint64(1)) & mask
-        key[h, :] = old_key[i, :]
-        val[h, :] = old_val[i, :]
+        for j in range(key.shape[1]):  # element by element: a row slice is a view, which
+            key[h, j] = old_key[i, j]  # needs numba's reference counting (off: core/jit.py)
+        for j in range(val.shape[1]):
+            val[h, j] = old_val[i, j]
         used += 1
     return used
 
