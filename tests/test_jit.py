@@ -47,3 +47,44 @@ def test_kernel_cache_named_by_module_not_by_path(tmp_path, monkeypatch):
                                                           wireshark.__file__)
     assert locator.get_cache_path() == os.path.join(jit.cache_dir(), "kernels")
     assert os.path.isdir(locator.get_cache_path())
+
+
+
+def _kernels():
+    """Every Kernel of the package and every helper it compiles with, as
+    (name, the function's syntax tree)."""
+    import ast
+    import importlib
+    import inspect
+    import pathlib
+    import textwrap
+    root = pathlib.Path(jit.__file__).resolve().parents[1]
+    seen = {}
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        if "kernel" not in text or "lab" in path.parts or "cli" in path.parts:
+            continue
+        module = importlib.import_module(
+            ".".join(path.relative_to(root.parent).with_suffix("").parts))
+        for value in vars(module).values():
+            if isinstance(value, jit.Kernel):
+                for f in (value.py_func, *value.helpers):
+                    seen[f.__module__ + "." + f.__name__] = f
+    for name, f in sorted(seen.items()):
+        yield name, ast.parse(textwrap.dedent(inspect.getsource(f))).body[0]
+
+
+def test_no_kernel_takes_a_view_or_allocates():
+    """Without reference counting a kernel may not make an array -- a slice
+    (a view) or np.empty & co -- and numba says so only when it first compiles
+    it, which for a kernel no sample reaches (flows._rehash: a flow table that
+    grows) is a user's first big capture. So it is read from the source."""
+    import ast
+    makes = {"empty", "zeros", "ones", "full", "arange", "array", "concatenate", "copy",
+             "empty_like", "zeros_like", "ones_like", "full_like"}
+    kernels = list(_kernels())
+    found = [(name, n.lineno) for name, fn in kernels for n in ast.walk(fn)
+             if isinstance(n, ast.Slice)
+             or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and getattr(n.func.value, "id", None) == "np" and n.func.attr in makes)]
+    assert len(kernels) > 20 and found == []
