@@ -51,20 +51,14 @@ VIEWS = (
     View("serving", "application",
          "Model serving per batch size: throughput, TTFT, TPOT, slot waste, slowdown.",
          "tracekit serving --format csv"),
-)
-BY_NAME = {v.name: v for v in VIEWS}
-VIEWS += (
+    # agent tasks (issue #28)
     View("tasks", "application",
          "Agent tasks: rounds, setup, reconnects, deadline slack, lost rounds, duplicate actions.",
          "tracekit tasks --run agent-002"),
     View("agent-rounds", "application",
          "Agent rounds: edge work, upload, model, network, action and unexplained, adding up to "
          "each round; the flow that carried it.", "tracekit agent-rounds --format csv"),
-)
-BY_NAME = {v.name: v for v in VIEWS}
-
-# issue #27: streams sharing a connection
-VIEWS += (
+    # streams sharing a connection (issue #27)
     View("streams", "application",
          "Streams of a connection: sent, complete, deliverable, head-of-line time, queueing, "
          "on-time media.", "tracekit streams --format markdown"),
