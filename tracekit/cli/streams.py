@@ -52,8 +52,8 @@ def stream_ablation(by, where, all_streams, db, fmt):
     when the sender's application had the stream ready.
 
     \b
-    Example:
-      tracekit stream-ablation --where loss_down=0.0 --format markdown
+    Example (the committed runs of experiments/multiplexing.toml):
+      tracekit ingest --manifest captures/multiplexing/multiplexing.runs.json --db mux.duckdb && tracekit analyze --db mux.duckdb && tracekit stream-ablation --db mux.duckdb --where loss_down=0.0 --format markdown
     """
     from ..presentation.stream_ablation import table_rows
     by = tuple(by) or ("protocol", "scheduling")

@@ -41,6 +41,61 @@ def _all_sent_once(sender, size):
     return sender._buffer_stop >= size and len(sender._pending) == 0
 
 
+class Sender:
+    """The schedule of one connection's two answers (see the module's
+    docstring): `h3` aioquic's H3Connection, `quic` its QuicConnection,
+    `transmit` the protocol's, `a` the server's arguments."""
+
+    def __init__(self, h3, quic, transmit, paths, a):
+        from .streaming import EventLog
+        self.h3, self.transmit, self.a = h3, transmit, a
+        self.image, self.audio = paths["/image"], paths["/audio"]
+        self.t0 = time.time_ns()
+        self.log = EventLog(a.log, connection="qlog:" + quic.original_destination_connection_id.hex(),
+                            direction="s2c")
+        for sid, size in ((self.image, a.image_bytes), (self.audio, a.chunks * CHUNK_BYTES)):
+            h3.send_headers(sid, [(b":status", b"200"), (b"content-length", str(size).encode())])
+            self.log("stream_ready", ts_ns=self.t0, stream_id=str(sid), committed=a.committed)
+        # held here: aioquic drops a stream from its table once it is finished
+        self.senders = {sid: quic._streams[sid].sender for sid in (self.image, self.audio)}
+        self.sent_image = self.sent_chunks = 0
+        self.image_out = False   # FIFO: every image byte sent once
+
+    def _image(self):
+        a, sender = self.a, self.senders[self.image]
+        if a.mode == "fifo" and self.sent_image == 0:
+            self.sent_image = a.image_bytes
+            self.h3.send_data(self.image, b"i" * a.image_bytes, end_stream=True)
+        while a.mode == "priority" and self.sent_image < a.image_bytes \
+                and _unacked(sender) < a.committed:
+            n = min(PIECE, a.image_bytes - self.sent_image)
+            self.sent_image += n
+            self.h3.send_data(self.image, b"i" * n, end_stream=self.sent_image == a.image_bytes)
+        self.image_out = self.image_out or _all_sent_once(sender, a.image_bytes)
+
+    def tick(self):
+        a = self.a
+        self._image()
+        now = time.time_ns()
+        while self.sent_chunks < a.chunks and \
+                now >= self.t0 + round(self.sent_chunks * a.chunk_ms * 1e6) and \
+                (a.mode == "priority" or self.image_out):
+            k = self.sent_chunks
+            self.sent_chunks += 1
+            self.h3.send_data(self.audio, b"a" * CHUNK_BYTES, end_stream=self.sent_chunks == a.chunks)
+            # its end on the QUIC stream (HTTP/3's HEADERS and DATA frame headers included)
+            self.log("stream_chunk", ts_ns=self.t0, stream_id=str(self.audio),
+                     end_offset=self.senders[self.audio]._buffer_stop,
+                     ready_ns=self.t0 + round(k * a.chunk_ms * 1e6),
+                     play_ns=self.t0 + round((a.play_ms + k * a.chunk_ms) * 1e6),
+                     duration_ns=round(a.chunk_ms * 1e6))
+        self.transmit()
+        if self.sent_chunks < a.chunks or self.sent_image < a.image_bytes:
+            asyncio.get_running_loop().call_later(0.0005, self.tick)
+        else:
+            self.log.close()
+
+
 async def _serve(a):
     from aioquic.asyncio import QuicConnectionProtocol, serve
     from aioquic.h3.connection import H3_ALPN, H3Connection
@@ -50,10 +105,10 @@ async def _serve(a):
     from aioquic.quic.logger import QuicFileLogger
 
     from .h3 import _certificate
-    from .streaming import EventLog
 
     class Server(QuicConnectionProtocol):
         h3 = None
+        sender = None
 
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
@@ -67,56 +122,9 @@ async def _serve(a):
             for ev in self.h3.handle_event(event):
                 if isinstance(ev, HeadersReceived):
                     self.paths[dict(ev.headers).get(b":path", b"/").decode()] = ev.stream_id
-                    if {"/image", "/audio"} <= set(self.paths):
-                        self.start()
-
-        def start(self):
-            self.image, self.audio = self.paths["/image"], self.paths["/audio"]
-            self.t0 = time.time_ns()
-            name = "qlog:" + self._quic.original_destination_connection_id.hex()
-            log = EventLog(a.log, connection=name, direction="s2c")
-            for sid, size in ((self.image, a.image_bytes), (self.audio, a.chunks * CHUNK_BYTES)):
-                self.h3.send_headers(sid, [(b":status", b"200"),
-                                           (b"content-length", str(size).encode())])
-                log("stream_ready", ts_ns=self.t0, stream_id=str(sid), committed=a.committed)
-            self.log = log
-            # held here: aioquic drops a stream from its table once it is finished
-            self.senders = {sid: self._quic._streams[sid].sender for sid in (self.image, self.audio)}
-            self.sent_image = 0
-            self.sent_chunks = 0
-            self.image_out = False   # FIFO: every image byte sent once
-            self.tick()
-
-        def tick(self):
-            sender = self.senders[self.image]
-            if a.mode == "fifo" and self.sent_image == 0:
-                self.sent_image = a.image_bytes
-                self.h3.send_data(self.image, b"i" * a.image_bytes, end_stream=True)
-            while a.mode == "priority" and self.sent_image < a.image_bytes \
-                    and _unacked(sender) < a.committed:
-                n = min(PIECE, a.image_bytes - self.sent_image)
-                self.sent_image += n
-                self.h3.send_data(self.image, b"i" * n, end_stream=self.sent_image == a.image_bytes)
-            self.image_out = self.image_out or _all_sent_once(sender, a.image_bytes)
-            now = time.time_ns()
-            while self.sent_chunks < a.chunks and \
-                    now >= self.t0 + round(self.sent_chunks * a.chunk_ms * 1e6) and \
-                    (a.mode == "priority" or self.image_out):
-                k = self.sent_chunks
-                self.sent_chunks += 1
-                self.h3.send_data(self.audio, b"a" * CHUNK_BYTES,
-                                  end_stream=self.sent_chunks == a.chunks)
-                # its end on the QUIC stream (HTTP/3's HEADERS and DATA frame headers included)
-                end = self.senders[self.audio]._buffer_stop
-                self.log("stream_chunk", ts_ns=self.t0, stream_id=str(self.audio), end_offset=end,
-                         ready_ns=self.t0 + round(k * a.chunk_ms * 1e6),
-                         play_ns=self.t0 + round((a.play_ms + k * a.chunk_ms) * 1e6),
-                         duration_ns=round(a.chunk_ms * 1e6))
-            self.transmit()
-            if self.sent_chunks < a.chunks or self.sent_image < a.image_bytes:
-                asyncio.get_running_loop().call_later(0.0005, self.tick)
-            else:
-                self.log.close()
+                    if {"/image", "/audio"} <= set(self.paths) and self.sender is None:
+                        self.sender = Sender(self.h3, self._quic, self.transmit, self.paths, a)
+                        self.sender.tick()
 
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                quic_logger=QuicFileLogger(a.qlog_dir))
