@@ -151,6 +151,21 @@ def test_stream_queueing_is_what_the_schedule_says_fifo_against_priority(store):
         assert s["stream_queueing_ns"] > p["stream_queueing_ns"], (protocol, loss, trial)
 
 
+def test_the_tables_in_docs_lab_md_are_what_the_command_prints(store):
+    import re
+
+    from tracekit.presentation.table import render
+    con, _ = store
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "lab.md")) as f:
+        doc = f.read()
+    for name, loss in (("lossless", "0.0"), ("lossy", "0.04")):
+        shown = re.search(rf"<!-- stream-ablation {name} -->\n(.*?)<!-- /stream-ablation -->",
+                          doc, re.S).group(1)
+        cells = stream_ablation(con, where={"loss_down": loss})
+        assert shown.strip() == render(*table_rows(cells, ("protocol", "scheduling")),
+                                       "markdown").strip(), name
+
+
 def test_the_ablation_table_beside_the_model(store):
     """protocol x scheduling without loss: the audio's completion and
     deliverable time within 10 % of tracekit.model's, its on-time seconds
