@@ -176,6 +176,55 @@ def test_http3_hands_the_audio_over_while_the_image_has_holes(store):
     assert seen >= 2   # both HTTP/3 priority runs with loss
 
 
+def _tshark_data(capture, keylog):
+    """{stream id: (DATA bytes, ns of the frame that completed its last record)}
+    of an HTTP/2-in-TLS capture, by tshark's own dissectors and decryption."""
+    out = subprocess.run(["tshark", "-r", capture, "-o", f"tls.keylog_file:{keylog}",
+                          "-o", "tcp.reassemble_out_of_order:TRUE",
+                          "-d", "tcp.port==9300,tls", "-Y", "http2.type==0", "-T", "fields",
+                          "-e", "frame.time_epoch", "-e", "http2.streamid", "-e", "http2.length",
+                          "-e", "http2.type", "-E", "occurrence=a"],
+                         capture_output=True, text=True, check=True).stdout
+    streams = {}
+    for line in out.splitlines():
+        ts, sids, lengths, types = line.split("\t")
+        sec, frac = ts.split(".")
+        ns = int(sec) * 1_000_000_000 + int(frac.ljust(9, "0"))
+        for sid, length, kind in zip(sids.split(","), lengths.split(","), types.split(",")):
+            if kind == "0":   # a DATA frame (the record may carry others)
+                n, last = streams.get(sid, (0, 0))
+                streams[sid] = (n + int(length), max(last, ns))
+    return streams
+
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark is not installed")
+def test_http2_streams_are_what_tshark_decrypts(store):
+    """tracekit's own TLS 1.3 decryption and HTTP/2 framing against tshark's,
+    with the same key log: each stream's bytes, when its last byte left the
+    server (server capture), and when it was deliverable at the client:
+    tshark reassembles TCP in order, so it dissects the stream's last record
+    in the frame that made the byte stream whole up to it -- behind a hole,
+    the repair's frame, after the stream was complete."""
+    con, manifests = store
+    rows = {(s["connection"], s["stream_id"]): s for s in _streams(con)}
+    checked = 0
+    for run, m in manifests.items():
+        if m["factors"]["protocol"] != "h2":
+            continue
+        folder = os.path.join(HERE, run)
+        keylog = os.path.join(folder, "keys.log")
+        sent = _tshark_data(os.path.join(folder, "server.pcap"), keylog)
+        arrived = _tshark_data(os.path.join(folder, "client.pcap"), keylog)
+        assert set(sent) == set(arrived) == {"1", "3"}, run
+        for sid in ("1", "3"):
+            s = rows[(run, sid)]
+            assert s["bytes"] == sent[sid][0] == arrived[sid][0], (run, sid)
+            assert s["last_sent_ns"] == sent[sid][1], (run, sid)
+            assert s["deliverable_ns"] == arrived[sid][1], (run, sid)
+            checked += 1
+    assert checked == 16
+
+
 def test_stream_queueing_is_what_the_schedule_says_fifo_against_priority(store):
     """The model's schedule of the experiment's image and chunks: FIFO sends
     every image byte before the audio's first, priority none of them while a
