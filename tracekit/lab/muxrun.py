@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+from ..core.errors import TracekitError
 from .record import running
 from .wan import SERVER_ADDR, EmulatedPath
 
@@ -107,14 +108,16 @@ def _run_h3(path, s, cfg, out, files, run_id):
             "--port", str(H3_PORT), "--qlog-dir", qlogs["client"], "--log", files["client_log"],
             "--paths", "--audio-after-ms", "0"]), check=True, timeout=60)
         deadline = time.monotonic() + 10   # the server writes its qlog when the connection drained
-        while not _whole(os.path.join(qlogs["server"], "*.qlog")) and time.monotonic() < deadline:
+        while not _whole(os.path.join(qlogs["server"], "*.qlog")):
+            if time.monotonic() > deadline:
+                raise TracekitError(f"{qlogs['server']}: the HTTP/3 server wrote no whole qlog "
+                                    f"within 10 s of the client's end")
             time.sleep(0.05)
     files["qlogs"] = [os.path.join(d, q) for d in qlogs.values()
                       for q in sorted(os.listdir(d)) if q.endswith(".qlog")]
 
 
 def run_multiplexing(spec, s, trial, order, combo, out, files, pspec, run_id, started):
-    from ..core.errors import TracekitError
     from .experiment import _manifest, _tune
     protocol, scheduling = s.get("protocol", "h2"), s.get("scheduling", "fifo")
     if protocol not in ("h2", "h3") or scheduling not in ("fifo", "priority"):
