@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.multiplex import delivery_times, link_schedule, on_time_seconds
+from ..core.multiplex import delivery_times, gated_ahead, link_schedule, on_time_seconds
 from ..pipeline.runner import run_analysis
 from .ablation import bootstrap_median_ci
 
@@ -74,10 +74,8 @@ def predict(labels):
     except (KeyError, ValueError):
         return None
     sizes = [image + math.ceil(image / PIECE) * framing] + [CHUNK + framing] * chunks
-    # with priority a chunk is handed on at once, behind what the server's gate
-    # holds (committed and, on average, half a piece) less what has already
-    # crossed the bottleneck and waits only for its ACK (a round trip at the rate)
-    ahead = max(0.0, committed + PIECE / 2 - rate * 2 * delay) if scheduling == "priority" else 0.0
+    # with priority a chunk is handed on at once, behind what the server's gate holds
+    ahead = gated_ahead(committed, PIECE, rate, 2 * delay) if scheduling == "priority" else 0.0
     ready = [0.0] + [k * chunk_s + ahead / rate for k in range(chunks)]
     priority = None if scheduling == "fifo" else [1] + [0] * chunks
     pieces = link_schedule(sizes, ready, rate, priority)
