@@ -65,3 +65,16 @@ def test_eight_audio_chunks_are_on_time_only_when_prioritised():
     assert fifo == 0.0 and min(fifo_arrivals) > 5.0
     assert prio == pytest.approx(0.16)
     assert prio_arrivals[0] == pytest.approx(0.0032 + delay)
+
+
+def test_a_gated_sender_puts_its_gate_less_a_round_trip_ahead_of_an_urgent_chunk():
+    """docs/timing-model.md: 8,192 gated bytes and half a 4,096-byte piece,
+    less 20 ms at 180,992 bytes/s already past the bottleneck; a chunk ready
+    at 0.1 s while the image keeps the link busy leaves that many bytes'
+    time later, then takes its own."""
+    ahead = model.gated_ahead(8192, 4096, 180_992, 0.020)
+    assert ahead == 8192 + 2048 - 180_992 * 0.020
+    assert model.gated_ahead(1000, 0, 180_992, 0.020) == 0.0   # the round trip holds more
+    pieces = model.link_schedule([100_000, 960], [0.0, 0.1 + ahead / 180_992], 180_992, [1, 0])
+    chunk = next(p for p in pieces if p.stream == 1)
+    assert chunk.end == pytest.approx(0.1 + (ahead + 960) / 180_992)

@@ -130,6 +130,17 @@ class Store:
                     c.prediction = predicted(c, compare, tuple(predict) or None)
         return results
 
+    def stream_ablation(self, by: Sequence[str] = ("protocol", "scheduling"),
+                        where: Mapping[str, str] | None = None, media: bool = True) -> list[Any]:
+        """The stream-level ablation's cells (presentation.stream_ablation.Cell):
+        per combination of the `by` labels, the media streams' (or, without
+        `media`, every stream's) medians with intervals and the model's values."""
+        from .presentation.stream_ablation import stream_ablation
+        if isinstance(by, str):
+            by = (by,)
+        cells: list[Any] = stream_ablation(self.con, tuple(by), where, media)
+        return cells
+
     def ablation(self, compare: str, by: Sequence[str] = (), levels: Sequence[str] | None = None,
                  where: Mapping[str, str] | None = None, predict: bool = False) -> pd.DataFrame:
         """The table `tracekit ablation` prints, as a pandas DataFrame (times in ms);

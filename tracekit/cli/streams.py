@@ -1,9 +1,11 @@
-"""`tracekit h2-events`: a capture's HTTP/2 frames as stream events (issue #27)."""
+"""`tracekit h2-events`: a capture's HTTP/2 frames as stream events;
+`tracekit stream-ablation`: the streams of an experiment's cells beside the
+model (issue #27)."""
 
 import click
 
 from .. import api
-from .common import CONTEXT, handle_errors
+from .common import CONTEXT, db_option, emit, format_option, handle_errors, parse_labels
 
 
 @click.command("h2-events", context_settings=CONTEXT)
@@ -31,4 +33,34 @@ def h2_events(capture, port, out, vantage, connection, run, keylog):
     click.echo(f"{out}: {n} stream events")
 
 
-COMMANDS = [h2_events]
+@click.command("stream-ablation", context_settings=CONTEXT)
+@click.option("--by", "by", multiple=True, metavar="FACTOR",
+              help="A factor that makes a cell (repeatable; default: protocol and scheduling).")
+@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
+              help="Only streams of runs with this label (repeatable), e.g. --where loss_down=0.0.")
+@click.option("--all-streams", is_flag=True,
+              help="Every stream, not only those with timed chunks (the audio).")
+@db_option
+@format_option
+@handle_errors
+def stream_ablation(by, where, all_streams, db, fmt):
+    """The streams of an experiment per cell: completion, deliverable time,
+    the client's read, hol_blocking, stream_queueing and on-time seconds,
+    each the median over the cell's runs with a bootstrap 95 % interval,
+    and tracekit.model's values for the cell's settings beside them (lossless
+    cells: the model takes loss-recovery times as input). Times are ms from
+    when the sender's application had the stream ready.
+
+    \b
+    Example (the committed runs of experiments/multiplexing.toml):
+      tracekit ingest --manifest captures/multiplexing/multiplexing.runs.json --db mux.duckdb && tracekit analyze --db mux.duckdb && tracekit stream-ablation --db mux.duckdb --where loss_down=0.0 --format markdown
+    """
+    from ..presentation.stream_ablation import table_rows
+    by = tuple(by) or ("protocol", "scheduling")
+    with api.open(db, read_only=True) as store:
+        store.require_analyzed()
+        cells = store.stream_ablation(by, parse_labels(where), media=not all_streams)
+    emit(*table_rows(cells, by), fmt)
+
+
+COMMANDS = [h2_events, stream_ablation]

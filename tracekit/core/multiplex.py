@@ -69,6 +69,18 @@ def link_schedule(sizes, ready, rate, priority=None, committed=0):
     return pieces
 
 
+def gated_ahead(committed, piece, rate, round_trip):
+    """Bytes ahead of an urgent message at the bottleneck when the sender
+    writes its next less urgent piece only while fewer than `committed`
+    bytes are unacknowledged: the gate holds `committed` plus, on average,
+    half a `piece`, less the round trip's worth (`rate` x `round_trip`)
+    already past the bottleneck and waiting only for its ACK. With the link
+    kept busy by the less urgent stream, the urgent one leaves
+    gated_ahead / rate after it is ready (give link_schedule that later
+    ready time). Never below 0."""
+    return max(0.0, committed + piece / 2 - rate * round_trip)
+
+
 def stream_schedule(pieces, n_streams):
     """Per stream, (first byte sent, last byte sent): the start of its first
     piece and the end of its last."""

@@ -7,7 +7,9 @@ levels, trials and a seed:
     workload = "tts"            # tts, asr or agent (tracekit.lab.tts.WORKLOADS), agent-tasks
                                 # (rounds of an agent: tracekit.lab.agentrun), or
                                 # streaming (tracekit.lab.streaming: requests = streams,
-                                # chunks and initial_buffer_ms settings)
+                                # chunks and initial_buffer_ms settings), multiplexing
+                                # (tracekit.lab.muxrun: an image and timed audio on one
+                                # connection; protocol h2/h3, scheduling fifo/priority)
     trials = 4                  # rounds; each round runs every combination once
     requests = 4                # requests per run
     seed = 1
@@ -70,7 +72,7 @@ from . import netns
 from .record import running, tcpdump
 from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 
-WORKLOADS = ("tts", "asr", "agent", "streaming", "agent-tasks")
+WORKLOADS = ("tts", "asr", "agent", "streaming", "agent-tasks", "multiplexing")
 STREAM_PORT = 9100
 SOCKS_PORT = 1080
 PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "jitter_ms",
@@ -208,6 +210,9 @@ def _tune(path, s, per_socket=False):
 
 def _other_runner(spec, protocol):
     """The run function of a run that is not the TTS shape over TCP/TLS/h2, or None."""
+    if spec.get("workload") == "multiplexing":  # two streams on one connection (lab/muxrun.py)
+        from .muxrun import run_multiplexing
+        return run_multiplexing
     if protocol == "h3":
         return _run_h3
     if spec.get("workload") == "streaming":
@@ -245,7 +250,7 @@ def run_one(spec, trial, order, combo, workdir):
                        if is_tunnel(s) else None)
     snaplen = SNAPLEN if protocol == "tcp" else 1600  # TLS and QUIC parsing need the payload
     server_extra, client_extra = [], []
-    if protocol in ("tls", "h2"):
+    if protocol in ("tls", "h2") and spec.get("workload") != "multiplexing":
         from .h3 import _certificate, private_file
         cert, key = _certificate(out)
         files["keylog"] = os.path.join(out, "keys.log")

@@ -55,6 +55,14 @@ def _requests(conn, h):
     return paths
 
 
+def _outq(sock):
+    """Bytes in the TCP socket's send queue, unacknowledged or unsent (SIOCOUTQ)."""
+    import fcntl
+    import struct
+    import termios
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+
 def _tls_server(conn):
     """The accepted socket in TLS 1.3 with ALPN h2 (a self-signed certificate made now)."""
     import ssl
@@ -70,8 +78,14 @@ def _tls_server(conn):
 
 
 def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, connection,
-          tls=False):
-    """Answer one connection (see the module's docstring)."""
+          tls=False, sndbuf=16384, piece=0, committed=0):
+    """Answer one connection (see the module's docstring). `sndbuf`: the
+    SO_SNDBUF asked for (the kernel doubles it); `piece`: the image's DATA
+    frames' size (0: the largest frame the peer allows); `committed`: an
+    image frame is written only while the socket holds fewer bytes than
+    that unacknowledged or unsent (SIOCOUTQ; 0: no such wait), so that a
+    chunk waits behind at most that much of the image plus a frame (the
+    kernel lets more than SO_SNDBUF out at a small buffer)."""
     lsock = socket.socket()
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((addr, port))
@@ -79,7 +93,7 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
     print("up", flush=True)
     conn, _ = lsock.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     sndbuf = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)  # as the kernel set it
     if tls:
         conn = _tls_server(conn)
@@ -98,7 +112,7 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
             ready_ns=t0 + round(k * chunk_ms * 1e6),
             play_ns=t0 + round((play_ms + k * chunk_ms) * 1e6), duration_ns=round(chunk_ms * 1e6))
     conn.sendall(h.data_to_send())
-    frame = h.max_outbound_frame_size
+    frame = min(piece, h.max_outbound_frame_size) if piece else h.max_outbound_frame_size
     sent_image, sent_chunks = 0, 0
     while sent_image < image_bytes or sent_chunks < chunks:
         due = t0 + round(sent_chunks * chunk_ms * 1e6)
@@ -106,6 +120,9 @@ def serve(addr, port, log_path, mode, image_bytes, chunks, chunk_ms, play_ms, co
         if chunk_ready and (mode == "priority" or sent_image >= image_bytes):
             sent_chunks += 1
             h.send_data(audio, b"a" * CHUNK_BYTES, end_stream=sent_chunks == chunks)
+        elif sent_image < image_bytes and committed and _outq(conn) >= committed:
+            time.sleep(0.0005)   # the socket holds enough; a chunk may become ready meanwhile
+            continue
         elif sent_image < image_bytes:
             n = min(frame, image_bytes - sent_image)
             sent_image += n
@@ -220,12 +237,16 @@ def main(argv=None):
     p.add_argument("--chunks", type=int, default=8)
     p.add_argument("--chunk-ms", type=float, default=20.0)
     p.add_argument("--play-ms", type=float, default=150.0)
+    p.add_argument("--sndbuf", type=int, default=16384, help="server: SO_SNDBUF asked for")
+    p.add_argument("--piece", type=int, default=0, help="server: image DATA frame size")
+    p.add_argument("--committed", type=int, default=0,
+                   help="server: write an image frame only while SIOCOUTQ is below this")
     p.add_argument("--tls", action="store_true", help="server: TLS 1.3 with ALPN h2")
     p.add_argument("--keylog", help="client: TLS 1.3, its secrets written here")
     a = p.parse_args(argv)
     if a.role == "server":
         serve(a.addr, a.port, a.log, a.mode, a.image_bytes, a.chunks, a.chunk_ms, a.play_ms,
-              a.connection, a.tls)
+              a.connection, a.tls, a.sndbuf, a.piece, a.committed)
     else:
         client(a.addr, a.port, a.log, a.connection, a.keylog)
 

@@ -39,12 +39,12 @@ async def _fetch(addr, port, qlog_dir, log_path, image, audio, audio_after_ms):
                 if isinstance(ev, DataReceived) and ev.stream_ended and ev.stream_id in self.done:
                     self.done[ev.stream_id].set_result(now)
 
-        async def get(self, size):
+        async def get(self, path):
             sid = self._quic.get_next_available_stream_id()
             self.done[sid] = asyncio.get_running_loop().create_future()
             self.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
                                        (b":authority", addr.encode()),
-                                       (b":path", f"/bytes/{size}".encode())], end_stream=True)
+                                       (b":path", path.encode())], end_stream=True)
             self.transmit()
             return sid, await self.done[sid]
 
@@ -103,9 +103,13 @@ def main(argv=None):
     p.add_argument("--image", type=int, default=400_000)
     p.add_argument("--audio", type=int, default=7_680)
     p.add_argument("--audio-after-ms", type=float, default=60.0)
+    p.add_argument("--paths", action="store_true",
+                   help="ask for /image and /audio (tracekit.lab.multiplex_quic's server) "
+                        "instead of /bytes/IMAGE and /bytes/AUDIO")
     a = p.parse_args(argv)
     os.makedirs(a.qlog_dir, exist_ok=True)
-    asyncio.run(_fetch(a.addr, a.port, a.qlog_dir, a.log, a.image, a.audio, a.audio_after_ms))
+    image, audio = ("/image", "/audio") if a.paths else (f"/bytes/{a.image}", f"/bytes/{a.audio}")
+    asyncio.run(_fetch(a.addr, a.port, a.qlog_dir, a.log, image, audio, a.audio_after_ms))
 
 
 if __name__ == "__main__":

@@ -86,5 +86,6 @@ def run_inputs(manifests, workdir):
         logs = [os.path.join(base, m["files"][k]) for k in ("client_log", "server_log")
                 if k in m["files"]]
         logs += [os.path.join(base, q) for q in m["files"].get("qlogs", [])]
+        logs += [os.path.join(base, q) for q in m["files"].get("logs", [])]  # e.g. h2 frames
         out.append((captures, logs, labels_of(m)))
     return out
