@@ -111,7 +111,7 @@ def frames(data, seen, contiguous, at=0):
 
 def _tls_streams(streams, keylog, path):
     """{client?: (plaintext, times, length)} of one connection's two directions."""
-    from .tls13 import LABELS, hello, plaintext
+    from .tls13 import LABELS, UndecryptableRecord, hello, plaintext
     client_random = hello(*_ends(streams.get(True)), client=True)
     suite = hello(*_ends(streams.get(False)), client=False)
     if client_random is None or suite is None:
@@ -123,7 +123,14 @@ def _tls_streams(streams, keylog, path):
         if secrets[1] is None:
             raise TracekitError(f"{path}: the key log has no {LABELS[client][1]} for client "
                                 f"random {client_random.hex()[:16]}...")
-        out[client] = plaintext(data, seen, contiguous, secrets, suite)
+        try:
+            out[client] = plaintext(data, seen, contiguous, secrets, suite)
+        except UndecryptableRecord as exc:
+            side = "client" if client else "server"
+            raise TracekitError(f"{path}: the {side}'s TLS record at byte {exc.args[0]} of its TCP "
+                                f"byte stream does not decrypt with the key log's secrets for client "
+                                f"random {client_random.hex()[:16]}... (another key log, or a key "
+                                f"update tracekit does not follow)") from None
     return out
 
 

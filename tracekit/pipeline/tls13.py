@@ -46,6 +46,11 @@ def _expand_label(secret, label, length, hash_name):
     return HKDFExpand(algorithm, length, info).derive(secret)
 
 
+class UndecryptableRecord(ValueError):
+    """A record neither secret of the key log opens (its byte offset in the
+    direction's TCP byte stream is args[0])."""
+
+
 class _Key:
     def __init__(self, secret, suite):
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
@@ -104,7 +109,7 @@ def plaintext(data, seen, contiguous, secrets, suite):
             if plain is None:
                 keys.pop(0)  # the handshake key is done: the application key's turn
         if plain is None:
-            break
+            raise UndecryptableRecord(start)
         plain = plain.rstrip(b"\x00")
         if plain[-1:] == b"\x17":
             out += plain[:-1]
