@@ -317,7 +317,8 @@ def damaged_dataset_file(path: str | os.PathLike[str] | None) -> str | None:
     from .store.dataset import is_dataset, unreadable
     if path is None or not is_dataset(os.fspath(path)):
         return None
-    return unreadable(os.path.abspath(os.fspath(path)))
+    said: str | None = unreadable(os.path.abspath(os.fspath(path)))
+    return said
 
 
 def ingest(db: str | os.PathLike[str] | None = None,
