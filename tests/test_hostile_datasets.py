@@ -101,3 +101,18 @@ def test_damage_inside_a_page_is_one_line_naming_the_file(exported, tmp_path, co
         (line,) = r.output.splitlines()
         assert line.startswith(f"tracekit: error: {target}: cannot be read as Parquet ("), line
         assert line.endswith("move that capture's folder away and ingest its file again"), line
+
+
+def test_a_capture_analysed_again_over_a_damaged_page_names_the_file(exported, tmp_path):
+    """A writer analysing a capture again (other --dupthresh) reads its packets
+    from the dataset: the failure names the file (before: "Error:
+    TProtocolException: Invalid data")."""
+    pytest.importorskip("distributed")
+    ds = _copy(exported, tmp_path / "ds")
+    target = ds / "packets" / "capture_id=1" / "part-0.parquet"
+    _flip(target, "ts_ns", "header")
+    r = CliRunner().invoke(main, ["analyze", "--store", str(ds), "--workers", "1",
+                                  "--dupthresh", "4"])
+    assert r.exit_code == 1, r.output  # capture 2 analysed again, capture 1 failed
+    (line,) = [ln for ln in r.output.splitlines() if ln.startswith("tracekit: error:")]
+    assert f"failed twice and is not in the dataset: {target}: cannot be read as Parquet (" in line

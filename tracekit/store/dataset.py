@@ -377,15 +377,16 @@ def check_parquet(path):
                             f"there; move that capture's folder away and ingest its file again")
 
 
-def unreadable(directory):
-    """One line naming the first file of the dataset DuckDB cannot decode whole
-    (damage inside a page, which check_parquet's look at the ends cannot see and
-    DuckDB may report without a file name), or None. Reads every file: for the
-    moment a command has failed, not for every command."""
+def unreadable(directory, capture_id=None):
+    """One line naming the first file of the dataset (or of one capture's
+    folders) DuckDB cannot decode whole (damage inside a page, which
+    check_parquet's look at the ends cannot see and DuckDB may report without a
+    file name), or None. Reads every file: for after a failure, not for every run."""
     import duckdb
+    where = "**" if capture_id is None else os.path.join("*", f"capture_id={capture_id}")
     con = duckdb.connect()
     try:
-        for path in sorted(glob.glob(os.path.join(glob.escape(directory), "**", "*.parquet"),
+        for path in sorted(glob.glob(os.path.join(glob.escape(directory), where, "*.parquet"),
                                      recursive=True)):
             if any(p.startswith(("_", ".")) for p in os.path.relpath(path, directory).split(os.sep)):
                 continue  # _damaged/, _partial/: never read
