@@ -4,10 +4,11 @@ Prometheus text scrape (`curl .../metrics`) when it has no timestamps.
 
 Their rows are stamped with the time the caller states (`tracekit ingest
 --time`); without one they are kept on the file's own clock (time 0,
-`"clock": "trace"`, counted and warned about like a qlog without a reference
-time), never stamped with a guess such as the file's mtime. Each row is one event whose `run` names the dimensions
-that tell one run from another in its file; the conditions of the whole
-file (a report's `path` section) are kept in every row.
+`"clock": "trace"`, counted and warned about like a qlog without a
+reference time), never stamped with a guess such as the file's mtime. Each
+row is one event whose `run` names the dimensions that tell one run from
+another in its file; the conditions of the whole file (a report's `path`
+section) are kept in every row.
 """
 
 import re
@@ -105,7 +106,7 @@ def harness_records(path, text, time_ns=None):
                             f"tab-separated column names")
     header = [h.strip() for h in header]
     # a column of times (as Queqiao's visualizer reads them) dates each row;
-    # without one the rows take the stated time
+    # without one the rows take the stated time, or the file's own clock
     timed = next((h for h in ("time", "timestamp", "started_utc") if h in header), None)
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip() or line.startswith("#"):
