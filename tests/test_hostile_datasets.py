@@ -65,3 +65,54 @@ def test_a_writer_sets_a_damaged_capture_aside_and_its_file_goes_in_again(export
                                   "--format", "csv"])
     assert r.exit_code == 0, r.output
     assert r.output.splitlines()[1] == '"[\'http-fresh-vs-persistent.pcap\', \'udp-echo.pcapng\']",2141'
+
+
+def _flip(path, column, where):
+    """Flip one byte of `column`'s first data page in a Parquet file: `header`
+    a byte of the page header (DuckDB: "TProtocolException: Invalid data", no
+    file named), `middle` four bytes mid-chunk (Snappy cannot decompress it)."""
+    import pyarrow.parquet as pq
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    chunk = next(meta.column(i) for i in range(meta.num_columns)
+                 if meta.column(i).path_in_schema == column)
+    data = bytearray(path.read_bytes())
+    if where == "header":
+        data[chunk.data_page_offset + 1] ^= 0xFF
+    else:
+        middle = chunk.data_page_offset + chunk.total_compressed_size // 2
+        data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("column, where", [("ts_ns", "header"), ("flow_id", "header"),
+                                           ("frame", "middle")])
+def test_damage_inside_a_page_is_one_line_naming_the_file(exported, tmp_path, column, where):
+    """Magic bytes and footer intact, a page inside broken: DuckDB finds it only
+    when it decodes that page, and its message may name no file (before: a
+    one-line "internal error: Error: TProtocolException: Invalid data")."""
+    ds = _copy(exported, tmp_path / "ds")
+    target = ds / "packets" / "capture_id=1" / "part-0.parquet"
+    _flip(target, column, where)
+    for args in (["sql", "SELECT count(*), sum(hash(p)) FROM packets p"],
+                 ["import", str(ds), "--db", str(tmp_path / "i.duckdb")]):
+        store = [] if args[0] == "import" else ["--store", str(ds)]
+        r = CliRunner().invoke(main, [*args, *store])
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.splitlines()
+        assert line.startswith(f"tracekit: error: {target}: cannot be read as Parquet ("), line
+        assert line.endswith("move that capture's folder away and ingest its file again"), line
+
+
+def test_a_capture_analysed_again_over_a_damaged_page_names_the_file(exported, tmp_path):
+    """A writer analysing a capture again (other --dupthresh) reads its packets
+    from the dataset: the failure names the file (before: "Error:
+    TProtocolException: Invalid data")."""
+    pytest.importorskip("distributed")
+    ds = _copy(exported, tmp_path / "ds")
+    target = ds / "packets" / "capture_id=1" / "part-0.parquet"
+    _flip(target, "ts_ns", "header")
+    r = CliRunner().invoke(main, ["analyze", "--store", str(ds), "--workers", "1",
+                                  "--dupthresh", "4"])
+    assert r.exit_code == 1, r.output  # capture 2 analysed again, capture 1 failed
+    (line,) = [ln for ln in r.output.splitlines() if ln.startswith("tracekit: error:")]
+    assert f"failed twice and is not in the dataset: {target}: cannot be read as Parquet (" in line

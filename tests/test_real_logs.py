@@ -71,7 +71,8 @@ def _expected(path):
 
 @pytest.mark.parametrize("name, events, malformed, traces", [
     ("doublevantage_100ms.qlog", 6737, 0, 2), ("parallel_10_50KB_f5.qlog", 1549, 0, 1),
-    ("new_cid.qlog", 34, 1, 1), ("spin_bit.qlog", 34, 0, 1),
+    # new_cid ends its events with an empty `[]`: nothing to read, not a malformed record
+    ("new_cid.qlog", 34, 0, 1), ("spin_bit.qlog", 34, 0, 1),
 ])
 def test_qvis_qlogs(name, events, malformed, traces):
     parsed = read_log(str(QVIS / name))
@@ -97,3 +98,59 @@ def test_two_vantage_points_in_one_file():
     cwnd = [json.loads(r["fields"])["data"].get("cwnd") for r in rows
             if r["kind"] == "quic_metrics_updated"]
     assert cwnd[0] == 12800
+
+
+PCAP2QLOG_01 = ("pcap2qlog-0.1-handshake_v6_quicker.qlog", "pcap2qlog-0.1-ngtcp2-pcap.qlog")
+
+
+def _tshark_epochs(name):
+    """frame.time_epoch of each frame of the capture pcap2qlog read, as tshark
+    printed it (tests/data/qlog/README.md), in ns."""
+    lines = (QVIS / "pcap2qlog-0.1.tshark.tsv").read_text().splitlines()[1:]
+    return [int(Decimal(c[2]) * 10**9) for c in (ln.split("\t") for ln in lines) if c[0] == name]
+
+
+@pytest.mark.parametrize("name, packets", [(PCAP2QLOG_01[0], 12), (PCAP2QLOG_01[1], 10)])
+def test_pcap2qlog_0_1(name, packets):
+    """qlog 0.1 (pcap2qlog, 2018): no `traces`, `starttime` in seconds, `fields`
+    naming the event arrays, times in whole ms. Every event read at
+    starttime + time (from the file's decimal text); each packet within the
+    0.5 ms pcap2qlog rounded to of tshark's time for its frame."""
+    path = QVIS / name
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    assert doc["qlog_version"] == "0.1" and "traces" not in doc
+    at = doc["fields"].index("time")
+    want = [int(doc["starttime"] * 10**9 + Decimal(e[at]) * 10**6) for e in doc["events"]]
+    parsed = read_log(str(path))
+    rows = parsed.table.to_pylist()
+    assert parsed.malformed == [] and parsed.records == len(rows) == packets + 1
+    assert parsed.trace_clock_events == 0
+    assert [r["ts_ns"] for r in rows] == want
+    assert [r["kind"] for r in rows] == ["quic_connection_started"] + ["quic_packet_received"] * packets
+    fields = json.loads(rows[1]["fields"])
+    assert fields["vantage_point"] == {"type": "NETWORK"} and fields["odcid"] == doc["connectionid"]
+    epochs = _tshark_epochs(name)
+    assert len(epochs) == packets and epochs[0] == want[0]
+    assert max(abs(r["ts_ns"] - e) for r, e in zip(rows[1:], epochs)) <= 500_000
+
+
+def test_quictrace_draft00_every_event_and_the_last():
+    """qvis' draft-00 example (quictrace-to-qlog; an excerpt, README): `time_units`
+    us, reference_time 0 (no wall clock: the trace's own clock), string times,
+    and a final `[]` after the last event -- nothing, not an event (the
+    file's summary counts 18,556 events of 18,557 array members)."""
+    path = QVIS / "quictrace_example_github-excerpt.qlog"
+    doc = json.loads(path.read_text())
+    events = doc["traces"][0]["events"]
+    assert events[-1] == [] and len(events) == 701
+    want = sorted((int(Decimal(e[0]) * 1000), f"{e[1]}:{e[2]}") for e in events if e)
+    parsed = read_log(str(path))
+    rows = parsed.table.to_pylist()
+    assert parsed.malformed == [] and parsed.records == len(rows) == 700
+    assert parsed.trace_clock_events == 700
+    assert sorted((r["ts_ns"], json.loads(r["fields"])["qlog_name"]) for r in rows) == want
+    last = max(rows, key=lambda r: (r["ts_ns"], r["line"]))
+    assert (last["ts_ns"], last["kind"]) == (26_678_312_000, "quic_custom_cc_application_limited")
+    kinds = Counter(r["kind"] for r in rows)
+    assert (kinds["quic_packet_sent"], kinds["quic_packet_received"], kinds["quic_packet_lost"],
+            kinds["quic_metrics_updated"]) == (367, 138, 28, 166)

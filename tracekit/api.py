@@ -322,6 +322,16 @@ def open_dataset(directory: str | os.PathLike[str]) -> duckdb.DuckDBPyConnection
     return con
 
 
+def damaged_dataset_file(path: str | os.PathLike[str] | None) -> str | None:
+    """When `path` is a Parquet dataset, one line naming its first file DuckDB
+    cannot read whole (for a command over it that failed), else None."""
+    from .store.dataset import is_dataset, unreadable
+    if path is None or not is_dataset(os.fspath(path)):
+        return None
+    said: str | None = unreadable(os.path.abspath(os.fspath(path)))
+    return said
+
+
 def ingest(db: str | os.PathLike[str] | None = None,
            files: Sequence[str | os.PathLike[str]] = (),
            manifests: Sequence[str | os.PathLike[str]] = (),

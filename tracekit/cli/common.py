@@ -18,7 +18,7 @@ import time
 
 import click
 
-from ..core.errors import TracekitError
+from ..core.errors import QueryError, TracekitError
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1  # a run that failed in part (a capture of a Dask run); the rest is kept
@@ -160,6 +160,23 @@ def _damaged_parquet(e):
     return None
 
 
+def _damaged_dataset(ctx, e):
+    """When a command over a Parquet dataset failed in DuckDB (not on the user's
+    SQL), the one line naming the dataset's file it cannot read whole (damage
+    inside a page: DuckDB's "TProtocolException: Invalid data" names none), or None."""
+    text = str(e)
+    if not (isinstance(e, QueryError) or type(e).__module__.startswith(("duckdb", "_duckdb"))):
+        return None
+    if any(f"{kind} Error" in text for kind in ("Binder", "Parser", "Catalog")):
+        return None
+    from .. import api
+    for key in ("db", "directory"):
+        said = api.damaged_dataset_file(ctx.params.get(key))
+        if said:
+            return said
+    return None
+
+
 def handle_errors(f):
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -170,7 +187,8 @@ def handle_errors(f):
         except TracekitError as e:
             if debug:
                 raise
-            click.echo(f"tracekit: error: {e}", err=True)
+            said = _damaged_dataset(ctx, e) if isinstance(e, QueryError) else None
+            click.echo(f"tracekit: error: {said or e}", err=True)
             sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             if ctx.info_name == "ingest":
@@ -195,8 +213,8 @@ def handle_errors(f):
         except Exception as e:
             if debug:
                 raise
-            full = (_disk_full(e, ctx.info_name) or _damaged_parquet(e)
-                    or _out_of_memory(e, ctx.info_name))
+            full = (_disk_full(e, ctx.info_name) or _out_of_memory(e, ctx.info_name)
+                    or _damaged_dataset(ctx, e) or _damaged_parquet(e))
             if full:
                 click.echo(f"tracekit: error: {full}", err=True)
                 sys.exit(EXIT_USAGE)

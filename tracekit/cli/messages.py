@@ -19,8 +19,10 @@ def report_log(s):
     if s.outcome != "duplicate" and s.trace_clock_events:
         click.echo(f"tracekit: warning: {s.path}: {plural(s.trace_clock_events, 'event')} "
                    f"count from the start of their trace (it gives no wall-clock "
-                   f"time: a qlog without reference_time, a Queqiao lane trace's t=): place the log with --clock-offset, or with tracekit "
-                   f"clock {s.log_id} --capture ID --apply", err=True)
+                   f"time: a qlog without reference_time, a Queqiao lane trace's t=, a "
+                   f"bench report, harness TSV or /metrics scrape without one): date it with "
+                   f"--time T when you know when it was taken, or place it with --clock-offset, "
+                   f"or with tracekit clock {s.log_id} --capture ID --apply", err=True)
     if s.outcome != "duplicate" and s.portless_requests:
         click.echo(f"tracekit: warning: {s.path}: {plural(s.portless_requests, 'request')} "
                    f"{'carries' if s.portless_requests == 1 else 'carry'} no local_port: each is linked to the one connection to its server "

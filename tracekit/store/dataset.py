@@ -377,6 +377,33 @@ def check_parquet(path):
                             f"there; move that capture's folder away and ingest its file again")
 
 
+def unreadable(directory, capture_id=None):
+    """One line naming the first file of the dataset (or of one capture's
+    folders) DuckDB cannot decode whole (damage inside a page, which
+    check_parquet's look at the ends cannot see and DuckDB may report without a
+    file name), or None. Reads every file: for after a failure, not for every run."""
+    import duckdb
+    where = "**" if capture_id is None else os.path.join("*", f"capture_id={capture_id}")
+    con = duckdb.connect()
+    try:
+        for path in sorted(glob.glob(os.path.join(glob.escape(directory), where, "*.parquet"),
+                                     recursive=True)):
+            if any(p.startswith(("_", ".")) for p in os.path.relpath(path, directory).split(os.sep)):
+                continue  # _damaged/, _partial/: never read
+            try:
+                check_parquet(path)
+                con.execute("SELECT sum(hash(t)) FROM read_parquet(?) t", [path]).fetchall()
+            except TracekitError as e:
+                return str(e)
+            except duckdb.Error as e:
+                return (f"{path}: cannot be read as Parquet ({str(e).splitlines()[0][:200]}): "
+                        f"the dataset is damaged there; move that capture's folder away and "
+                        f"ingest its file again")
+    finally:
+        con.close()
+    return None
+
+
 def set_aside_damaged(directory):
     """Move what is not Parquet where Parquet belongs into DIR/_damaged/ (a
     capture's folders of every table, or a whole table's file), so that the

@@ -337,7 +337,7 @@ EVENT_LOGS = (
     Column("private_fields_dropped", "BIGINT NOT NULL", "Identifier fields (account, device, user...) dropped at ingest"),
     Column("negative_deltas_skipped", "BIGINT NOT NULL", "Queqiao counters that fell where the interval's change is unknown (a QUIC sum or lane counter: delta stored as null)"),
     Column("clock_offset_ns", "BIGINT NOT NULL", "Added to every timestamp of the log to put it on the captures' clock"),
-    Column("clock_source", "VARCHAR NOT NULL", "`same_host` (0), `given` (--clock-offset), `estimated` (tracekit clock), `trace_start` (a qlog or lane trace without a wall-clock reference: times count from its start until placed) or `stated` (a file with no time of its own, stamped with --time)"),
+    Column("clock_source", "VARCHAR NOT NULL", "`same_host` (0), `given` (--clock-offset), `estimated` (tracekit clock), `trace_start` (a qlog or lane trace without a wall-clock reference, or a file with no time of its own ingested without --time: times count from its start until placed) or `stated` (a file with no time of its own, stamped with --time)"),
     Column("clock_uncertainty_ns", "BIGINT", "Half-width of the interval the offset is known to lie in (estimated)"),
     Column("first_ts_ns", "BIGINT", "Smallest event timestamp (after the offset)"),
     Column("last_ts_ns", "BIGINT", "Largest event timestamp (after the offset)"),

@@ -132,10 +132,12 @@ def ingest(directory, items, logs, client, params=None, progress=None):
     return out
 
 
-def _collect(futures, out, progress):
+def _collect(futures, out, progress, directory=None):
     """Wait for per-capture tasks ({future: (path or None, capture id)}): each
     result into `out.captures`, each failure (the first line of what was
-    raised) into `out.failures`, reporting as they end."""
+    raised; for a capture analysed again from the dataset `directory`, the file
+    of it that cannot be read, if one cannot) into `out.failures`, reporting as
+    they end."""
     from distributed import as_completed
 
     for n, future in enumerate(as_completed(futures), 1):
@@ -144,7 +146,8 @@ def _collect(futures, out, progress):
             result = future.result()
         except Exception as e:  # noqa: BLE001 -- a capture's failure is reported, not raised
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            out.failures.append((path, cid, f"{type(e).__name__}: {reason}"))
+            damage = dataset.unreadable(directory, cid) if directory and path is None else None
+            out.failures.append((path, cid, damage or f"{type(e).__name__}: {reason}"))
             result = None
         else:
             out.captures.append(result)
@@ -189,7 +192,7 @@ def analyze(directory, client, params=None, progress=None):
         futures = {client.submit(reanalyse_task, directory, cid, inputs, params,
                                  key=f"reanalyse-{cid}-{os.urandom(4).hex()}", retries=1,
                                  pure=False): (None, cid) for cid in stale}
-        _collect(futures, out, progress)
+        _collect(futures, out, progress, directory)
         out.logs, out.steps, notes = reduce(directory, [], params, client)
         out.notes += notes
         dataset.clear_partial(directory)

@@ -16,7 +16,7 @@ Formats (detected from the content, or named with --format):
 
 queqiaobench, queqiao-tsv and prometheus (TIMELESS) may carry no time of
 their own: they then take the caller's (`time_ns`, `tracekit ingest
---time`) or are refused.
+--time`) or stay on their own clock (time 0, counted as trace-clock events).
 
 Every format is first turned into records of tracekit's schema; one SQL
 normaliser (normalise.sql) then extracts the columns and names what is
@@ -363,12 +363,12 @@ def _read_records(path, fmt, size, time_ns=None):
         else:
             numbers.append(number)
             texts.append(record)
-            if fmt == "qlog" and record.endswith('"clock": "trace"}'):
+            if fmt in ("qlog", *TIMELESS) and record.endswith('"clock": "trace"}'):
                 parsed.trace_clock_events += 1
     if fmt in ("queqiao", "prometheus"):
         parsed.private_dropped, parsed.negative_deltas = stats.private_dropped, stats.negative_deltas
         parsed.counter_resets = stats.counter_resets
-        parsed.trace_clock_events = stats.trace_clock
+        parsed.trace_clock_events += stats.trace_clock
     pending.parts.append((np.asarray(numbers, np.int64), pa.array(texts, type=pa.large_string()),
                           None))
     return pending

@@ -157,7 +157,8 @@ class _Trace:
         time = _number(event.get("time", event.get("relative_time")))
         name = event.get("name")
         if name is None and "category" in event:
-            name = f"{event['category']}:{event.get('event', event.get('event_type', ''))}"
+            name = event.get("event", event.get("event_type", event.get("type", "")))
+            name = f"{event['category']}:{name}"
         if time is None or not isinstance(name, str):
             return None, "qlog event without a finite numeric time and a name"
         try:
@@ -172,7 +173,8 @@ class _Trace:
         data = dict(event.get("data")) if isinstance(event.get("data"), dict) else {}
         if "congestion_window" in data and "cwnd" not in data:  # the newer metrics name
             data["cwnd"] = data["congestion_window"]
-        short = OLD_NAMES.get(short.lower(), short.lower())
+        short = "_".join(short.lower().split())  # 0.1 wrote "NEW CONNECTION"
+        short = OLD_NAMES.get(short, short)
         out = {"ts_ns": ts_ns, "kind": f"{prefix}_{short}", "qlog_name": name,
                **self.context, "data": data}
         if self.clock == "trace":
@@ -186,7 +188,9 @@ class _Trace:
 # names of the drafts before 02 (aioquic 2019, pcap2qlog) -> the names since
 OLD_NAMES = {"metric_update": "metrics_updated", "datagram_received": "datagrams_received",
              "datagram_sent": "datagrams_sent", "spin_bit_update": "spin_bit_updated",
-             "connection_id_update": "connection_id_updated"}
+             "connection_id_update": "connection_id_updated",
+             "packet_rx": "packet_received", "packet_tx": "packet_sent",  # 0.1
+             "new_connection": "connection_started"}
 
 
 def records(path, text):
@@ -216,6 +220,8 @@ def _json(path, text):
     except BadRecord as e:
         raise QlogError(f"{path}: not a qlog JSON document: {e}") from None
     traces = doc.get("traces") if isinstance(doc, dict) else None
+    if traces is None and isinstance(doc, dict) and "events" in doc:
+        traces = [_v01_trace(doc)]
     if not isinstance(traces, list):
         raise QlogError(f"{path}: qlog JSON without a `traces` list")
     n = 0
@@ -233,8 +239,27 @@ def _json(path, text):
             continue
         for event in events or []:
             n += 1
+            if event == [] or event == {}:
+                continue  # holds nothing: the `[]` pcap2qlog and quictrace-to-qlog end with
             text_, problem = t.record(event)
             yield n, text_, problem
+
+
+def _v01_trace(doc):
+    """qlog 0.1 (pcap2qlog, 2018): one connection per file, no `traces` list --
+    `starttime` in seconds since the epoch (a JSON number: its decimal text is
+    kept), `fields` naming each event array's members, times in whole ms since
+    starttime, `vantagepoint` a string. Read as the draft-01 trace it became."""
+    start = doc.get("starttime")
+    common = {"ODCID": doc.get("connectionid")}
+    if isinstance(start, _Number):
+        common["reference_time"] = start.text  # a string: its size tells seconds
+    elif start is not None:
+        common["reference_time"] = start
+    vantage = doc.get("vantagepoint")
+    return {"common_fields": common, "event_fields": doc.get("fields"),
+            "vantage_point": {"type": vantage} if isinstance(vantage, str) else vantage,
+            "configuration": {"time_units": "ms"}, "events": doc.get("events")}
 
 
 def _json_seq(path, parts):

@@ -3,10 +3,12 @@ report, the TSV of Queqiao's harness scripts (scripts/bench_*.sh), and a
 Prometheus text scrape (`curl .../metrics`) when it has no timestamps.
 
 Their rows are stamped with the time the caller states (`tracekit ingest
---time`); without one they are refused, never stamped with a guess such as
-the file's mtime. Each row is one event whose `run` names the dimensions
-that tell one run from another in its file; the conditions of the whole
-file (a report's `path` section) are kept in every row.
+--time`); without one they are kept on the file's own clock (time 0,
+`"clock": "trace"`, counted and warned about like a qlog without a
+reference time), never stamped with a guess such as the file's mtime. Each
+row is one event whose `run` names the dimensions that tell one run from
+another in its file; the conditions of the whole file (a report's `path`
+section) are kept in every row.
 """
 
 import re
@@ -16,17 +18,13 @@ from .jsontext import BadRecord, dumps, finite, loads
 from .logfmt import value
 from .queqiao import counter_kind
 
-TIME_ADVICE = "give the time it was taken with --time (e.g. --time 2026-08-18T10:00:00Z)"
-
-
-class NeedsTime(TracekitError):
-    """A file with no time of its own, ingested without --time."""
-
-
-def _stamp(path, what, time_ns):
+def _stamped(record, time_ns):
+    """`record` at the stated time, or (none stated) at 0 on the file's own
+    clock: "clock" last, where the reader counts it."""
+    record = {k: v for k, v in record.items() if k not in ("ts", "clock")}
     if time_ns is None:
-        raise NeedsTime(f"{path}: {what} carries no time of its own; {TIME_ADVICE}")
-    return time_ns
+        return {**record, "ts": 0, "clock": "trace"}
+    return {**record, "ts": time_ns}
 
 
 def _run(row, keys):
@@ -58,14 +56,15 @@ def bench_records(path, doc, time_ns=None):
     trial, latency sample, contention trial and summary cell."""
     source = doc.get("source") if isinstance(doc.get("source"), dict) else {}
     stamp = source.get("time") or doc.get("time")  # not in report.go's schema: a later one may add it
-    if stamp is None:
-        stamp = _stamp(path, "a queqiaobench report", time_ns)
     conditions = doc.get("path")
-    base = {"ts": stamp, "schema_version": doc.get("schema_version"), "path": conditions}
+    base = {"schema_version": doc.get("schema_version"), "path": conditions}
+
+    def timed(record):
+        return {**record, "ts": stamp} if stamp is not None else _stamped(record, time_ns)
     n = 1
     try:
-        yield n, dumps({**base, "kind": "queqiaobench_config",
-                        "arguments": doc.get("arguments"), "source": source}), None
+        yield n, dumps(timed({**base, "kind": "queqiaobench_config",
+                              "arguments": doc.get("arguments"), "source": source})), None
     except BadRecord as e:
         yield n, None, str(e)
     for section, kind, keys in BENCH_SECTIONS:
@@ -80,7 +79,7 @@ def bench_records(path, doc, time_ns=None):
                 yield n, None, f"{section} entry is not an object"
                 continue
             try:
-                yield n, dumps({**row, **base, "kind": kind, "run": _run(row, keys)}), None
+                yield n, dumps(timed({**row, **base, "kind": kind, "run": _run(row, keys)})), None
             except BadRecord as e:
                 yield n, None, str(e)
 
@@ -99,7 +98,7 @@ def harness_records(path, text, time_ns=None):
     bench_live_matched.sh): a header, then one tab-separated row per trial;
     `run` is label/flows/flow/trial or label/round (what the columns hold).
     A `time`, `timestamp` or `started_utc` column dates its row; else the
-    stated time does, and without one the file is refused."""
+    stated time does, and without one the file's own clock."""
     lines = text.splitlines()
     header = lines[0].split("\t") if lines else []
     if len(header) < 2 or any(not h.strip() for h in header):
@@ -107,9 +106,8 @@ def harness_records(path, text, time_ns=None):
                             f"tab-separated column names")
     header = [h.strip() for h in header]
     # a column of times (as Queqiao's visualizer reads them) dates each row;
-    # without one the rows take the stated time
+    # without one the rows take the stated time, or the file's own clock
     timed = next((h for h in ("time", "timestamp", "started_utc") if h in header), None)
-    stamp = None if timed else _stamp(path, "a harness TSV", time_ns)
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip() or line.startswith("#"):
             continue
@@ -120,9 +118,9 @@ def harness_records(path, text, time_ns=None):
         row = {h: value(c.strip()) for h, c in zip(header, cells) if c.strip() != ""}
         if "complete" in row and row["complete"] in (0, 1):  # the scripts write 1/0
             row["complete"] = bool(row["complete"])
-        record = {**row, "ts": row.get(timed, time_ns) if timed else stamp,
-                  "kind": "queqiao_harness_trial",
+        record = {**row, "kind": "queqiao_harness_trial",
                   "run": _run(row, ("label", "flows", "flow", "trial", "round"))}
+        record = {**record, "ts": row.get(timed, time_ns)} if timed else _stamped(record, time_ns)
         try:
             yield number, dumps(record), None
         except BadRecord as e:
@@ -210,7 +208,7 @@ def prometheus_blocks(path, text, time_ns=None):
             raise TracekitError(f"{path}: {len(timeless)} scrapes without a time (no "
                                 f"'# timestamp:' comment or sample timestamp); --time can "
                                 f"place only one")
-        timeless[0][1] = _stamp(path, "a Prometheus scrape without timestamps", time_ns)
+        timeless[0][1] = time_ns  # None: the file's own clock
     return blocks
 
 
@@ -223,8 +221,9 @@ def prometheus_records(path, text, counters, time_ns=None):
             continue
         if not metrics:
             continue
-        record = {"ts": stamp, "kind": "queqiao_metrics", "source": "prometheus", **metrics}
+        record = {"kind": "queqiao_metrics", "source": "prometheus", **metrics}
         record["deltas"] = counters.deltas(("prometheus",), metrics.items(), counter_kind)
+        record = {**record, "ts": stamp} if stamp is not None else _stamped(record, None)
         try:
             yield number, dumps(record), None
         except BadRecord as e:
