@@ -12,24 +12,39 @@ second. Then runs `tracekit ingest` on it as its own process (with
 the peak RSS (ru_maxrss of the child), the seconds, and the flows the
 store holds (which must be N).
 
-Measured (2 shared cores, 2026-12-04; peak RSS of the ingest process):
+Measured (2 shared cores, 2026-12-04; peak RSS of the ingest process;
+"evicting": flows leave the table when over; "226 B": a flow's row of
+226 bytes and 4-byte hash slots, decode/flows.py; times at load 6-11):
 
-    flows      SYNs/s    before              now
-    500 k      1,000     1,068 MiB  4.4 s    847 MiB  7.3 s
-    500 k    100,000     1,064 MiB  3.8 s    977 MiB  4.2 s
-    1.5 M      1,000     2,687 MiB 31.3 s    938 MiB  7.8-37 s (~300 k live at once)
-    1.5 M    100,000     2,748 MiB 19.2 s  1,358 MiB 15.3 s (every flow live at the end)
+    flows      SYNs/s    before            evicting          226 B
+    500 k      1,000     1,068 MiB  4.4 s    847 MiB  7.3 s    677 MiB 29.8 s
+    500 k    100,000     1,064 MiB  3.8 s    977 MiB  4.2 s    711 MiB 24.3 s
+    1.5 M      1,000     2,687 MiB 31.3 s    902-938 MiB       733-736 MiB 20-35 s
+    1.5 M    100,000     2,748 MiB 19.2 s  1,325-1,358 MiB     914-929 MiB 22-37 s
 
-Under `--limit-gb 4` (address space) the 1.5 M scan at 1,000/s ended before
-in "internal error: MemoryError ... (2097152, 30) int64"; now it is ingested
-(902 MiB, 7.8 s). At 100,000/s it still runs out there, now in one line,
-exit 2, naming the allocation that failed (the address space, not RSS, is
-what runs out: threads' arenas and DuckDB reserve much more than they touch).
+(the last two rows' "evicting" and "226 B" runs alternated in one hour:
+1,329 / 924 MiB, 902 / 733 MiB; twice more at 100,000/s: 1,330 / 915 and
+1,325 / 914 MiB, 29.8 / 29.4 s and 28.8 / 22.0 s.)
 
 At 100,000 SYNs/s no flow is over before the capture ends (5 minutes of
-silence), so the table holds all 1.5 M: ~250 bytes of counters, endpoints
-and id per flow plus its hash slots; under 1 GiB there needs narrower
-per-flow columns or a table that spills.
+silence), so the table holds all 1.5 M. Before, a live flow cost a
+296-byte row (grown by half) and a 96-byte hash slot (2-4 a flow, the
+table doubled at 3/4), and the payload keeper 65 bytes (doubled by
+copying): ~700 bytes. Now the endpoints are stored once in the row and the
+hash table holds int32 row numbers at most half full; counters are int64,
+int32 or int8 by their range; rows grow in place by a sixteenth; the
+keeper holds 17 bytes for a flow without data; the flows still live at the
+end are written 65,536 at a time: ~250 bytes (tests/test_flow_memory.py
+checks it from the arrays). The rows are the same: flows and packets of
+both scans, and the 36 relations of the demo store and of the 27 shared
+captures, EXCEPT ALL both ways (tools/same_tables.py), also with eviction
+forced (every batch, 64 packets) and with 1 s / 0.2 s flow timeouts, both
+as Python and compiled.
+
+Under `--limit-gb 4` (address space) the 1.5 M scan at 1,000/s ended before
+the eviction work in "internal error: MemoryError ... (2097152, 30) int64";
+now both rates are ingested (1,000/s: 729 MiB; 100,000/s: 940 MiB, which
+ran out of address space at 1,358 MiB RSS before this change).
 """
 
 import argparse

@@ -44,6 +44,7 @@ from .staging import Command, Hasher, Run, command
 __all__ = ["CaptureSummary", "Command", "command", "load_captures"]
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 LARGE_TABLE, SMALL_BATCH = 1 << 16, 1 << 14  # flows live; packets a batch then
+FLOW_PART = 1 << 16  # flows written at a time at the end of a capture
 
 
 @dataclass
@@ -267,8 +268,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
             over = table.evict(last_ts, batch.first_frame + len(batch) - 1)
             if over is not None:
                 keeper.moved(table.moved)
-                run.put_rows("flows", flow_columns(capture_id, *over, address_cache),
-                             len(over[0]))
+                run.put_rows("flows", flow_columns(capture_id, over, address_cache), len(over))
         summary.packets += len(batch)
         check.poll()
         if check.found is not None:
@@ -279,8 +279,12 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     if check.found is not None:
         raise _Duplicate(check.found)
     summary.flows = table.next_flow_id
-    stats, ends, ids = table.flows()
-    run.put_rows("flows", flow_columns(capture_id, stats, ends, ids, address_cache), len(stats))
+    rows = table.flows()
+    del keeper
+    # the flows still live, a part at a time: their columns cost more than their rows
+    for begin in range(0, len(rows), FLOW_PART):
+        part = rows.part(begin, begin + FLOW_PART)
+        run.put_rows("flows", flow_columns(capture_id, part, address_cache), len(part))
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}

@@ -9,7 +9,6 @@ string lists, which DuckDB loads as plain VARCHAR.
 import numpy as np
 import pyarrow as pa
 
-from ..readers.decode.flows import NONE, S
 from ..readers.decode.status import STATUS
 from ..readers.decode.transport import MAX_SACK_BLOCKS, QUIC_TYPE_NAMES
 from .schema import FLOWS, PACKETS, storage
@@ -179,40 +178,40 @@ def packet_columns(capture_id, batch, link_type, cols, flow_id, from_client, shi
     return v
 
 
-def flow_columns(capture_id, stats, ends, flow_ids, address_cache):
-    """The `flows` columns of flows of one capture as numpy (see `packet_columns`)."""
+def flow_columns(capture_id, rows, address_cache):
+    """The `flows` columns of flows of one capture as numpy (see `packet_columns`);
+    `rows` a decode.flows.FlowRows."""
     from ..readers.decode.addresses import address_dictionary
 
-    n = len(stats)
-    client_is_a = stats[:, S["client_is_a"]] == 1
+    n = len(rows)
+    client_is_a = rows.column("client_is_a")[0] == 1
+    (a_hi, a_lo, a_port), (b_hi, b_lo, b_port) = rows.endpoints()
     a_idx, b_idx = address_dictionary(
-        [(ends[:, 0], ends[:, 1], np.ones(n, bool)), (ends[:, 3], ends[:, 4], np.ones(n, bool))],
-        address_cache)
-    a_port, b_port = ends[:, 2].astype(np.int32), ends[:, 5].astype(np.int32)
-    tcp = stats[:, S["protocol"]] == 6
-    handshake_seen = (stats[:, S["syn_count"]] > 0) | (stats[:, S["synack_count"]] > 0)
-    fast_open = np.where(stats[:, S["fast_open"]] == 1, 1, 0)
+        [(a_hi, a_lo, np.ones(n, bool)), (b_hi, b_lo, np.ones(n, bool))], address_cache)
+    a_port, b_port = a_port.astype(np.int32), b_port.astype(np.int32)
+    tcp = rows.column("protocol")[0] == 6
+    handshake_seen = (rows.column("syn_count")[0] > 0) | (rows.column("synack_count")[0] > 0)
+    fast_open = np.where(rows.column("fast_open")[0] == 1, 1, 0)
     names = address_cache["_list"]
     derived = {
         "capture_id": (np.full(n, capture_id, np.int32), None),
-        "flow_id": (np.asarray(flow_ids, np.int64), None),
-        "ip_version": (stats[:, S["ip_version"]].astype(np.int8), None),
+        "flow_id": (np.asarray(rows.ids, np.int64), None),
+        "ip_version": (rows.column("ip_version")[0].astype(np.int8), None),
         "client_port": (np.where(client_is_a, a_port, b_port), None),
         "server_port": (np.where(client_is_a, b_port, a_port), None),
         "fast_open": (fast_open.astype(bool), ~(tcp & handshake_seen)),
     }
     for name in ("syn_count", "synack_count"):
-        derived[name] = (stats[:, S[name]].astype(np.int32), ~tcp)
+        derived[name] = (rows.column(name)[0].astype(np.int32), ~tcp)
     for name in ("client_sack_permitted", "server_sack_permitted"):
-        v = stats[:, S[name]]
-        derived[name] = (v == 1, v == NONE)
+        v, null = rows.column(name)
+        derived[name] = (v == 1, null)
     derived["protocol"] = _Dict((np.where(tcp, 0, 1), _PROTOCOL_DICT))
     derived["client_addr"] = _Dict((np.where(client_is_a, a_idx, b_idx), names))
     derived["server_addr"] = _Dict((np.where(client_is_a, b_idx, a_idx), names))
     for field in FLOWS_SCHEMA:
         if field.name not in derived:
-            v = stats[:, S[field.name]]
-            derived[field.name] = (v, v == NONE)
+            derived[field.name] = rows.column(field.name)
     return derived
 
 

@@ -50,30 +50,35 @@ class PayloadKeeper:
         self.start = np.zeros((0, 2), np.int64)  # UPGRADED: where each direction's TLS begins
         # per flow and direction: the next record header's offset in the region
         # (-1: not followed), and how far into the region segments are kept
-        self.next_record = np.zeros((0, 2), np.int64)
-        self.horizon = np.zeros((0, 2), np.int64)
+        # (both under MAX_REGION: int32)
+        self.next_record = np.zeros((0, 2), np.int32)
+        self.horizon = np.zeros((0, 2), np.int32)
         self.partial = {}  # (flow, side) -> the first bytes of a header split across segments
         self.kept = 0
 
-    def _room(self, n):
-        if n > len(self.state):
-            cap = max(n, 2 * len(self.state), 1024)
-            self.state = np.concatenate([self.state, np.zeros(cap - len(self.state), np.int8)])
-            self.base = np.concatenate(
-                [self.base, np.full((cap - len(self.base), 2), -1, np.int64)])
-            self.start = np.concatenate(
-                [self.start, np.full((cap - len(self.start), 2), -1, np.int64)])
-            self.next_record = np.concatenate(
-                [self.next_record, np.zeros((cap - len(self.next_record), 2), np.int64)])
-            self.horizon = np.concatenate(
-                [self.horizon, np.full((cap - len(self.horizon), 2), WINDOW, np.int64)])
+    def _room(self, n, data=False):
+        """Rows for flow rows up to n, grown in place by an eighth at least, as
+        the flow table's: `state` and `base` (17 bytes a flow) for every flow
+        with a TCP segment, the rest (32 bytes) only as far as a flow with
+        data needs them (a scan's flows never do)."""
+        names = ("start", "next_record", "horizon") if data else ("state", "base")
+        old = len(getattr(self, names[0]))
+        if n > old:
+            cap = max(n, old + old // 8, 1024)
+            for name in names:
+                a = getattr(self, name)
+                a.resize((cap,) + a.shape[1:], refcheck=False)
+                a[old:] = self.FILL[name]
+
+    FILL = {"state": UNKNOWN, "base": -1, "start": -1, "next_record": 0, "horizon": WINDOW}
 
     def moved(self, new_row):
         """The flow table renumbered its rows: row r is now new_row[r] (-1: gone)."""
         self._room(len(new_row))
         keep = np.flatnonzero(new_row >= 0)
         for name in ("state", "base", "start", "next_record", "horizon"):
-            setattr(self, name, getattr(self, name)[keep])
+            a = getattr(self, name)  # (rows kept that it covers: a prefix of keep)
+            setattr(self, name, a[keep[keep < len(a)]])
         self.partial = {(int(new_row[f]), side): head for (f, side), head in self.partial.items()
                         if new_row[f] >= 0}
 
@@ -122,6 +127,7 @@ class PayloadKeeper:
         if not len(idx):
             return None
         f, s = flow_id[idx], side[idx]
+        self._room(int(f.max()) + 1, data=True)
         # first data segment of a direction without a SYN seen: its base
         unknown = self.base[f, s] < 0
         if unknown.any():
