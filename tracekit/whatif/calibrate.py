@@ -80,6 +80,8 @@ class Calibration:
     connect_s: float        # fresh: request sent this long after the handshake's RTT
     reuse_s: float          # persistent: request sent this long after its start
     jitter_s: float = 0.0
+    rcv_window: tuple | None = None  # (first, clamp) segments the client offers; None: unknown
+    rcv_model: bool = False  # replay the client's receive window (factor rcv_window=client)
     sources: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)
 
@@ -145,7 +147,34 @@ def calibrate(con, where):
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
         jitter_s=_label_float(labels, "jitter_ms", 0.0) / 1e3, sources=src, estimates=est)
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est)
+    cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
     return cal
+
+
+def _rcv_window(con, flows, mss, initcwnd, src, est):
+    """(first, clamp): the window (segments) the client offers in its
+    handshake ACK, and the largest it offers while it acknowledges the first
+    flight (its receive buffer's window before autotuning raises it), the
+    medians over the flows; None where the client's ACKs carry no window."""
+    firsts, clamps = [], []
+    for cap, fl in flows:
+        r = con.execute("""SELECT t.rel_ack, p.tcp_window_bytes FROM tcp_analysis t
+            JOIN packets p USING (capture_id, frame)
+            WHERE t.capture_id = ? AND t.flow_id = ? AND t.from_client AND t.payload_bytes = 0
+              AND t.rel_ack IS NOT NULL AND p.tcp_window_bytes IS NOT NULL
+            ORDER BY t.ts_ns""", [cap, fl]).fetchall()
+        flight = [w for a, w in r if 1 < a <= initcwnd * mss + 1]
+        if r and flight:
+            firsts.append(r[0][1] / mss)
+            clamps.append(max(flight) / mss)
+    if not firsts:
+        src["rcv_window"] = "unknown (no window in the client's ACKs): not limited"
+        return None
+    first, clamp = float(np.median(firsts)), float(np.median(clamps))
+    est.update(rcv_window_first=first, rcv_window_clamp=clamp)
+    src["rcv_window"] = (f"the client's ACKs in {len(firsts)} flows: {first:.1f} segments at the "
+                         f"handshake, {clamp:.1f} over the first flight")
+    return first, max(first, clamp)
 
 
 def _describe(where):

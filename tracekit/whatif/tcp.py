@@ -87,6 +87,7 @@ class Conn:
     lt: dict = field(default_factory=dict)  # BBR's long-term bandwidth sampling
     tot_delivered: int = 0
     tot_lost: int = 0
+    rcv: object = None  # the client's receive window (whatif/receiver.py); None: unlimited
 
     def __post_init__(self):
         if not self.cwnd:
@@ -119,6 +120,8 @@ class Transfer:
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
         self.round_end, self.round_app_limited, self.max_pipe, self.rs_losses = 0, False, 0, 0
+        self.rcv_got = self.rcv_top = 0  # segments the receiver holds; above the highest
+        self.rcv_edge = self.snd_edge = int(conn.rcv.window(0)) if conn.rcv else n
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -144,13 +147,22 @@ class Transfer:
     def _on_data(self, s):
         if not self.rcv[s]:
             self.rcv[s] = True
+            self.rcv_got += 1
+            before = self.rcv_cum
             while self.rcv_cum < self.n and self.rcv[self.rcv_cum]:
                 self.rcv_cum += 1
             if self.rcv_cum == self.n and self.done is None:
                 self.done = self.now
+            self.rcv_top = max(self.rcv_top, s + 1)
+            r = self.c.rcv
+            if r is not None:  # the window it offers: never a right edge moved back
+                held = self.rcv_got - self.rcv_cum
+                r.on_data(self.now, self.rcv_cum - before,
+                          self.rcv_top - self.rcv_cum if held else 0, self.p.rtt)
+                self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
-        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s))
+        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s, self.rcv_edge))
 
     # -- the sender -----------------------------------------------------------
     def _send_segment(self, s, retx):
@@ -202,7 +214,7 @@ class Transfer:
                 heapq.heappop(self.retx_queue)
             if self.retx_queue:
                 self._send_segment(heapq.heappop(self.retx_queue), True)
-            elif self.nxt < self.n:
+            elif self.nxt < min(self.n, self.snd_edge):
                 self.nxt += 1
                 self._send_segment(self.nxt - 1, False)
             else:
@@ -229,7 +241,7 @@ class Transfer:
         if gen != self.timer_gen or self.cum >= self.nxt:
             return
         self.tlp_done = True
-        if self.nxt < self.n and self.pipe < int(self.c.cwnd) + 1:
+        if self.nxt < min(self.n, self.snd_edge) and self.pipe < int(self.c.cwnd) + 1:
             self.nxt += 1
             self._send_segment(self.nxt - 1, False)
         else:
@@ -333,8 +345,9 @@ class Transfer:
                 self._bbr_round(limited)
 
     def _on_ack(self, arg):
-        cum, s = arg
+        cum, s, edge = arg
         c = self.c
+        self.snd_edge = max(self.snd_edge, edge)
         rtt = self.now - self.sent_at[s]
         if not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0:
             c.min_rtt = min(c.min_rtt, rtt)
