@@ -44,9 +44,9 @@ def test_slow_start_second_flight_is_ack_clocked_through_the_queue():
     # the bottleneck serves it back to back from RTT + W on
     t, c = _transfer(30)
     assert t == pytest.approx(RTT + 21 * W + RTT / 2, abs=1e-9)
-    # +1 per segment acknowledged while window-limited (cwnd < 2 x the most in
-    # flight this round, as Linux's slow start): 19 in flight as round 2 starts
-    assert c.cwnd == 38
+    # +1 per segment acknowledged while window-limited -- Linux's
+    # tcp_is_cwnd_limited holds for the window in which the sender was: all 30
+    assert c.cwnd == 40
 
 
 def test_a_lost_last_segment_is_recovered_by_the_tail_loss_probe():
@@ -265,3 +265,38 @@ def test_the_tunnel_replay_has_the_rounds_of_selective_repeat_and_fec_groups():
     got = float(np.mean(t < rtt))  # no retransmission round
     assert abs(got - clean) < 4 * math.sqrt(clean * (1 - clean) / draws) + 0.01
     assert 0.3 < clean < 0.999  # the check can fail either way
+
+
+def test_slow_start_grows_through_the_last_window_as_linux():
+    """tcp_is_cwnd_limited: window-limited once in a window counts for the
+    whole window, so a lossless 245-segment response from 10 ends at
+    10 + 245 = 255 segments -- the server's tcp_info after the lab's warm-up
+    response on every warm CUBIC and Reno run (the replay had 188: it
+    stopped growing when the last, application-limited round began)."""
+    _, c = _transfer(245)
+    assert c.cwnd == 255
+
+
+def test_a_dropped_tail_is_recovered_by_prr_doubling_each_round():
+    """The last 31 of a 100-segment flight lost (a queue's tail drop): the
+    probe after 2 srtt brings one SACK, RACK marks the other 30 lost, and
+    PRR's slow-start bound (pipe far below ssthresh) sends 1, 2, 4, 8 and
+    the last 15 a round apart -- as the lab's kernel recovered a warm CUBIC
+    burst's 73 dropped segments (1, 2, 4, 8, 16, 32, 10 a round; the replay
+    before sent all 30 at once)."""
+    class Watched(Transfer):
+        def _send_segment(self, s, retx):
+            if retx:
+                self.retx_at.append(self.now)
+            super()._send_segment(s, retx)
+
+    c = Conn(cc="cubic", initcwnd=100)
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=RATE, queue_bytes=10_000_000, loss=0.5)
+    t = Watched(c, path, 100, MSS, Scripted([0.99] * 69 + [0.0] * 31))
+    t.retx_at = []
+    t.run()
+    rounds = np.round((np.array(t.retx_at) - t.retx_at[0]) / RTT).astype(int)
+    assert np.bincount(rounds).tolist() == [1, 1, 2, 4, 8, 15]  # the probe, then PRR
+    # ssthresh: 0.7 x the window at detection (100 + 69 acknowledged in slow start)
+    assert c.ssthresh == pytest.approx(0.7 * 169) and c.ssthresh <= c.cwnd < c.ssthresh + 1

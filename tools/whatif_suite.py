@@ -120,12 +120,12 @@ def _tunnel_cells(exp):
     return out
 
 
-def run_cells(db, exp, draws, tunnels=False):
+def run_cells(db, exp, draws, tunnels=False, assume=None):
     import tracekit
     rows = []
     with tracekit.open(db, read_only=True) as store:
         for where, source, target in cells(exp, tunnels):
-            (_, r), = store.whatif(target, where, source, draws=draws)
+            (_, r), = store.whatif(target, where, source, draws=draws, assume=assume)
             rows.append((where, source, target, r))
     return rows
 
@@ -158,6 +158,8 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=400)
     ap.add_argument("--store-dir", default=os.path.join(ROOT, "out", "whatif-suite"))
     ap.add_argument("--runs", action="append", default=[], metavar="DIR:EXPERIMENT_TOML")
+    ap.add_argument("--assume", default="", metavar="FACTOR=VALUE[,...]",
+                    help="values stated instead of calibrated (e.g. queue_bytes=256000)")
     ap.add_argument("--tunnels", action="store_true",
                     help="the changes from the direct path to each tunnel path instead")
     args = ap.parse_args(argv)
@@ -181,7 +183,8 @@ def main(argv=None):
         if args.tunnels and "path" not in exp.get("factors", {}):
             continue
         db = store_for(name, runs_json, args.store_dir, args.tunnels)
-        for row in run_cells(db, exp, args.draws, args.tunnels):
+        assume = dict(p.split("=", 1) for p in filter(None, args.assume.split(",")))
+        for row in run_cells(db, exp, args.draws, args.tunnels, assume or None):
             results.append(row)
             print(row_text(*row)[0], flush=True)
     within, n, med = summary(results)

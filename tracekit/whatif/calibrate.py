@@ -146,7 +146,8 @@ def calibrate(con, where):
         connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
         jitter_s=_label_float(labels, "jitter_ms", 0.0) / 1e3, sources=src, estimates=est)
-    cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est)
+    cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
+                             _overflow_flights(con, flows, rtt) if est.get("queue_drops") else [])
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
     return cal
 
@@ -344,12 +345,46 @@ def _step(con, cap, fl):
     return int(r[0] or 1448)
 
 
-def _queue(gaps, mss, rate, rtt, labels, src, est):
+def _overflow_flights(con, flows, rtt):
+    """Segments (count) of each flight that reached the client before a run
+    of QUEUE_RUN or more lost in a row: what the queue took before it
+    overflowed (plus the little it drained while a line-rate burst came in)."""
+    out = []
+    for cap, fl in flows:
+        step = _step(con, cap, fl)
+        lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
+            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
+        runs = _in_runs(lost, step)
+        if not runs:
+            continue
+        r = con.execute("""SELECT min(ts_ns), rel_seq FROM tcp_analysis WHERE capture_id = ?
+            AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq
+            ORDER BY 1""", [cap, fl]).fetchall()
+        ts = np.array([t for t, _ in r], dtype=np.int64) / 1e9
+        where = {q: i for i, (_, q) in enumerate(r)}
+        for s0 in sorted(x for x in runs if x - step not in runs):
+            i = where.get(s0 - step)
+            if i is None:
+                continue
+            j = i
+            while j > 0 and ts[j] - ts[j - 1] < rtt / 4:
+                j -= 1
+            out.append(i - j + 1)
+    return out
+
+
+def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
     longest = max((n for _, n in _trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     est["queue_lower_bytes"] = longest
     if "queue_bytes" in labels:
         src["queue"] = "label queue_bytes"
         return _label_float(labels, "queue_bytes", 0.0)
+    est["queue_overflow_flights"] = len(overflows)
+    if len(overflows) >= MIN_TRAINS:  # one run of 3 can be random loss's
+        src["queue"] = (f"the smallest of {len(overflows)} flights that reached the client before "
+                        "the queue overflowed (a run of lost segments)")
+        return float(min(overflows)) * (mss + WIRE_HEADER)
     src["queue"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
     return max(float(longest), 0.4 * rate * rtt)
 
