@@ -1,6 +1,7 @@
 """The what-if engine: the replay against closed forms, the vocabulary, the
 Shapley split, and the suite on the lab's committed counterfactual runs."""
 
+import math
 import os
 import sys
 
@@ -43,9 +44,9 @@ def test_slow_start_second_flight_is_ack_clocked_through_the_queue():
     # the bottleneck serves it back to back from RTT + W on
     t, c = _transfer(30)
     assert t == pytest.approx(RTT + 21 * W + RTT / 2, abs=1e-9)
-    # +1 per segment acknowledged while window-limited (cwnd < 2 x the most in
-    # flight this round, as Linux's slow start): 19 in flight as round 2 starts
-    assert c.cwnd == 38
+    # +1 per segment acknowledged while window-limited -- Linux's
+    # tcp_is_cwnd_limited holds for the window in which the sender was: all 30
+    assert c.cwnd == 40
 
 
 def test_a_lost_last_segment_is_recovered_by_the_tail_loss_probe():
@@ -97,8 +98,10 @@ def test_vocabulary_refuses_with_a_reason():
     assert factors.parse("loss_down=0,connection=persistent") == {
         "loss_down": 0.0, "connection": "persistent"}
     assert factors.parse("bottleneck_mbps=20") == {"rate_mbps": 20.0}
-    with pytest.raises(TracekitError, match="tunnel"):
-        factors.parse("path=tunnel")
+    assert factors.parse("path=tunnel,rcv_window=client") == {"path": "tunnel",
+                                                             "rcv_window": "client"}
+    with pytest.raises(TracekitError, match="calibrate on direct runs"):
+        factors.parse("path=tunnel", "--from")
     with pytest.raises(TracekitError, match="unknown factor 'mtu'"):
         factors.parse("mtu=9000")
     with pytest.raises(TracekitError, match="outside"):
@@ -152,10 +155,90 @@ def test_the_command_prints_and_refuses_in_one_line(suite):
            "loss_down=0.05", "--draws", "20"]
     ok = subprocess.run(run + ["--set", "loss_down=0"], capture_output=True, text=True)
     assert ok.returncode == 0 and "732.3" in ok.stdout  # the measured median at the target
-    bad = subprocess.run(run + ["--set", "path=tunnel"], capture_output=True, text=True)
+    bad = subprocess.run(run + ["--from", "path=tunnel", "--set", "loss_down=0"],
+                         capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == ""
     (line,) = bad.stderr.strip().splitlines()
-    assert line.startswith("tracekit: error: --set path=tunnel") and "direct path only" in line
+    assert line.startswith("tracekit: error: --from path=tunnel") and "direct" in line
+    tun = subprocess.run(run + ["--set", "path=tunnel-arq", "--format", "csv"],
+                         capture_output=True, text=True)
+    assert tun.returncode == 0, tun.stderr
+    assert tun.stdout.splitlines()[1].startswith("9,")  # the 9 fresh requests at 5 %
+
+
+def test_the_tunnel_in_whatif_is_the_kcp_replay_beside_the_servers_time(suite):
+    """--set path=tunnel-arq,loss_down=0 from the direct runs: every replayed
+    request is the closed form -- two KCP flushes of 5 ms on average, the
+    request's one-way trip, the server's time, the response's KCP segments
+    at the bottleneck rate and the last one's one-way trip; FEC as the lab
+    sizes it (10+8 at 14 %, 10+3 at 3.6 %: docs/lab.md)."""
+    import duckdb
+
+    from tracekit.whatif import tunnel as kcp
+    from tracekit.whatif.engine import whatif
+    assert kcp.sizing("tunnel", 0.14) == (10, 8) and kcp.sizing("tunnel", 0.036) == (10, 3)
+    assert kcp.sizing("tunnel-arq", 0.14) == (0, 0)
+    with duckdb.connect(suite[2], read_only=True) as con:
+        r = whatif(con, {"experiment": "counterfactual", "connection": "fresh"},
+                   {"loss_down": 0.05}, {"path": "tunnel-arq", "loss_down": 0.0}, draws=20)
+    cal = r.calibration
+    n = math.ceil(cal.requests[0].bytes_down / kcp.payload(kcp.SEGMENT, False))
+    closed = (kcp.INTERVAL + cal.rtt_s + cal.processing_s + cal.server_s
+              + n * (kcp.SEGMENT + kcp.UDP_IP) / cal.rate_Bps)
+    assert r.replay_target == pytest.approx(closed, abs=1e-9)
+
+
+def test_the_receive_window_binds_where_the_kernels_tcp_info_says(suite):
+    """The client's receive window (whatif/receiver.py, rcv_window=client),
+    against the kernel in the same committed runs: the handshake's window is
+    Linux's first offer for tcp_rmem 131072 (63 x 1,024 B), and the replay
+    is held by it only where the server's tcpi_rwnd_limited_us is not zero --
+    never on the lossless fresh connections (0 us in all 9), on some with
+    5 % loss (so the replay under the window is slower there)."""
+    import duckdb
+
+    from tracekit.whatif.engine import whatif
+    where = {"experiment": "counterfactual", "connection": "fresh"}
+    with duckdb.connect(suite[2], read_only=True) as con:
+        limited = dict(con.execute("""SELECT r.labels['loss_down'],
+                count(*) FILTER (WHERE json_extract(e.fields, '$.tcpi_rwnd_limited_us')::BIGINT > 0)
+            FROM events e JOIN (SELECT DISTINCT run, labels FROM requests) r USING (run)
+            WHERE e.kind = 'tcp_info' AND r.labels['connection'] = 'fresh'
+            GROUP BY 1""").fetchall())
+        lossless = whatif(con, where, {"loss_down": 0.0}, {"rcv_window": "client"}, draws=20)
+        lossy = whatif(con, where, {"loss_down": 0.05}, {"rcv_window": "client"}, draws=60)
+    assert limited == {"0.0": 0, "0.05": 6}
+    first, clamp = lossless.calibration.rcv_window
+    assert first == pytest.approx(63 * 1024 / MSS) and first < clamp
+    assert lossless.saving == 0.0
+    assert lossy.saving < 0
+
+
+def test_a_hole_holds_the_receivers_window_closed_form():
+    """Linux's receiver (first offer 44.6 segments, clamp 56) with segment 0
+    lost and a sender whose own window is larger: the first flight is the
+    offer's 44 segments; while the hole is open each arrival grows
+    rcv_ssthresh by 2 and each held segment takes one off the room, so the
+    right edge stops at max_k min(44.6 + 2k, 56 - k) = 52 (k = 4), and the
+    sender sends segments 0..51 before the hole is filled."""
+    from tracekit.whatif.receiver import Receiver
+
+    class Watched(Transfer):
+        sent_in_hole = 0
+
+        def _send_segment(self, s, retx):
+            super()._send_segment(s, retx)
+            if self.rcv_cum == 0:
+                self.sent_in_hole = max(self.sent_in_hole, self.nxt)
+
+    c = Conn(cc="cubic", initcwnd=80)
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    c.rcv = Receiver(ssthresh=44.6, clamp=56.0)
+    path = Path(rtt=RTT, rate=RATE, queue_bytes=10_000_000, loss=0.5)
+    t = Watched(c, path, 200, MSS, Scripted([0.0]))
+    assert t.snd_edge == 44
+    t.run()
+    assert t.sent_in_hole == 52
 
 
 def test_the_tunnel_replay_has_the_rounds_of_selective_repeat_and_fec_groups():
@@ -182,3 +265,38 @@ def test_the_tunnel_replay_has_the_rounds_of_selective_repeat_and_fec_groups():
     got = float(np.mean(t < rtt))  # no retransmission round
     assert abs(got - clean) < 4 * math.sqrt(clean * (1 - clean) / draws) + 0.01
     assert 0.3 < clean < 0.999  # the check can fail either way
+
+
+def test_slow_start_grows_through_the_last_window_as_linux():
+    """tcp_is_cwnd_limited: window-limited once in a window counts for the
+    whole window, so a lossless 245-segment response from 10 ends at
+    10 + 245 = 255 segments -- the server's tcp_info after the lab's warm-up
+    response on every warm CUBIC and Reno run (the replay had 188: it
+    stopped growing when the last, application-limited round began)."""
+    _, c = _transfer(245)
+    assert c.cwnd == 255
+
+
+def test_a_dropped_tail_is_recovered_by_prr_doubling_each_round():
+    """The last 31 of a 100-segment flight lost (a queue's tail drop): the
+    probe after 2 srtt brings one SACK, RACK marks the other 30 lost, and
+    PRR's slow-start bound (pipe far below ssthresh) sends 1, 2, 4, 8 and
+    the last 15 a round apart -- as the lab's kernel recovered a warm CUBIC
+    burst's 73 dropped segments (1, 2, 4, 8, 16, 32, 10 a round; the replay
+    before sent all 30 at once)."""
+    class Watched(Transfer):
+        def _send_segment(self, s, retx):
+            if retx:
+                self.retx_at.append(self.now)
+            super()._send_segment(s, retx)
+
+    c = Conn(cc="cubic", initcwnd=100)
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=RATE, queue_bytes=10_000_000, loss=0.5)
+    t = Watched(c, path, 100, MSS, Scripted([0.99] * 69 + [0.0] * 31))
+    t.retx_at = []
+    t.run()
+    rounds = np.round((np.array(t.retx_at) - t.retx_at[0]) / RTT).astype(int)
+    assert np.bincount(rounds).tolist() == [1, 1, 2, 4, 8, 15]  # the probe, then PRR
+    # ssthresh: 0.7 x the window at detection (100 + 69 acknowledged in slow start)
+    assert c.ssthresh == pytest.approx(0.7 * 169) and c.ssthresh <= c.cwnd < c.ssthresh + 1

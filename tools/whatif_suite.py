@@ -11,12 +11,15 @@ interval). Within: |predicted - measured| <= max(10 % of measured, 10 ms).
 
     python tools/whatif_suite.py [--experiments counterfactual,cross-region]
         [--draws 400] [--store-dir out/whatif-suite] [--runs DIR:EXPERIMENT ...]
+        [--tunnels]
 
 The runs are ingested into a store per experiment under --store-dir (made
 once, kept), client captures and event logs only, as a user would.
 --runs DIR:EXPERIMENT takes runs made elsewhere (a held-out check): DIR
 holds <experiment>.runs.json (or the lab's runs folder) and EXPERIMENT names
-its toml (a path).
+its toml (a path). --tunnels predicts, instead, each experiment's tunnel
+paths from its direct runs (`--set path=tunnel`, whatif/tunnel.py), the
+tunnel runs ingested beside them.
 """
 
 import argparse
@@ -41,12 +44,14 @@ def experiment(path):
         return tomllib.load(f)
 
 
-def _filtered_manifest(runs_json, out_dir):
-    """A runs.json of the direct path's runs, client files only, in out_dir
-    (symlinks to the run folders): what the suite ingests."""
+def _filtered_manifest(runs_json, out_dir, tunnels=False):
+    """A runs.json of the direct path's runs (and the tunnel's, with
+    `tunnels`), client files only, in out_dir (symlinks to the run folders):
+    what the suite ingests."""
     with open(runs_json) as f:
         runs = json.load(f)
-    keep = [r for r in runs if r["factors"].get("path", r["settings"].get("path")) == "direct"]
+    keep = [r for r in runs if tunnels
+            or r["factors"].get("path", r["settings"].get("path")) == "direct"]
     base = os.path.dirname(os.path.abspath(runs_json))
     os.makedirs(out_dir, exist_ok=True)
     for r in keep:
@@ -61,13 +66,15 @@ def _filtered_manifest(runs_json, out_dir):
     return path
 
 
-def store_for(name, runs_json, store_dir):
-    """The path of a store holding the experiment's direct runs, analysed."""
+def store_for(name, runs_json, store_dir, tunnels=False):
+    """The path of a store holding the experiment's direct runs (and its tunnel
+    runs, with `tunnels`), analysed."""
     from tracekit import api
-    db = os.path.join(store_dir, f"{name}.duckdb")
+    tag = f"{name}-tunnels" if tunnels else name
+    db = os.path.join(store_dir, f"{tag}.duckdb")
     if os.path.exists(db):
         return db
-    manifest = _filtered_manifest(runs_json, os.path.join(store_dir, f"{name}-runs"))
+    manifest = _filtered_manifest(runs_json, os.path.join(store_dir, f"{tag}-runs"), tunnels)
     if os.path.exists(db + ".part"):
         os.remove(db + ".part")
     api.ingest(db + ".part", manifests=[manifest])
@@ -76,9 +83,13 @@ def store_for(name, runs_json, store_dir):
     return db
 
 
-def cells(exp):
+def cells(exp, tunnels=False):
     """[(where, source, target)]: every one-factor change between the
-    experiment's cells (the direct path), both ways."""
+    experiment's cells (the direct path), both ways; with `tunnels`, only
+    the changes from the direct path to each tunnel path instead (one way:
+    the calibration reads a direct path's TCP)."""
+    if tunnels:
+        return _tunnel_cells(exp)
     factors = {k: v for k, v in exp.get("factors", {}).items() if k != "path"}
     levels = exp.get("levels", {})
     base = {"experiment": exp["name"]}
@@ -98,12 +109,23 @@ def cells(exp):
     return out
 
 
-def run_cells(db, exp, draws):
+def _tunnel_cells(exp):
+    factors = {k: v for k, v in exp.get("factors", {}).items() if k != "path"}
+    out = []
+    for combo in itertools.product(*factors.values()):
+        where = {"experiment": exp["name"], **{k: str(v) for k, v in zip(factors, combo)}}
+        for b in exp["factors"].get("path", ()):
+            if b != "direct":
+                out.append((where, {"path": "direct"}, {"path": b}))
+    return out
+
+
+def run_cells(db, exp, draws, tunnels=False, assume=None):
     import tracekit
     rows = []
     with tracekit.open(db, read_only=True) as store:
-        for where, source, target in cells(exp):
-            (_, r), = store.whatif(target, where, source, draws=draws)
+        for where, source, target in cells(exp, tunnels):
+            (_, r), = store.whatif(target, where, source, draws=draws, assume=assume)
             rows.append((where, source, target, r))
     return rows
 
@@ -113,7 +135,8 @@ def row_text(where, source, target, r):
     lo, hi = r.intervals.get("measured_saving", (float("nan"), float("nan")))
     err = r.saving - m
     rel = abs(err) / abs(m) if m else float("nan")
-    fixed = ", ".join(f"{k}={v}" for k, v in where.items() if k not in ("experiment", "path"))
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(where.items())
+                      if k not in ("experiment", "path"))
     (f, a), = source.items()
     change = f"{f} {a} -> {target[f]}"
     return (f"| {where['experiment']} | {change} | {fixed} | {m * 1e3:,.1f} "
@@ -135,6 +158,10 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=400)
     ap.add_argument("--store-dir", default=os.path.join(ROOT, "out", "whatif-suite"))
     ap.add_argument("--runs", action="append", default=[], metavar="DIR:EXPERIMENT_TOML")
+    ap.add_argument("--assume", default="", metavar="FACTOR=VALUE[,...]",
+                    help="values stated instead of calibrated (e.g. queue_bytes=256000)")
+    ap.add_argument("--tunnels", action="store_true",
+                    help="the changes from the direct path to each tunnel path instead")
     args = ap.parse_args(argv)
     os.makedirs(args.store_dir, exist_ok=True)
     todo = []
@@ -152,8 +179,12 @@ def main(argv=None):
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
     results = []
     for name, runs_json, toml in todo:
-        db = store_for(name, runs_json, args.store_dir)
-        for row in run_cells(db, experiment(toml), args.draws):
+        exp = experiment(toml)
+        if args.tunnels and "path" not in exp.get("factors", {}):
+            continue
+        db = store_for(name, runs_json, args.store_dir, args.tunnels)
+        assume = dict(p.split("=", 1) for p in filter(None, args.assume.split(",")))
+        for row in run_cells(db, exp, args.draws, args.tunnels, assume or None):
             results.append(row)
             print(row_text(*row)[0], flush=True)
     within, n, med = summary(results)

@@ -220,8 +220,9 @@ class Store:
         labels. Factors: tracekit.whatif.factors. Values may be strings."""
         from .presentation.whatif import run
         from .whatif.engine import DRAWS
-        groups: list[Any] = run(self.con, dict(where or {}), _levels(source), _levels(set),
-                                tuple(by), draws or DRAWS, _levels(assume))
+        groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
+                                _levels(set), tuple(by), draws or DRAWS,
+                                _levels(assume, "--assume"))
         return groups
 
     def interactions(self, source: Mapping[str, str], target: Mapping[str, str],
@@ -300,10 +301,11 @@ class Store:
         return False
 
 
-def _levels(levels: Mapping[str, object] | None) -> dict[str, Any]:
+def _levels(levels: Mapping[str, object] | None, option: str = "--set") -> dict[str, Any]:
     """{factor: value} checked against the vocabulary (strings or values)."""
     from .whatif.factors import ALIASES, value
-    return {ALIASES.get(k, k): value(ALIASES.get(k, k), str(v)) for k, v in (levels or {}).items()}
+    return {ALIASES.get(k, k): value(ALIASES.get(k, k), str(v), option)
+            for k, v in (levels or {}).items()}
 
 
 def open(path: str | os.PathLike[str] | None = None,  # noqa: A001 - like sqlite3.connect

@@ -47,7 +47,9 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
     and, when the store holds runs at the target, their median, the
     measured saving and the error. Factors: rtt_ms, rate_mbps, loss_down,
     loss_up, processing_ms, congestion, connection, initcwnd, queue_bytes,
-    pacing, jitter_ms, warmup, slow_start_after_idle.
+    pacing, jitter_ms, warmup, slow_start_after_idle, rcv_window, path
+    (--set path=tunnel or tunnel-arq: the response through kcptun, with FEC
+    sized for the loss or ARQ alone; calibrated on direct runs).
 
     \b
     Example:

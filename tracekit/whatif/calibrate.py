@@ -80,6 +80,8 @@ class Calibration:
     connect_s: float        # fresh: request sent this long after the handshake's RTT
     reuse_s: float          # persistent: request sent this long after its start
     jitter_s: float = 0.0
+    rcv_window: tuple | None = None  # (first, clamp) segments the client offers; None: unknown
+    rcv_model: bool = False  # replay the client's receive window (factor rcv_window=client)
     sources: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)
 
@@ -144,8 +146,36 @@ def calibrate(con, where):
         connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
         jitter_s=_label_float(labels, "jitter_ms", 0.0) / 1e3, sources=src, estimates=est)
-    cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est)
+    cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
+                             _overflow_flights(con, flows, rtt) if est.get("queue_drops") else [])
+    cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
     return cal
+
+
+def _rcv_window(con, flows, mss, initcwnd, src, est):
+    """(first, clamp): the window (segments) the client offers in its
+    handshake ACK, and the largest it offers while it acknowledges the first
+    flight (its receive buffer's window before autotuning raises it), the
+    medians over the flows; None where the client's ACKs carry no window."""
+    firsts, clamps = [], []
+    for cap, fl in flows:
+        r = con.execute("""SELECT t.rel_ack, p.tcp_window_bytes FROM tcp_analysis t
+            JOIN packets p USING (capture_id, frame)
+            WHERE t.capture_id = ? AND t.flow_id = ? AND t.from_client AND t.payload_bytes = 0
+              AND t.rel_ack IS NOT NULL AND p.tcp_window_bytes IS NOT NULL
+            ORDER BY t.ts_ns""", [cap, fl]).fetchall()
+        flight = [w for a, w in r if 1 < a <= initcwnd * mss + 1]
+        if r and flight:
+            firsts.append(r[0][1] / mss)
+            clamps.append(max(flight) / mss)
+    if not firsts:
+        src["rcv_window"] = "unknown (no window in the client's ACKs): not limited"
+        return None
+    first, clamp = float(np.median(firsts)), float(np.median(clamps))
+    est.update(rcv_window_first=first, rcv_window_clamp=clamp)
+    src["rcv_window"] = (f"the client's ACKs in {len(firsts)} flows: {first:.1f} segments at the "
+                         f"handshake, {clamp:.1f} over the first flight")
+    return first, max(first, clamp)
 
 
 def _describe(where):
@@ -315,12 +345,46 @@ def _step(con, cap, fl):
     return int(r[0] or 1448)
 
 
-def _queue(gaps, mss, rate, rtt, labels, src, est):
+def _overflow_flights(con, flows, rtt):
+    """Segments (count) of each flight that reached the client before a run
+    of QUEUE_RUN or more lost in a row: what the queue took before it
+    overflowed (plus the little it drained while a line-rate burst came in)."""
+    out = []
+    for cap, fl in flows:
+        step = _step(con, cap, fl)
+        lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
+            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
+        runs = _in_runs(lost, step)
+        if not runs:
+            continue
+        r = con.execute("""SELECT min(ts_ns), rel_seq FROM tcp_analysis WHERE capture_id = ?
+            AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq
+            ORDER BY 1""", [cap, fl]).fetchall()
+        ts = np.array([t for t, _ in r], dtype=np.int64) / 1e9
+        where = {q: i for i, (_, q) in enumerate(r)}
+        for s0 in sorted(x for x in runs if x - step not in runs):
+            i = where.get(s0 - step)
+            if i is None:
+                continue
+            j = i
+            while j > 0 and ts[j] - ts[j - 1] < rtt / 4:
+                j -= 1
+            out.append(i - j + 1)
+    return out
+
+
+def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
     longest = max((n for _, n in _trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     est["queue_lower_bytes"] = longest
     if "queue_bytes" in labels:
         src["queue"] = "label queue_bytes"
         return _label_float(labels, "queue_bytes", 0.0)
+    est["queue_overflow_flights"] = len(overflows)
+    if len(overflows) >= MIN_TRAINS:  # one run of 3 can be random loss's
+        src["queue"] = (f"the smallest of {len(overflows)} flights that reached the client before "
+                        "the queue overflowed (a run of lost segments)")
+        return float(min(overflows)) * (mss + WIRE_HEADER)
     src["queue"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
     return max(float(longest), 0.4 * rate * rtt)
 

@@ -33,7 +33,9 @@ import numpy as np
 
 from .calibrate import WIRE_HEADER, calibrate, load_requests
 from .factors import as_labels
+from .receiver import Receiver
 from .tcp import Conn, Path, Transfer
+from . import tunnel as kcp
 
 DRAWS = 400
 SEED = 26
@@ -58,13 +60,15 @@ class Setting:
     connection: str | None  # None: as measured
     warmup: int
     ssai: int
+    rcv_window: tuple | None = None  # (first, clamp) segments; None: unlimited
+    path: str = "direct"    # or through kcptun: tunnel (FEC sized for the loss), tunnel-arq
 
 
 def setting(cal, changes):
     """The Setting of a calibration under {factor: value}."""
     s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
                 cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
-                cal.processing_s, None, 1, 0)
+                cal.processing_s, None, 1, 0, cal.rcv_window if cal.rcv_model else None)
     table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
              "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
              "processing_ms": ("processing", 1e-3)}
@@ -84,6 +88,10 @@ def setting(cal, changes):
             s.warmup = int(v)
         elif k == "slow_start_after_idle":
             s.ssai = int(v)
+        elif k == "path":
+            s.path = v
+        elif k == "rcv_window":  # the client's Linux receive window, or none
+            s.rcv_window = cal.rcv_window if v == "client" else None
     if s.loss == 0:
         s.burst = 0.0
     return s
@@ -97,6 +105,8 @@ def _path(s):
 def _conn(s):
     c = Conn(cc=s.cc, initcwnd=s.initcwnd, pacing=s.pacing)
     c.srtt, c.rttvar, c.min_rtt = s.rtt, s.rtt / 2, s.rtt  # the handshake's sample
+    if s.rcv_window:
+        c.rcv = Receiver(*s.rcv_window)
     return c
 
 
@@ -145,6 +155,8 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
     n = len(cal.requests)
     per = max(4, math.ceil(draws / max(n, 1)))
     out = np.zeros((n, per))
+    if s.path != "direct":
+        return _replay_tunnel(cal, s, out, seed)
     path = _path(s)
     for u, (fresh, warm, idx) in enumerate(_units(cal, s)):
         for d in range(per):
@@ -164,6 +176,24 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
                 upload = _retries(rng, s.loss_up, s.rtt + 0.2)
                 t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
                 out[i, d] = setup + upload + s.rtt / 2 + s.processing + cal.server_s + t
+    return out
+
+
+def _replay_tunnel(cal, s, out, seed):
+    """Each request through kcptun (whatif/tunnel.py), the lab's tunnel: the
+    application's connection is to the tunnel's client on its own host and
+    the tunnel's session is open, so fresh or persistent there is no
+    handshake across the path; the request crosses it in R/2 after a KCP
+    flush, the server takes its time, and the response is KCP segments at
+    the bottleneck rate with FEC sized for the loss as the lab sizes it
+    (`tunnel`) or none (`tunnel-arq`), after another flush."""
+    data, parity = kcp.sizing(s.path, s.loss)
+    for i, q in enumerate(cal.requests):
+        for d in range(out.shape[1]):
+            rng = np.random.default_rng([seed, i, d])
+            t = kcp.transfer_s(q.bytes_down, kcp.SEGMENT, data, parity, s.loss, s.rtt,
+                               s.rate, rng)
+            out[i, d] = kcp.INTERVAL + s.rtt / 2 + s.processing + cal.server_s + t
     return out
 
 
@@ -244,6 +274,8 @@ def _assume(cal, name, v):
     cal.congestion, cal.initcwnd, cal.pacing, cal.processing_s = (s.cc, s.initcwnd, s.pacing,
                                                                    s.processing)
     cal.loss_up, cal.jitter_s = s.loss_up, s.jitter
+    if name == "rcv_window":
+        cal.rcv_model = v == "client" and cal.rcv_window is not None
     cal.sources[name] = "assumed (--assume)"
 
 
@@ -279,6 +311,10 @@ def explain(cal):
         ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing", "")),
         ("server_ms", f"{cal.server_s * 1e3:.1f}", "request round trip - RTT - processing"),
         ("connect_ms", f"{cal.connect_s * 1e3:.2f}", "fresh: request sent after handshake"),
+        ("rcv_window", ("modelled: " if cal.rcv_model else "not modelled (--assume "
+                        "rcv_window=client): ") + ("unknown" if not cal.rcv_window else
+                                                  "%.1f, clamp %.1f segments" % cal.rcv_window),
+         cal.sources.get("rcv_window", "")),
     ]
     for k, v in cal.estimates.items():
         rows.append((f"trace:{k}", f"{v:.4g}" if isinstance(v, float) else str(v),

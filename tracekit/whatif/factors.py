@@ -18,8 +18,12 @@
     slow_start_after_idle  1: a persistent connection restarts from the
                     initial window after each pause; 0 keeps it (the lab's
                     persistent level)
-    path            direct only: a tunnel (kcptun, FEC or ARQ) is not in the
-                    replay and is refused with that reason
+    rcv_window      client (the client's receive window replayed as Linux
+                    6.16+ offers it, calibrated from its ACKs) or unlimited
+                    (the default: see docs/whatif.md for why)
+    path            direct; tunnel (kcptun with FEC sized for the loss, as
+                    the lab's fec = "auto") or tunnel-arq (kcptun, ARQ only):
+                    --set only, the calibration needs a direct path's runs
 """
 
 from ..core.errors import TracekitError
@@ -28,11 +32,13 @@ FACTORS = {
     "rtt_ms": float, "rate_mbps": float, "loss_down": float, "loss_up": float,
     "processing_ms": float, "congestion": str, "connection": str, "initcwnd": int,
     "queue_bytes": float, "pacing": str, "jitter_ms": float, "warmup": int,
-    "slow_start_after_idle": int, "path": str,
+    "slow_start_after_idle": int, "rcv_window": str, "path": str,
 }
 ALIASES = {"bottleneck_mbps": "rate_mbps", "loss": "loss_down"}
+PATHS = ("direct", "tunnel", "tunnel-arq")  # tunnel: kcptun with FEC; tunnel-arq: ARQ only
 CHOICES = {"congestion": ("cubic", "reno", "bbr"), "connection": ("fresh", "persistent"),
-           "pacing": ("fq", "none"), "path": ("direct",)}
+           "pacing": ("fq", "none"), "rcv_window": ("client", "unlimited"),
+           "path": PATHS}
 RANGES = {"loss_down": (0.0, 0.9), "loss_up": (0.0, 0.9), "rtt_ms": (0.01, 10_000.0),
           "rate_mbps": (0.01, 100_000.0), "processing_ms": (0.0, 1e6),
           "initcwnd": (1, 10_000), "queue_bytes": (1500.0, 1e10), "jitter_ms": (0.0, 10_000.0),
@@ -58,10 +64,10 @@ def value(name, text, option="--set"):
     if name not in FACTORS:
         raise TracekitError(f"{option}: unknown factor {name!r}; known: {', '.join(FACTORS)}")
     kind = FACTORS[name]
-    if name == "path" and str(text) != "direct":
-        raise TracekitError(f"{option} path={text}: the replay models the direct path only "
-                            "(a tunnel's FEC and ARQ are not replayed); compare measured runs "
-                            "with `tracekit ablation --compare path`")
+    if name == "path" and str(text) != "direct" and option != "--set":
+        raise TracekitError(f"{option} path={text}: the calibration reads a direct path's TCP "
+                            "(a tunnel's client capture holds KCP datagrams); calibrate on "
+                            "direct runs and --set path={text}")
     try:
         v = kind(text)
     except ValueError:

@@ -10,22 +10,22 @@ ACK and the segment it got: its SACK block); ACKs come back after
 `rtt / 2` and are lost with `loss_up`.
 
 The sender, as Linux does it in outline:
-- window: slow start (+1 segment per segment acknowledged) below
-  ssthresh; above it CUBIC (W(t) = C (t - K)^3 + W_max, C = 0.4,
-  beta = 0.7, with its Reno-friendly estimate) or Reno (+1 per window);
-  the window grows only while the sender is window-limited;
-- loss detection by RACK (a segment is lost once a segment sent after it
-  has been delivered) which with per-segment ACKs is fast retransmit; on
-  the first loss of an episode ssthresh = beta x cwnd (Reno 0.5) and cwnd
-  drops to it until the recovery point is acknowledged;
-- a tail loss probe after 2 srtt without an ACK (the last segment sent
-  again), at most one per episode;
+- window: slow start (+1 segment per segment acknowledged) below ssthresh,
+  above it CUBIC (W(t) = C (t - K)^3 + W_max, C = 0.4, beta = 0.7, with its
+  Reno-friendly estimate) or Reno (+1 per window); it grows only while
+  tcp_is_cwnd_limited (window-limited once in a window counts for it);
+- loss detection by RACK (a segment is lost once one sent after it is
+  delivered: with per-segment ACKs, fast retransmit); an episode sets
+  ssthresh = beta x cwnd (Reno 0.5) and PRR (RFC 6937) sends in
+  proportion to what is delivered until the recovery point, then cwnd =
+  ssthresh;
+- a tail loss probe after 2 srtt without an ACK (the last segment again),
+  at most one per episode;
 - the retransmission timeout srtt + max(4 rttvar, 200 ms), doubled on each
-  expiry (backoff), which marks everything outstanding lost and restarts
-  slow start from one segment;
-- pacing (`Conn.pacing`: fq on the sender; BBR always paces; seen in the trace as a
-  flight spread over the round trip): 2 x cwnd / srtt in slow start,
-  1.2 x after;
+  expiry, marks everything outstanding lost and slow-starts from one
+  segment (Linux's Loss state: no PRR);
+- pacing (`Conn.pacing`: fq; BBR always paces): 2 x cwnd / srtt in slow
+  start, 1.2 x after;
 - BBR, approximately: the bottleneck bandwidth is the windowed maximum of
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
@@ -41,6 +41,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from .bbr import bbr_bw as _bbr_bw, lt_sampling
+from .recovery import prr
 
 RTO_MIN = 0.2
 INITIAL_RTO = 1.0
@@ -87,6 +88,7 @@ class Conn:
     lt: dict = field(default_factory=dict)  # BBR's long-term bandwidth sampling
     tot_delivered: int = 0
     tot_lost: int = 0
+    rcv: object = None  # the client's receive window (whatif/receiver.py); None: unlimited
 
     def __post_init__(self):
         if not self.cwnd:
@@ -113,12 +115,19 @@ class Transfer:
         self.delivered, self.delivered_time, self.first_tx = 0, 0.0, 0.0
         self.pipe = 0
         self.in_recovery, self.recovery_point = False, 0
+        self.loss_state = False  # after an RTO (Linux's Loss state: slow start, no PRR)
+        self.prr_prior = self.prr_delivered = self.prr_out = 0
         self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
         self.round_end, self.round_app_limited, self.max_pipe, self.rs_losses = 0, False, 0, 0
+        # Linux's tcp_is_cwnd_limited: cwnd-limited once in a window counts for
+        # the window (until snd_una passes usage_seq); else the most in flight
+        self.cwnd_limited, self.max_out, self.usage_seq = False, 0, 0
+        self.rcv_got = self.rcv_top = 0  # segments the receiver holds; above the highest
+        self.rcv_edge = self.snd_edge = int(conn.rcv.window(0)) if conn.rcv else n
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -144,13 +153,22 @@ class Transfer:
     def _on_data(self, s):
         if not self.rcv[s]:
             self.rcv[s] = True
+            self.rcv_got += 1
+            before = self.rcv_cum
             while self.rcv_cum < self.n and self.rcv[self.rcv_cum]:
                 self.rcv_cum += 1
             if self.rcv_cum == self.n and self.done is None:
                 self.done = self.now
+            self.rcv_top = max(self.rcv_top, s + 1)
+            r = self.c.rcv
+            if r is not None:  # the window it offers: never a right edge moved back
+                held = self.rcv_got - self.rcv_cum
+                r.on_data(self.now, self.rcv_cum - before,
+                          self.rcv_top - self.rcv_cum if held else 0, self.p.rtt)
+                self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
-        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s))
+        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s, self.rcv_edge))
 
     # -- the sender -----------------------------------------------------------
     def _send_segment(self, s, retx):
@@ -163,6 +181,8 @@ class Transfer:
         self.order.append((self.now, s))
         if retx:
             self.lost[s] = False
+        if self.in_recovery and not self.loss_state:
+            self.prr_out += 1
         self.pipe += 1
         self.max_pipe = max(self.max_pipe, self.pipe)
         self._emit(s)
@@ -189,6 +209,15 @@ class Transfer:
         return rate
 
     def _try_send(self):
+        sent = len(self.order)
+        self._send_loop()
+        limited = self.pipe >= int(self.c.cwnd)
+        if len(self.order) > sent or limited:  # tcp_write_xmit -> tcp_cwnd_validate
+            if self.cum >= self.usage_seq or limited or (
+                    not self.cwnd_limited and self.pipe > self.max_out):
+                self.cwnd_limited, self.max_out, self.usage_seq = limited, self.pipe, self.nxt
+
+    def _send_loop(self):
         c = self.c
         while True:
             if self.next_send > self.now + 1e-12:
@@ -202,7 +231,7 @@ class Transfer:
                 heapq.heappop(self.retx_queue)
             if self.retx_queue:
                 self._send_segment(heapq.heappop(self.retx_queue), True)
-            elif self.nxt < self.n:
+            elif self.nxt < min(self.n, self.snd_edge):
                 self.nxt += 1
                 self._send_segment(self.nxt - 1, False)
             else:
@@ -229,7 +258,7 @@ class Transfer:
         if gen != self.timer_gen or self.cum >= self.nxt:
             return
         self.tlp_done = True
-        if self.nxt < self.n and self.pipe < int(self.c.cwnd) + 1:
+        if self.nxt < min(self.n, self.snd_edge) and self.pipe < int(self.c.cwnd) + 1:
             self.nxt += 1
             self._send_segment(self.nxt - 1, False)
         else:
@@ -248,7 +277,7 @@ class Transfer:
         self._window_cut(self.in_recovery)
         c.ssthresh = max(c.cwnd, 2.0)
         c.cwnd = 1.0
-        self.in_recovery, self.recovery_point = True, self.nxt
+        self.in_recovery, self.recovery_point, self.loss_state = True, self.nxt, True
         self.backoff += 1
         for s in range(self.cum, self.nxt):
             if not self.sacked[s]:
@@ -273,6 +302,7 @@ class Transfer:
             self.conserve_round = c.rounds
             return
         beta = 0.5 if c.cc == "reno" else 0.7
+        self.prr_prior, self.prr_delivered, self.prr_out = c.cwnd, 0, 0
         c.wmax = c.cwnd
         c.epoch = -1.0
         c.cwnd = c.ssthresh = max(c.cwnd * beta, 2.0)
@@ -333,8 +363,9 @@ class Transfer:
                 self._bbr_round(limited)
 
     def _on_ack(self, arg):
-        cum, s = arg
+        cum, s, edge = arg
         c = self.c
+        self.snd_edge = max(self.snd_edge, edge)
         rtt = self.now - self.sent_at[s]
         if not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0:
             c.min_rtt = min(c.min_rtt, rtt)
@@ -343,7 +374,7 @@ class Transfer:
             else:
                 c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
                 c.srtt = 0.875 * c.srtt + 0.125 * rtt
-        newly, self.rs_losses, rounds = 0, 0, c.rounds
+        newly, self.rs_losses, rounds, una = 0, 0, c.rounds, self.cum
         if s >= self.cum and not self.sacked[s] and s >= cum:
             self.sacked[s] = True
             self._deliver(s)
@@ -359,11 +390,15 @@ class Transfer:
             self.tlp_done = False
         self._mark_rack_losses()
         if self.in_recovery and self.cum >= self.recovery_point:
-            self.in_recovery = False
             if c.cc == "bbr":
                 c.cwnd = max(c.cwnd, c.prior_cwnd)
-        if newly and not self.in_recovery:
-            self._grow(newly)
+            elif not self.loss_state:  # tcp_end_cwnd_reduction
+                c.cwnd = c.ssthresh
+            self.in_recovery = self.loss_state = False
+        if newly and (not self.in_recovery or self.loss_state):
+            self._grow(newly)  # after an RTO Linux slow-starts from one segment
+        elif newly and c.cc != "bbr":
+            prr(self, newly, self.rs_losses, self.cum > una)
         if c.cc == "bbr":
             if newly:
                 lt_sampling(self, c.rounds != rounds, self.deliv_at_send[s][0] == 0)
@@ -377,10 +412,10 @@ class Transfer:
         if c.cc == "bbr":
             return
         if c.cwnd < c.ssthresh:
-            if c.cwnd < 2 * self.max_pipe:  # window-limited in slow start (as Linux)
+            if self.cwnd_limited or c.cwnd < 2 * self.max_out:  # tcp_is_cwnd_limited
                 c.cwnd += acked
             return
-        if self.max_pipe < c.cwnd - 1:
+        if not self.cwnd_limited:
             return  # not window-limited: Linux does not grow the window
         if c.cc == "reno":
             c.cwnd += acked / c.cwnd

@@ -19,10 +19,22 @@ import math
 
 import numpy as np
 
+from ..lab.tunnel import DATA_SHARDS, GROUP_SURVIVAL, SEGMENT  # the lab's kcptun settings
+from ..core.model import fec_repair_symbols
+
 KCP_HEADER = 24
 FEC_HEADER = 8       # kcptun: 6 bytes of FEC header and 2 of size on data shards
 UDP_IP = 28
 INTERVAL = 0.010     # kcptun fast3: the KCP flush interval
+
+
+def sizing(path, loss):
+    """(data, parity) shards of the lab's `tunnel` (FEC sized so that a group
+    of DATA_SHARDS survives `loss` with GROUP_SURVIVAL: tunnel.sized_for) and
+    `tunnel-arq` (none)."""
+    if path == "tunnel-arq":
+        return 0, 0
+    return DATA_SHARDS, fec_repair_symbols(DATA_SHARDS, loss, GROUP_SURVIVAL)
 
 
 def payload(segment, fec):
