@@ -29,14 +29,27 @@ def run(cmd, env=None):
     return seconds, usage.ru_maxrss / 1024
 
 
-def compile_kernels():
-    """Compile tracekit's kernels before timing anything (as `make` does): the
-    one-time compilation of a fresh install is not what the tables measure."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    samples = [os.path.join(root, "captures", n) for n in
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tracekit_command(tree=ROOT):
+    """The command that runs the tracekit of source tree `tree`, and its
+    environment: `python -P` from a neutral directory, the tree first on the
+    path (`python -m` would put the working directory first: run from another
+    checkout, that checkout's tracekit would be the one measured)."""
+    env = {"PYTHONPATH": os.pathsep.join([tree, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return [sys.executable, "-P", "-m", "tracekit.cli"], env
+
+
+def compile_kernels(tree=ROOT):
+    """Compile the kernels of tracekit's tree `tree` before timing anything (as
+    `make` does): the one-time compilation of a fresh install is not what the
+    tables measure."""
+    samples = [os.path.join(ROOT, "captures", n) for n in
                ("lossy-download-server.pcap", "udp-echo.pcapng")]
-    subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", *samples], check=True,
-                   stdout=subprocess.DEVNULL)
+    env = {**os.environ, **tracekit_command(tree)[1]}
+    subprocess.run([sys.executable, "-P", "-m", "tracekit.pipeline.warmup", *samples], check=True,
+                   stdout=subprocess.DEVNULL, env=env, cwd="/")
 
 
 def load():
