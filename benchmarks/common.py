@@ -17,6 +17,13 @@ import time
 
 def run(cmd, env=None):
     """Run a command to completion; (seconds, peak RSS in MB). Exits on failure."""
+    return run_cpu(cmd, env)[:2]
+
+
+def run_cpu(cmd, env=None):
+    """Run a command to completion; (seconds, peak RSS in MB, CPU seconds: user +
+    system, its threads included; steadier than the wall time on a busy
+    machine, blind to waiting). Exits on failure."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, **(env or {})})
@@ -26,7 +33,7 @@ def run(cmd, env=None):
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{err}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,14 +74,16 @@ def alternate(tools, rounds, before=None):
         for name in (names if r % 2 == 0 else names[::-1]):
             if before:
                 before(name)
-            seconds, mb = tools[name]()
-            results[name].append((seconds, mb))
-            print(f"round {r + 1}: {name}: {seconds:.2f} s, {mb:,.0f} MB", file=sys.stderr)
+            out = tools[name]()
+            results[name].append(out)
+            cpu = f", {out[2]:.2f} s CPU" if len(out) > 2 else ""
+            print(f"round {r + 1}: {name}: {out[0]:.2f} s, {out[1]:,.0f} MB{cpu}", file=sys.stderr)
     return results
 
 
 def medians(samples):
-    return (statistics.median(s for s, _ in samples), statistics.median(m for _, m in samples))
+    """Median of each field over the rounds' (seconds, MB[, CPU seconds])."""
+    return tuple(statistics.median(x) for x in zip(*samples))
 
 
 def count_packets(path):

@@ -36,8 +36,8 @@ import shutil
 import sys
 import tempfile
 
-from common import (ROOT, alternate, compile_kernels, count_packets, load, medians, run,
-                    tracekit_command, warm)
+from common import (ROOT, alternate, compile_kernels, count_packets, load, medians,
+                    run_cpu as run, tracekit_command, warm)
 
 TSHARK_FIELDS = [
     "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.src", "ip.dst",
@@ -79,9 +79,9 @@ def tracekit_tools(tmp, capture, tree, mark=""):
 
     def end_to_end():
         fresh(e2e_db)
-        s1, m1 = run([*cmd, "ingest", capture, "--db", e2e_db], env)
-        s2, m2 = run([*cmd, "analyze", "--db", e2e_db], env)
-        return s1 + s2, max(m1, m2)
+        s1, m1, c1 = run([*cmd, "ingest", capture, "--db", e2e_db], env)
+        s2, m2, c2 = run([*cmd, "analyze", "--db", e2e_db], env)
+        return s1 + s2, max(m1, m2), c1 + c2
 
     tools = {f"tracekit analyze{mark}": analyze, f"tracekit ingest + analyze{mark}": end_to_end}
     if not mark:
@@ -132,14 +132,16 @@ def main():
              "tracekit analyze": "tshark -T fields (tcp.analysis)",
              "tracekit analyze (before)": "tshark -T fields (tcp.analysis)"}
     stores = {k: v for d in sizes for k, v in d.items()}
-    print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it | store |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, (sec, mb) in results.items():
+    cpu_base = results["tcptrace -l -r"][2]
+    print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it | CPU s | "
+          "CPU / tcptrace's | store |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, (sec, mb, cpu) in results.items():
         peer = results.get(shark.get(name, ""), (None,))[0]
         ratio = f"{peer / sec:.1f}" if peer else ""
         store = f"{stores[name]:,.0f} MB" if name in stores else ""
         print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {mb:,.0f} MB | "
-              f"{sec / base:.2f} | {ratio} | {store} |")
+              f"{sec / base:.2f} | {ratio} | {cpu:.2f} | {cpu / cpu_base:.2f} | {store} |")
 
 
 if __name__ == "__main__":
