@@ -11,6 +11,12 @@ slots and pools (pools.py). Each chunk's rows go to a writer thread
 chunk, so the two cores overlap. Verdicts found later about an earlier chunk's packet (a spurious
 retransmission proven by a later D-SACK, the ACK that ended a recovery) are
 applied as updates at the end.
+
+`tcp_analysis` is written in two parts: every packet's dense columns
+(`store.tcp_analysis`) and, for the few packets with an event (a Wireshark
+flag, a retransmission's trigger, recovery and verdicts...), the event
+columns (`tcp_events`, schema.EVENT_COLUMNS); the view `tcp_analysis` joins
+them back. The sparse columns no longer cost an append of every packet.
 """
 
 import numpy as np
