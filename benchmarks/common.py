@@ -17,6 +17,13 @@ import time
 
 def run(cmd, env=None):
     """Run a command to completion; (seconds, peak RSS in MB). Exits on failure."""
+    return run_cpu(cmd, env)[:2]
+
+
+def run_cpu(cmd, env=None):
+    """Run a command to completion; (seconds, peak RSS in MB, CPU seconds: user +
+    system, its threads included; steadier than the wall time on a busy
+    machine, blind to waiting). Exits on failure."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, **(env or {})})
@@ -26,17 +33,30 @@ def run(cmd, env=None):
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{err}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def compile_kernels():
-    """Compile tracekit's kernels before timing anything (as `make` does): the
-    one-time compilation of a fresh install is not what the tables measure."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    samples = [os.path.join(root, "captures", n) for n in
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tracekit_command(tree=ROOT):
+    """The command that runs the tracekit of source tree `tree`, and its
+    environment: `python -P` from a neutral directory, the tree first on the
+    path (`python -m` would put the working directory first: run from another
+    checkout, that checkout's tracekit would be the one measured)."""
+    env = {"PYTHONPATH": os.pathsep.join([tree, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return [sys.executable, "-P", "-m", "tracekit.cli"], env
+
+
+def compile_kernels(tree=ROOT):
+    """Compile the kernels of tracekit's tree `tree` before timing anything (as
+    `make` does): the one-time compilation of a fresh install is not what the
+    tables measure."""
+    samples = [os.path.join(ROOT, "captures", n) for n in
                ("lossy-download-server.pcap", "udp-echo.pcapng")]
-    subprocess.run([sys.executable, "-m", "tracekit.pipeline.warmup", *samples], check=True,
-                   stdout=subprocess.DEVNULL)
+    env = {**os.environ, **tracekit_command(tree)[1]}
+    subprocess.run([sys.executable, "-P", "-m", "tracekit.pipeline.warmup", *samples], check=True,
+                   stdout=subprocess.DEVNULL, env=env, cwd="/")
 
 
 def load():
@@ -54,14 +74,16 @@ def alternate(tools, rounds, before=None):
         for name in (names if r % 2 == 0 else names[::-1]):
             if before:
                 before(name)
-            seconds, mb = tools[name]()
-            results[name].append((seconds, mb))
-            print(f"round {r + 1}: {name}: {seconds:.2f} s, {mb:,.0f} MB", file=sys.stderr)
+            out = tools[name]()
+            results[name].append(out)
+            cpu = f", {out[2]:.2f} s CPU" if len(out) > 2 else ""
+            print(f"round {r + 1}: {name}: {out[0]:.2f} s, {out[1]:,.0f} MB{cpu}", file=sys.stderr)
     return results
 
 
 def medians(samples):
-    return (statistics.median(s for s, _ in samples), statistics.median(m for _, m in samples))
+    """Median of each field over the rounds' (seconds, MB[, CPU seconds])."""
+    return tuple(statistics.median(x) for x in zip(*samples))
 
 
 def count_packets(path):

@@ -17,9 +17,17 @@ Tools and their flags (each a whole process on the same file in the page cache):
   (TCP reassembly off), the peer of ingest, and `tshark -T fields` of the
   `tcp.analysis` fields, the peer of the sequence analysis.
 
+With `--before TREE` (another source tree of tracekit, e.g. `git archive` of
+main unpacked in /tmp), its analyze and ingest + analyze run in the same
+alternated rounds, marked "(before)": a change's effect and both trees' ratios
+to tcptrace come from one run on one machine's load.
+
+Each tracekit runs as `python -P -m tracekit.cli` with its tree first on the
+path (see common.tracekit_command), never the installed entry point.
+
 Prints one Markdown table: median seconds and peak memory per tool, packets/s,
-and each tracekit step's time against tcptrace's (and tshark's), with the
-machine's load before and after.
+each tracekit step's time against tcptrace's (and tshark's), the size of the
+store analyze leaves, with the machine's load before and after.
 """
 
 import argparse
@@ -28,7 +36,8 @@ import shutil
 import sys
 import tempfile
 
-from common import alternate, compile_kernels, count_packets, load, medians, run, warm
+from common import (ROOT, alternate, compile_kernels, count_packets, load, medians,
+                    run_cpu as run, tracekit_command, warm)
 
 TSHARK_FIELDS = [
     "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "ip.src", "ip.dst",
@@ -43,71 +52,96 @@ TSHARK_ANALYSIS = ["frame.number", "tcp.analysis.bytes_in_flight", "tcp.analysis
                    "tcp.analysis.out_of_order", "tcp.analysis.window_full"]
 
 
+def tracekit_tools(tmp, capture, tree, mark=""):
+    """{name: run()} for one tree's ingest, analyze and both; sizes[name] gets
+    the store analyze left (MB)."""
+    cmd, env = tracekit_command(tree)
+    ingested = os.path.join(tmp, f"ingested{mark}.duckdb")
+    db, e2e_db = os.path.join(tmp, f"bench{mark}.duckdb"), os.path.join(tmp, f"e2e{mark}.duckdb")
+    run([*cmd, "ingest", capture, "--db", ingested], env)  # untimed: for analyze
+    sizes = {}
+
+    def fresh(path):
+        for suffix in ("", ".wal"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+
+    def ingest():
+        fresh(db)
+        return run([*cmd, "ingest", capture, "--db", db], env)
+
+    def analyze():
+        fresh(db)
+        shutil.copy(ingested, db)
+        out = run([*cmd, "analyze", "--db", db], env)
+        sizes[f"tracekit analyze{mark}"] = os.path.getsize(db) / 1e6
+        return out
+
+    def end_to_end():
+        fresh(e2e_db)
+        s1, m1, c1 = run([*cmd, "ingest", capture, "--db", e2e_db], env)
+        s2, m2, c2 = run([*cmd, "analyze", "--db", e2e_db], env)
+        return s1 + s2, max(m1, m2), c1 + c2
+
+    tools = {f"tracekit analyze{mark}": analyze, f"tracekit ingest + analyze{mark}": end_to_end}
+    if not mark:
+        tools = {"tracekit ingest": ingest, **tools}
+    return tools, sizes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("capture")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tshark", action="store_true", help="also run tshark (slow: ~15 s per 1e6)")
+    ap.add_argument("--before", metavar="TREE", help="another tracekit source tree to compare")
     args = ap.parse_args()
+    capture = os.path.abspath(args.capture)
     compile_kernels()
-    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
-    packets = count_packets(args.capture)
-    warm(args.capture)
+    if args.before:
+        compile_kernels(os.path.abspath(args.before))
+    packets = count_packets(capture)
+    warm(capture)
     load_before = load()
     with tempfile.TemporaryDirectory() as tmp:
-        db = os.path.join(tmp, "bench.duckdb")
-        ingested = os.path.join(tmp, "ingested.duckdb")
-        run([tracekit, "ingest", args.capture, "--db", ingested])  # untimed: for analyze
-        e2e_db = os.path.join(tmp, "e2e.duckdb")
-
-        def fresh(path):
-            for suffix in ("", ".wal"):
-                if os.path.exists(path + suffix):
-                    os.remove(path + suffix)
-
-        def ingest():
-            fresh(db)
-            return run([tracekit, "ingest", args.capture, "--db", db])
-
-        def analyze():
-            fresh(db)
-            shutil.copy(ingested, db)
-            return run([tracekit, "analyze", "--db", db])
-
-        def end_to_end():
-            fresh(e2e_db)
-            s1, m1 = run([tracekit, "ingest", args.capture, "--db", e2e_db])
-            s2, m2 = run([tracekit, "analyze", "--db", e2e_db])
-            return s1 + s2, max(m1, m2)
-
-        tools = {"tracekit ingest": ingest, "tracekit analyze": analyze,
-                 "tracekit ingest + analyze": end_to_end,
-                 "tcptrace -l -r": lambda: run(["tcptrace", "-l", "-r", args.capture])}
+        tools, sizes = tracekit_tools(tmp, capture, ROOT)
+        sizes = [sizes]  # (filled as the rounds run)
+        if args.before:
+            more, more_sizes = tracekit_tools(tmp, capture, os.path.abspath(args.before),
+                                              " (before)")
+            tools.update(more)
+            sizes.append(more_sizes)
+        tools["tcptrace -l -r"] = lambda: run(["tcptrace", "-l", "-r", capture])
         if args.tshark:
             f = [a for x in TSHARK_FIELDS for a in ("-e", x)]
             tools["tshark -T fields (headers)"] = lambda: run(
-                ["tshark", "-n", "-r", args.capture, "-o", "tcp.desegment_tcp_streams:FALSE",
+                ["tshark", "-n", "-r", capture, "-o", "tcp.desegment_tcp_streams:FALSE",
                  "-T", "fields", *f])
             a = [x for y in TSHARK_ANALYSIS for x in ("-e", y)]
             tools["tshark -T fields (tcp.analysis)"] = lambda: run(
-                ["tshark", "-n", "-r", args.capture, "-o", "tcp.desegment_tcp_streams:FALSE",
+                ["tshark", "-n", "-r", capture, "-o", "tcp.desegment_tcp_streams:FALSE",
                  "-T", "fields", *a, "-Y", "tcp"])
         results = {k: medians(v) for k, v in alternate(tools, args.rounds).items()}
     load_after = load()
-    size = os.path.getsize(args.capture) / 1e6
-    print(f"\n`{os.path.basename(args.capture)}`: {packets:,} packets, {size:,.0f} MB; "
+    size = os.path.getsize(capture) / 1e6
+    print(f"\n`{os.path.basename(capture)}`: {packets:,} packets, {size:,.0f} MB; "
           f"median of {args.rounds} alternated rounds; load {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after, {load_before[1]} cores\n")
     base = results["tcptrace -l -r"][0]
     shark = {"tracekit ingest": "tshark -T fields (headers)",
-             "tracekit analyze": "tshark -T fields (tcp.analysis)"}
-    print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, (sec, mb) in results.items():
+             "tracekit analyze": "tshark -T fields (tcp.analysis)",
+             "tracekit analyze (before)": "tshark -T fields (tcp.analysis)"}
+    stores = {k: v for d in sizes for k, v in d.items()}
+    cpu_base = results["tcptrace -l -r"][2]
+    print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it | CPU s | "
+          "CPU / tcptrace's | store |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, (sec, mb, cpu) in results.items():
         peer = results.get(shark.get(name, ""), (None,))[0]
         ratio = f"{peer / sec:.1f}" if peer else ""
+        store = f"{stores[name]:,.0f} MB" if name in stores else ""
         print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {mb:,.0f} MB | "
-              f"{sec / base:.2f} | {ratio} |")
+              f"{sec / base:.2f} | {ratio} | {cpu:.2f} | {cpu / cpu_base:.2f} | {store} |")
 
 
 if __name__ == "__main__":

@@ -469,7 +469,9 @@ def import_into(con, directory):
                                  ).fetchall()[0][0]
             if exists:
                 con.execute(f"DELETE FROM {storage(name)}")
-                con.execute(f"INSERT INTO {storage(name)} BY NAME {sql}")
+                cols = ", ".join(f'"{r[0]}"' for r in con.execute(f"DESCRIBE {storage(name)}")
+                                 .fetchall())  # (a split table's rows: not its facts')
+                con.execute(f"INSERT INTO {storage(name)} BY NAME SELECT {cols} FROM ({sql})")
             else:
                 con.execute(f"CREATE TABLE {name} AS {sql}")
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]

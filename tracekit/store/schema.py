@@ -216,6 +216,13 @@ TCP_ANALYSIS = (
     Column("window_full_segments", "BIGINT", "Such a packet: the other direction's segments Wireshark called window-full since this side's previous ACK"),
 )
 
+# Kept only for packets with an event (a few %) in `tcp_events`, narrow sparse facts; the view
+# `tcp_analysis` joins them to `store.tcp_analysis`, every packet's other columns.
+EVENT_COLUMNS = tuple(c.name for c in TCP_ANALYSIS[9:40] if c.name not in (
+    "ws_bytes_in_flight", "ws_acks_frame", "ws_ack_rtt_ns", "segment", "gap_bytes"))
+TCP_EVENTS = TCP_ANALYSIS[:2] + tuple(c for c in TCP_ANALYSIS if c.name in EVENT_COLUMNS)
+SPLIT = {"tcp_analysis": ("tcp_events", EVENT_COLUMNS)}  # table -> (its facts, their columns)
+
 # Derived by `tracekit analyze` (tracekit/kernels/segments.py): one row per flight.
 FLIGHTS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
@@ -388,7 +395,7 @@ TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "f
           "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
 # Tables `tracekit analyze` builds in code (the SQL-built ones document
 # themselves in their analyses/*.sql header).
-DERIVED = {"tcp_analysis": TCP_ANALYSIS, "flights": FLIGHTS, "exchanges": EXCHANGES,
+DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tcp_events": TCP_EVENTS, "flights": FLIGHTS, "exchanges": EXCHANGES,
            "tls_messages": TLS_MESSAGES,
            "stalls": STALLS, "request_phases": REQUEST_PHASES}
 
@@ -420,7 +427,7 @@ DECODE_STATUS_DOC = {
 # derived one names it in its marker row.
 STAGED_BY = {  # table -> "ingest", or the analysis its marker rows name
     "packets": "ingest", "flows": "ingest", "payloads": "ingest",
-    "tcp_analysis": "tcp_analysis", "flights": "tcp_analysis", "exchanges": "tcp_analysis",
+    "tcp_analysis": "tcp_analysis", "tcp_events": "tcp_analysis", "flights": "tcp_analysis", "exchanges": "tcp_analysis",
     "tls_messages": "tls_messages", "stalls": "stalls",
 }
 # what an ingest writes for a capture (the staged tables and its interfaces)
@@ -436,14 +443,21 @@ def storage(name):
 
 
 def create_table_sql(name):
-    """SQL that creates a table (and, for a staged one, its schema and view)."""
-    cols = ",\n  ".join(f"{c.name} {c.sql}" for c in {**TABLES, **DERIVED}[name])
+    """SQL that creates a table (and, for a staged one, its schema and view; for a split
+    one, its facts' table too and a view joining them: no event row, flags false)."""
+    events, facts = SPLIT.get(name, ("", ()))
+    cols = ",\n  ".join(f"{c.name} {c.sql}" for c in {**TABLES, **DERIVED}[name]
+                         if c.name not in facts)
     sql = f"CREATE TABLE IF NOT EXISTS {storage(name)} (\n  {cols}\n)"
     if name not in STAGED:
         return sql
-    return (f"CREATE SCHEMA IF NOT EXISTS store; {sql}; "
-            f"CREATE VIEW IF NOT EXISTS {name} AS SELECT * FROM store.{name} "
-            f"WHERE capture_id NOT IN ({STAGED[name]})")
+    rows = ", ".join((f"coalesce(e.{c.name}, false) AS {c.name}" if "NOT NULL" in c.sql else
+                      f"e.{c.name}") if c.name in facts else f"t.{c.name}"
+                     for c in DERIVED[name]) if facts else "*"
+    join = f" LEFT JOIN store.{events} e USING (capture_id, frame)" if facts else ""
+    return (f"{create_table_sql(events) + '; ' if facts else ''}CREATE SCHEMA IF NOT EXISTS store; "
+            f"{sql}; CREATE VIEW IF NOT EXISTS {name} AS SELECT {rows} FROM store.{name} t{join} "
+            f"WHERE t.capture_id NOT IN ({STAGED[name]})")
 
 
 def markdown_reference(name):

@@ -11,6 +11,12 @@ slots and pools (pools.py). Each chunk's rows go to a writer thread
 chunk, so the two cores overlap. Verdicts found later about an earlier chunk's packet (a spurious
 retransmission proven by a later D-SACK, the ACK that ended a recovery) are
 applied as updates at the end.
+
+`tcp_analysis` is written in two parts: every packet's dense columns
+(`store.tcp_analysis`) and, for the few packets with an event (a Wireshark
+flag, a retransmission's trigger, recovery and verdicts...), the event
+columns (`tcp_events`, schema.EVENT_COLUMNS); the view `tcp_analysis` joins
+them back. The sparse columns no longer cost an append of every packet.
 """
 
 import numpy as np
@@ -21,7 +27,7 @@ from ...kernels import segments as sg
 from ...kernels import wireshark as ws
 from ...kernels.pools import FlowSlots, Pool
 from ...store.arrow import numpy_array, numpy_table
-from ...store.schema import EXCHANGES, FLIGHTS, TCP_ANALYSIS
+from ...store.schema import EVENT_COLUMNS, EXCHANGES, FLIGHTS, TCP_ANALYSIS, TCP_EVENTS
 from ...store.writer import AppendWriter
 
 SOURCES = (ws, sg)  # code whose change rebuilds the table
@@ -32,6 +38,8 @@ CHUNK_FRAMES = 122_880  # a DuckDB row group
 TH_ACK = 0x10
 M32 = 0xFFFFFFFF
 NONE = np.iinfo(np.int64).min  # "no value" where any int64 is a value
+# what store.tcp_analysis holds of every packet (the rest: tcp_events, packets with an event)
+DENSE = tuple(c for c in TCP_ANALYSIS if c.name not in EVENT_COLUMNS)
 
 # TCP packets that carry a full header and belong to a flow, one frame range
 PACKETS_SQL = """
@@ -212,8 +220,24 @@ def tracekit_chunk(state, p, w, slot, first, params):
     return out, fo[:fo_m[0]], xo[:xo_m[0]]
 
 
-def tcp_analysis_table(capture_id, p, w, t):
-    """The `tcp_analysis` rows of one chunk as an Arrow table."""
+def tcp_analysis_tables(capture_id, p, w, t):
+    """The `tcp_analysis` rows of one chunk as two Arrow tables: every packet's
+    dense columns (store.tcp_analysis) and the event columns of the packets
+    that have one, a flag set or a value (tcp_events): the view `tcp_analysis`
+    joins them, a packet without an event row reading false and NULL there."""
+    values = tcp_analysis_values(capture_id, p, w, t)
+    event = np.zeros(len(p["frame"]), bool)
+    for name in EVENT_COLUMNS:
+        v = values[name]
+        event |= v[0] >= 0 if len(v) == 3 else (v[0] != 0) if v[1] is None else ~v[1]
+    rows = np.flatnonzero(event)
+    sparse = {k: (v[0][rows], None if v[1] is None else v[1][rows], *v[2:])
+              for k, v in values.items() if k in EVENT_COLUMNS or k in ("capture_id", "frame")}
+    return numpy_table(DENSE, values), numpy_table(TCP_EVENTS, sparse)
+
+
+def tcp_analysis_values(capture_id, p, w, t):
+    """The `tcp_analysis` columns of one chunk: {name: (values, null mask[, names])}."""
     n = len(p["frame"])
     flags = w["ws_flags"]
     retrans = ws.RETRANSMISSION | ws.FAST_RETRANSMISSION | ws.SPURIOUS_RETRANSMISSION
@@ -270,7 +294,7 @@ def tcp_analysis_table(capture_id, p, w, t):
         "ack_gap_ns": (t["ack_gap"], t["ack_gap"] == NONE),
         "window_full_segments": opt("window_full", t),
     })
-    return numpy_table(TCP_ANALYSIS, values)
+    return values
 
 
 def flights_table(capture_id, rows):
@@ -302,14 +326,15 @@ def flights_table(capture_id, rows):
 
 PARAMETERS = {"dupthresh": DUPTHRESH, "rto_min_ns": RTO_MIN_NS,
               "reorder_window_ns": REORDER_WINDOW_NS}
-TABLES = ("tcp_analysis", "flights", "exchanges")
+TABLES = ("tcp_analysis", "flights", "exchanges", "tcp_events")
 READS = ("captures", "flows", "packets")
 SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 
+# (on retransmissions: each has its row of tcp_events)
 LATE_SQL = {
-    sg.LATE_SPURIOUS: "UPDATE store.tcp_analysis t SET spurious = true FROM _tracekit_late l "
+    sg.LATE_SPURIOUS: "UPDATE store.tcp_events t SET spurious = true FROM _tracekit_late l "
                       "WHERE t.capture_id = $capture_id AND t.frame = l.frame",
-    sg.LATE_RECOVERED: "UPDATE store.tcp_analysis t SET recovered_ns = l.value FROM _tracekit_late l "
+    sg.LATE_RECOVERED: "UPDATE store.tcp_events t SET recovered_ns = l.value FROM _tracekit_late l "
                        "WHERE t.capture_id = $capture_id AND t.frame = l.frame",
 }
 
@@ -325,7 +350,7 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
     state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
     writer = AppendWriter(writer_con)
     writer.start()
-    rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0}
+    rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0, "tcp_events": 0}
 
     def side_tables(flight_rows, exchange_rows):
         if len(flight_rows):
@@ -344,8 +369,11 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
                 state.grow(n)
                 w = wireshark_chunk(state, p, slot, first)
                 t, flight_rows, exchange_rows = tracekit_chunk(state, p, w, slot, first, params)
-                writer.put("tcp_analysis", tcp_analysis_table(capture_id, p, w, t))
+                dense, events = tcp_analysis_tables(capture_id, p, w, t)
+                writer.put("tcp_analysis", dense)
+                writer.put("tcp_events", events)
                 rows["tcp_analysis"] += n
+                rows["tcp_events"] += events.num_rows
                 state.rows += n
                 side_tables(flight_rows, exchange_rows)
             side_tables(*_flushed(state, state.slots.release_through(hi - 1)))
@@ -402,6 +430,9 @@ def _apply_late(con, capture_id, late):
         table = pa.table({"frame": numpy_array(sel[:, 0]), "value": numpy_array(sel[:, 2])})
         con.register("_tracekit_late", table)
         try:
-            con.execute(sql, {"capture_id": capture_id})
+            (updated,), = con.execute(sql, {"capture_id": capture_id}).fetchall()
         finally:
             con.unregister("_tracekit_late")
+        if updated != len(sel):  # a late verdict on a packet with no event row: a bug
+            raise ValueError(f"tcp_analysis: {len(sel) - updated} late verdicts found no "
+                             f"retransmission in tcp_events")
