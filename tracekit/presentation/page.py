@@ -65,7 +65,8 @@ class Page:
         return {"kind": "chart", "id": cid, "caption": caption}
 
     @staticmethod
-    def table(columns, rows, limit=None, note=None):
+    def table(columns, rows, limit=None, note=None, keys=None):
+        """`keys`: a request key per row, for the explorer's links (presentation/explorer.py)."""
         shown = rows if limit is None else rows[:limit]
         more = len(rows) - len(shown)
         numeric = [bool(rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
@@ -76,7 +77,7 @@ class Page:
         cells = [[cell(v) for v in r] for r in shown]
         long = [any(len(r[i]) > 40 for r in cells) for i in range(len(columns))]
         return {"kind": "table", "columns": list(columns), "numeric": numeric, "long": long,
-                "rows": cells, "note": note}
+                "rows": cells, "note": note, "row_keys": None if keys is None else keys[:len(shown)]}
 
     @staticmethod
     def text(text, heading=None, cls=None):
