@@ -82,7 +82,7 @@ def test_run_scopes_as_the_views_do(demo_store):
         text = store.report(experiment="cross-region", where={"connection": "fresh"})
         assert re.findall(r"<li>(cross-region: [^<]*?):", text) == [
             "cross-region: path (connection=fresh)"]  # the factor --where fixes is not compared
-        rows = re.findall(r"<tr><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
+        rows = re.findall(r"<tr[^>]*><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
         assert rows and {c for _, c in rows} == {"fresh"}
         with pytest.raises(TracekitError, match="it is an experiment: --experiment cross-region"):
             store.report(run="cross-region")

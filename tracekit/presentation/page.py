@@ -11,10 +11,30 @@ the page opens offline.
 """
 
 import datetime
+import importlib
 import json
 import math
 
+from ..core.errors import TracekitError
 from ..core.version import __version__
+
+# what the report and the charts import, by the name pip installs it under:
+# dependencies of tracekit (a default install has them; pyproject.toml)
+CHART_MODULES = {"altair": "altair", "vl_convert": "vl-convert-python", "jinja2": "jinja2"}
+
+
+def require_chart_modules():
+    """One line naming what is missing, before any work, when an install lacks
+    the charts' modules (removed by hand, or an install without dependencies)."""
+    missing = []
+    for module, dist in CHART_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(dist)
+    if missing:
+        raise TracekitError(f"report and plot need {', '.join(missing)}, part of tracekit's "
+                            f"install but missing from this one: pip install {' '.join(missing)}")
 
 _INERT = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
           0x2028: "\\u2028", 0x2029: "\\u2029"}
