@@ -162,11 +162,13 @@ def _requests(con, page, scope, attribute):
     blocks = page.section("Requests: measured, bound and gap", "requests")
     keys = [r[0] for r in rows]
     gaps = sorted((r for r in rows if r[col["gap_ms"]] is not None), key=lambda r: r[col["gap_ms"]])
-    blocks.append(page.chart(request_explorer(con, keys[:REQUEST_ROWS], (gaps[-1] if gaps
-                                                                          else rows[0])[0]), (
+    shown = [r for r in rows[:REQUEST_ROWS] if r[col["gap_ms"]] is not None] or rows[:1]
+    first = max(shown, key=lambda r: r[col["gap_ms"]] or 0)[0]  # (one the table shows)
+    blocks.append(page.chart(request_explorer(con, keys[:REQUEST_ROWS], first), (
         "Click a request (a bar, or its row in the table below): its spans and its packets "
-        "follow; at first the request with the largest gap. Hover a mark for its values; a "
-        "packet's frame number is Wireshark's frame.number in that capture.")))
+        "follow; at first the request with the largest gap of those in the table. Hover a "
+        "mark for its values; a packet's frame number is Wireshark's frame.number in that "
+        "capture.")))
     blocks.append(Page.table(cols, rows, limit=REQUEST_ROWS, keys=keys,
                              note="In start order; times in ms (the view tracekit attribute). "
                                   "Click a row to explore it in the chart above."))
