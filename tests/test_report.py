@@ -210,6 +210,12 @@ PROBE = """<script>
     await view.runAsync(); await new Promise(r => setTimeout(r, 50));
     out.row = state();
     out.picked_rows = [...document.querySelectorAll("tr.picked")].map(tr => tr.dataset.request);
+    const dot = marks("concat_1_concat_1_marks")[0], spot = dot.getBoundingClientRect();
+    const there = {...at, clientX: spot.x + spot.width / 2, clientY: spot.y + spot.height / 2};
+    for (const t of ["pointerover", "pointermove", "mouseover", "mousemove"])
+      dot.dispatchEvent(new (t.startsWith("pointer") ? PointerEvent : MouseEvent)(t, there));
+    await view.runAsync();
+    out.packet_tooltip = tip && tip.classList.contains("visible") ? tip.textContent : null;
   } catch (e) { out.error = String(e); }
   document.body.dataset.probe = JSON.stringify(out);
 })();
@@ -266,3 +272,6 @@ def test_a_click_on_a_request_or_its_row_drives_its_spans_and_packets(report, de
         assert sorted(state["spans"]) == sorted(spans[key]), step
     assert said["clicked"]["frames"] != said["row"]["frames"]
     assert said["picked_rows"] == [row]
+    # a packet's tooltip names its frame, Wireshark's frame.number
+    assert said["packet_tooltip"].replace(",", "").startswith(
+        f"frame (Wireshark frame.number){frames[row][0]}capture"), said["packet_tooltip"]
