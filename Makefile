@@ -12,7 +12,7 @@ $(BIN)/python:
 # (then compile the kernels once, so the first real capture does not pay for
 # it, and the lab's path forwarder, which is C: tracekit/lab/forwarder.c)
 setup: $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[charts]"
+	$(BIN)/pip install --quiet -e .
 	$(BIN)/python -m tracekit.pipeline.warmup --into-package captures/lossy-download-server.pcap captures/udp-echo.pcapng
 	$(BIN)/python -m tracekit.lab.wan --build
 

@@ -360,19 +360,6 @@ def test_a_dataset_without_dask_installed_is_one_line(tmp_path, monkeypatch, com
                         "(or give a .duckdb file)\n")
 
 
-@pytest.mark.parametrize("name", ["-", "/dev/stdin"])
-def test_a_capture_from_a_pipe_is_refused_in_one_line(tmp_path, name):
-    db = tmp_path / "s.duckdb"
-    with open(os.path.join(SAMPLES, "udp-echo.pcapng"), "rb") as f:
-        data = f.read()
-    r = subprocess.run(TRACEKIT + ["ingest", name, "--db", str(db)], input=data,
-                       capture_output=True)
-    err = r.stderr.decode()
-    assert r.returncode == 2 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith(f"tracekit: error: {name}: ") and "save" in err
-    assert not db.exists()
-
-
 # analyze, stopped for good once `bounds` is built over the whole store (the
 # store-wide steps half done): it says so by creating the file named by argv[1]
 STOP_IN_STORE_STEPS = """

@@ -82,7 +82,7 @@ def test_run_scopes_as_the_views_do(demo_store):
         text = store.report(experiment="cross-region", where={"connection": "fresh"})
         assert re.findall(r"<li>(cross-region: [^<]*?):", text) == [
             "cross-region: path (connection=fresh)"]  # the factor --where fixes is not compared
-        rows = re.findall(r"<tr><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
+        rows = re.findall(r"<tr[^>]*><td>(log\d+:r\d+)</td><td>[^<]*</td><td>([^<]*)</td>", text)
         assert rows and {c for _, c in rows} == {"fresh"}
         with pytest.raises(TracekitError, match="it is an experiment: --experiment cross-region"):
             store.report(run="cross-region")
@@ -173,3 +173,105 @@ def test_the_summarys_what_if_prediction_is_the_clis(demo_store, tmp_path):
         assert float(measured) == float(row["saved_ms"])
         assert f"{float(low)}-{float(high)}" == row["saved_ci95_ms"]
         assert holds == row["prediction"]
+
+
+# Drives the request explorer in the browser: hovers a request's bar (its
+# tooltip must show), clicks it, then clicks another request's table row;
+# after each, what the explorer's views hold is written into the page.
+PROBE = """<script>
+(async () => {
+  const out = {};
+  try {
+    let view, chart;
+    for (const [id, promise] of Object.entries(window.tracekitCharts)) {
+      const v = await promise;
+      if (document.getElementById(id).dataset.picked) [view, chart] = [v, document.getElementById(id)];
+    }
+    const marks = name => [...chart.querySelectorAll("g." + name + " > path")];
+    const state = () => ({picked: chart.dataset.picked,
+      red: marks("concat_0_marks").filter(p => p.getAttribute("fill") === "#d62728")
+             .map(p => p.__data__.datum.request),
+      spans: marks("concat_1_concat_0_marks").map(p => p.__data__.datum.label),
+      frames: marks("concat_1_concat_1_marks").map(p => p.__data__.datum.frame)});
+    out.first = state();
+    const bar = marks("concat_0_marks").find(p => p.__data__.datum.request === CLICK);
+    const box = bar.getBoundingClientRect();
+    const at = {bubbles: true, cancelable: true, view: window,
+                clientX: box.x + box.width / 2, clientY: box.y + box.height / 2};
+    for (const t of ["pointerover", "pointermove", "mouseover", "mousemove"])
+      bar.dispatchEvent(new (t.startsWith("pointer") ? PointerEvent : MouseEvent)(t, at));
+    await view.runAsync();
+    const tip = document.getElementById("vg-tooltip-element");
+    out.tooltip = tip && tip.classList.contains("visible") ? tip.textContent : null;
+    bar.dispatchEvent(new MouseEvent("click", at));
+    await view.runAsync(); await new Promise(r => setTimeout(r, 50));
+    out.clicked = state();
+    document.querySelector('tr[data-request="' + ROW + '"]').click();
+    await view.runAsync(); await new Promise(r => setTimeout(r, 50));
+    out.row = state();
+    out.picked_rows = [...document.querySelectorAll("tr.picked")].map(tr => tr.dataset.request);
+    const dot = marks("concat_1_concat_1_marks")[0], spot = dot.getBoundingClientRect();
+    const there = {...at, clientX: spot.x + spot.width / 2, clientY: spot.y + spot.height / 2};
+    for (const t of ["pointerover", "pointermove", "mouseover", "mousemove"])
+      dot.dispatchEvent(new (t.startsWith("pointer") ? PointerEvent : MouseEvent)(t, there));
+    await view.runAsync();
+    out.packet_tooltip = tip && tip.classList.contains("visible") ? tip.textContent : null;
+  } catch (e) { out.error = String(e); }
+  document.body.dataset.probe = JSON.stringify(out);
+})();
+</script>"""
+
+
+def _shown_frames(con, key, per_request):
+    """The frames the explorer draws for a request, from the packets table: its
+    flow's frames within its start and end, every k-th past `per_request` and
+    the last (explorer.py's rule, counted here in Python)."""
+    frames = [f for (f,) in con.execute("""
+        SELECT p.frame FROM requests r JOIN packets p ON p.capture_id = r.capture_id
+            AND p.flow_id = r.flow_id AND p.ts_ns >= r.start_ns AND p.ts_ns <= r.end_ns
+        WHERE r.request_key = ? ORDER BY p.ts_ns, p.frame""", [key]).fetchall()]
+    k = max(1, -(-len(frames) // per_request))
+    return [f for i, f in enumerate(frames) if i % k == 0 or i == len(frames) - 1]
+
+
+@needs_chromium
+def test_a_click_on_a_request_or_its_row_drives_its_spans_and_packets(report, demo_store,
+                                                                       tmp_path):
+    import html
+    import json
+
+    import duckdb
+
+    from tracekit.presentation import explorer
+    text = report.read_text()
+    keys = [html.unescape(k) for k in re.findall(r'<tr data-request="([^"]*)"', text)]
+    with duckdb.connect(str(demo_store), read_only=True) as con:
+        per_request = max(explorer.MIN_PER_REQUEST, explorer.PACKET_BUDGET // len(keys))
+        frames = {k: _shown_frames(con, k, per_request) for k in keys}
+        spans = {k: [s for (s,) in con.execute(
+            "SELECT span || coalesce(' (' || detail || ')', '') FROM attribution "
+            "WHERE request_key = ? AND ns <> 0", [k]).fetchall()] for k in keys}
+    first = json.loads(re.search(r'"params":\[\{"name":"picked","value":("[^"]*")', text).group(1))
+    with_packets = [k for k in keys if frames[k] and k != first]
+    click, row = with_packets[0], with_packets[-1]
+    end = text.rindex("</body>")
+    probe = tmp_path / "probe.html"
+    probe.write_text(text[:end] + PROBE.replace("CLICK", json.dumps(click))
+                     .replace("ROW", json.dumps(row)) + text[end:])
+    dom = dump(probe)
+    check_drawn(dom)  # (no error, no console error, every chart drawn)
+    said = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', dom).group(1)))
+    assert "error" not in said, said["error"]
+    assert said["first"]["picked"] == first and first in keys
+    # hovering a bar shows its tooltip, naming the request
+    assert said["tooltip"] and click in said["tooltip"] and "measured_ms" in said["tooltip"]
+    for step, key in (("first", first), ("clicked", click), ("row", row)):
+        state = said[step]
+        assert state["picked"] == key and state["red"] == [key], step
+        assert state["frames"] == frames[key], step  # its flow, its time, nothing else
+        assert sorted(state["spans"]) == sorted(spans[key]), step
+    assert said["clicked"]["frames"] != said["row"]["frames"]
+    assert said["picked_rows"] == [row]
+    # a packet's tooltip names its frame, Wireshark's frame.number
+    assert said["packet_tooltip"].replace(",", "").startswith(
+        f"frame (Wireshark frame.number){frames[row][0]}capture"), said["packet_tooltip"]

@@ -4,6 +4,7 @@ import click
 
 from .. import api
 from ..presentation import plots
+from ..presentation.page import require_chart_modules
 from .common import CONTEXT, db_option, handle_errors, parse_labels
 
 
@@ -52,6 +53,7 @@ def plot(kind, flow_id, capture_id, direction, t_from, t_to, stream, run, reques
       tracekit plot time-sequence --capture 1 --flow 0 --out tseq
       tracekit plot buffer --stream local --out buffer
     """
+    require_chart_modules()
     with api.open(db, read_only=True) as store:
         store.require_analyzed()
         where = parse_labels(where) if compare else {}
@@ -86,6 +88,7 @@ def report(run, experiment, compare, by, levels, where, out, db):
     Example:
       tracekit report --experiment cross-region --compare path --by connection --levels direct,tunnel --out report.html
     """
+    require_chart_modules()
     with api.open(db, read_only=True) as store:
         page = store.report(out, run=run, experiment=experiment, compare=compare, by=by,
                             levels=levels.split(",") if levels else None,

@@ -49,12 +49,14 @@ def ingest(files, db, labels, replace, input_format, clock_offset, manifests, st
     `events`; malformed records are counted with their line numbers and
     skipped. A file already in the store (same SHA-256) is not added twice.
     Logs are parsed before anything is written; a failure leaves the store
-    as it was.
+    as it was. FILE `-` (or /dev/stdin, a pipe) reads one capture from
+    standard input, whole or not at all, stored as `<stdin>`.
 
     \b
     Example:
       tracekit ingest captures/lossy-download-client.pcap captures/lossy-download-server.pcap --label path=direct
       tracekit ingest captures/streaming-stalls-client.pcap captures/streaming-stalls-client-events.jsonl
+      tcpdump -i eth0 -c 10000 -w - | tracekit ingest -
     """
     labels = parse_labels(labels)
     offset_ns = None if clock_offset is None else parse_duration_ns(clock_offset)

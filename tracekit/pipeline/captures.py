@@ -39,6 +39,7 @@ from ..store.arrow import flow_columns, packet_columns
 from ..store.db import settings
 from ..store.recovery import recover_ingests
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
+from .spool import STDIN, stream_stop_error
 from .staging import Command, Hasher, Run, command
 
 __all__ = ["CaptureSummary", "Command", "command", "load_captures"]
@@ -76,14 +77,16 @@ class _Duplicate(Exception):
 
 def load_captures(con, paths, labels=None, replace=False, progress=None,
                   batch_packets=DEFAULT_BATCH_PACKETS, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                  command=None, first_capture_id=None):
+                  command=None, first_capture_id=None, names=None):
     """Ingest capture files, all or nothing; return one CaptureSummary each.
 
     `labels` is a dict for every file, or a list of dicts, one per path.
     `progress(path, done_bytes, total_bytes)` is called after every batch.
     With `command` (a Command) the captures become visible when it commits.
     `first_capture_id` numbers them from there instead of after the store's
-    last (a dataset's task: the coordinator has chosen the id).
+    last (a dataset's task: the coordinator has chosen the id). `names` maps
+    a spooled stream's file to the stream's name (pipeline/spool.py): messages
+    and `captures` say that name, and the stream is refused if it ends cut short.
     """
     # Let DuckDB write row groups as they fill instead of reordering them at
     # checkpoint: halves the cost of persisting packets. Row order on disk is
@@ -96,11 +99,11 @@ def load_captures(con, paths, labels=None, replace=False, progress=None,
     # came; 6.0-7.9 s and 735-749 MB now).
     with settings(con, preserve_insertion_order=False, memory_limit=INGEST_MEMORY_LIMIT):
         return _load_all(con, [str(p) for p in paths], labels, replace, progress,
-                         batch_packets, chunk_bytes, command, first_capture_id)
+                         batch_packets, chunk_bytes, command, first_capture_id, names or {})
 
 
 def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes, command,
-              first_capture_id):
+              first_capture_id, names):
     per_path = iter(labels if isinstance(labels, list) else [labels or {}] * len(paths))
     run = None
     try:
@@ -113,11 +116,11 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
         for group in small_file_groups(paths, chunk_bytes):
             # small files are read ahead and decoded together: one decode of
             # many packets costs little more than one of a few
-            prepared = (prefetch(group, chunk_bytes, batch_packets) if len(group) > 1
+            prepared = (prefetch(group, chunk_bytes, batch_packets, names) if len(group) > 1
                         else [None])
             try:
                 summaries += [_load_one(run, path, next(per_path), replace, progress,
-                                        batch_packets, chunk_bytes, ahead)
+                                        batch_packets, chunk_bytes, ahead, names.get(path))
                               for path, ahead in zip(group, prepared)]
                 run.put_gathered()
             finally:  # (each file is closed once loaded; the rest, after a failure)
@@ -136,10 +139,13 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
         raise
 
 
-def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, prepared=None):
-    """One file; `prepared` is what `prefetch` read and decoded of it, if anything."""
+def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, prepared=None,
+              stream=None):
+    """One file; `prepared` is what `prefetch` read and decoded of it, if anything;
+    `stream` the name of the stream it was spooled from."""
     started = time.perf_counter()
-    summary = CaptureSummary(path=os.path.abspath(path))
+    shown = stream or path
+    summary = CaptureSummary(path=stream or os.path.abspath(path))
     if prepared is None:
         fileobj, size = open_file(path)
         reader, decoded = None, None
@@ -147,7 +153,7 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, 
         fileobj, size, reader, decoded = prepared
     with fileobj:
         if reader is None:
-            reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
+            reader = open_capture(shown, fileobj, chunk_bytes, batch_packets)
         hasher = Hasher(path, size)
         hasher.start()
         capture_id = run.new_capture_id()
@@ -164,7 +170,9 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, 
             summary.seconds = time.perf_counter() - started
             return summary
         if hasher.error:
-            raise TracekitError(f"{path}: cannot read: {hasher.error}")
+            raise TracekitError(f"{shown}: cannot read: {hasher.error}")
+    if stream and reader.stop:
+        raise stream_stop_error(stream, reader.stop)
     run.digests[hasher.digest] = capture_id
     old = run.stored.get(hasher.digest)
     if old is not None:  # only reached with replace=True
@@ -176,7 +184,8 @@ def _load_one(run, path, labels, replace, progress, batch_packets, chunk_bytes, 
     summary.unsupported_link_types = sorted(
         {i.link_type for i in reader.interfaces} - SUPPORTED_LINK_TYPES)
     run.finals.append((
-        _capture_row(capture_id, path, hasher.digest, size, reader, summary, labels, totals),
+        _capture_row(capture_id, path, hasher.digest, size, reader, summary, labels, totals,
+                     stream),
         _interface_rows(capture_id, reader, totals["per_interface"])))
     summary.seconds = time.perf_counter() - started
     return summary
@@ -310,13 +319,19 @@ def _interface_rows(capture_id, reader, per_interface):
             for i in reader.interfaces]
 
 
-def _capture_row(capture_id, path, digest, size, reader, summary, labels, totals):
-    """The `captures` row of a file, by column (maps as (keys, values))."""
+def _capture_row(capture_id, path, digest, size, reader, summary, labels, totals, stream=None):
+    """The `captures` row of a file, by column (maps as (keys, values)); a stream's
+    (`stream`: its name) is named after it and its hash: `<stdin>`, stdin-1a2b3c4d5e6f.pcap."""
     stop = reader.stop
+    if stream:
+        stem = "stdin" if stream == STDIN else os.path.basename(stream)
+        file_name = f"{stem}-{digest[:12]}.{reader.format}"
+    else:
+        path, file_name = os.path.abspath(path), os.path.basename(path)
     resolutions = ",".join(dict.fromkeys(i.ts_resolution for i in reader.interfaces)) or "1e-6"
     return {
-        "capture_id": capture_id, "path": os.path.abspath(path),
-        "file_name": os.path.basename(path), "sha256": digest, "size_bytes": size,
+        "capture_id": capture_id, "path": stream or path,
+        "file_name": file_name, "sha256": digest, "size_bytes": size,
         "format": reader.format, "byte_order": reader.byte_order,
         "link_types": sorted({i.link_type for i in reader.interfaces}),
         "snaplen": reader.snaplen, "ts_resolution": resolutions,

@@ -6,12 +6,12 @@ cannot be read writes nothing); then one command (captures.command) writes
 all of it in one all-or-nothing unit: the files named directly with the
 call's labels, each run's files with its own. A dataset (`DIR/`) is
 ingested on Dask instead (pipeline/cluster), the same inputs in the same
-order. A store this call created and could not fill is removed again.
+order. A store this call created and could not fill is removed again. A
+capture from a stream (`-`, a pipe) is spooled first (pipeline/spool.py).
 """
 
 import contextlib
 import os
-import stat
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from .captures import command as new_command
 from .captures import load_captures
 from .logs import load_logs
 from .manifests import read_manifest
+from .spool import Spooled, is_stream
 
 
 @dataclass
@@ -50,14 +51,13 @@ class Inputs:
     parsed_logs: list  # ParsedLog of the logs named directly
     log_paths: list
     runs: list  # (capture paths, log paths, labels) of the manifests' runs
+    names: dict = field(default_factory=dict)  # a spooled stream's file -> its name (<stdin>)
 
 
 def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=None):
     """Sort `files` into captures and logs (by content, or as `input_format`
     says), parse the logs, and read the manifests' runs (their labels under
     the call's `labels`)."""
-    for path in files:
-        _regular_file(path)
     capture_paths, log_paths = split_inputs(files, input_format)
     parsed = read_logs(log_paths, None if input_format in ("auto", None) else input_format,
                        time_ns)
@@ -65,25 +65,6 @@ def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=Non
     for m in manifests:
         runs += [(c, lg, {**r_labels, **(labels or {})}) for c, lg, r_labels in read_manifest(m)]
     return Inputs(capture_paths, parsed, log_paths, runs)
-
-
-def _regular_file(path):
-    """Refuse a pipe, a terminal or `-` in one line: a file is read more than once
-    (its first bytes, its hash, its records). (/dev/stdin redirected from a file
-    is that file.)"""
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    if st is not None and stat.S_ISREG(st.st_mode):
-        return
-    if str(path) == "-":
-        raise TracekitError("-: standard input is not read; save what it carries to a file "
-                            "first (e.g. ... > capture.pcap) and ingest that")
-    if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise TracekitError(f"{path}: a pipe or a device, not a file: tracekit reads a file "
-                            f"more than once (its first bytes, its hash, its records); save it "
-                            f"to a file first and ingest that")
 
 
 def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_format="auto",
@@ -96,8 +77,23 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
     if not files and not manifests:
         raise TracekitError("nothing to ingest: give capture or log FILES, or --manifest FILE")
     started = time.perf_counter()
-    inputs = gather(files, manifests, labels, input_format, time_ns)
     db_path = str(db or default_db_path())
+    with Spooled(os.path.dirname(os.path.abspath(db_path))) as spooled:
+        if any(is_stream(p) for p in files):
+            if on_dask(db_path, workers, cluster):
+                raise TracekitError("a capture from a stream (-, a pipe) goes into a DuckDB "
+                                    "store, not a dataset: save it to a file first")
+            files = [spooled.add(p, input_format) if is_stream(p) else p for p in files]
+        inputs = gather(files, manifests, labels, input_format, time_ns)
+        inputs.names = spooled.names
+        out = _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress,
+                               workers, cluster, dataset_progress)
+    out.seconds = out.seconds if out.dataset is not None else time.perf_counter() - started
+    return out
+
+
+def _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress, workers,
+                     cluster, dataset_progress):
     if on_dask(db_path, workers, cluster):
         if replace:
             raise TracekitError("--replace is not available for a dataset: a file already in it "
@@ -116,7 +112,6 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
             for leftover in (db_path, db_path + ".wal"):
                 with contextlib.suppress(OSError):
                     os.remove(leftover)
-    out.seconds = time.perf_counter() - started
     return out
 
 
@@ -127,7 +122,8 @@ def ingest_into(con, inputs, labels=None, replace=False, clock_offset_ns=None, p
     with new_command(con) as c:
         if inputs.capture_paths:
             out.captures = load_captures(con, inputs.capture_paths, labels=labels,
-                                         replace=replace, progress=progress, command=c)
+                                         replace=replace, progress=progress, command=c,
+                                         names=inputs.names)
         if inputs.parsed_logs:
             out.logs = load_logs(con, inputs.parsed_logs, labels, clock_offset_ns, replace,
                                  command=c)

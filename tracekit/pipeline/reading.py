@@ -96,15 +96,17 @@ def small_file_groups(paths, chunk_bytes):
         yield group
 
 
-def prefetch(paths, chunk_bytes, batch_packets):
+def prefetch(paths, chunk_bytes, batch_packets, names=None):
     """Read small files whole and decode their packets in one call; per file
-    (open file, size, its reader, [(batch, link type, columns)])."""
+    (open file, size, its reader, [(batch, link type, columns)]). `names`: the
+    name a message gives a file (a spooled stream's, pipeline/spool.py)."""
     files, out = [], []
     try:
         for path in paths:
             fileobj, size = open_file(path)
             files.append(fileobj)
-            reader = open_capture(path, fileobj, chunk_bytes, batch_packets)
+            reader = open_capture((names or {}).get(path, path), fileobj, chunk_bytes,
+                                  batch_packets)
             # (each batch's bytes copied: a reader may reuse its buffer for the next)
             batches = [dataclasses.replace(b, data=b.data.copy()) for b in reader.batches()]
             out.append((fileobj, size, reader, [(b, link_types_of(reader, b)) for b in batches]))

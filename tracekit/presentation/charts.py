@@ -18,10 +18,9 @@ SEGMENT_COLORS = {"new": "#4c78a8", "repeat": "#e45756", "hole_fill": "#f58518",
 
 
 def _alt():
-    try:
-        import altair as alt
-    except ImportError:
-        raise TracekitError("charts need Altair: pip install 'tracekit[charts]'") from None
+    from .page import require_chart_modules
+    require_chart_modules()
+    import altair as alt
     alt.data_transformers.disable_max_rows()  # every chart here bounds its rows (decimate)
     return alt
 

@@ -154,14 +154,24 @@ def _answer(con, page, scope, attribute, ablation_lines):
 
 def _requests(con, page, scope, attribute):
     from .ablation_charts import waterfall
+    from .explorer import request_explorer
     cols, rows = attribute
     if not rows:
         return
     col = {c: i for i, c in enumerate(cols)}
     blocks = page.section("Requests: measured, bound and gap", "requests")
-    blocks.append(Page.table(cols, rows, limit=REQUEST_ROWS,
-                             note="In start order; times in ms (the view tracekit attribute)."))
+    keys = [r[0] for r in rows]
     gaps = sorted((r for r in rows if r[col["gap_ms"]] is not None), key=lambda r: r[col["gap_ms"]])
+    shown = [r for r in rows[:REQUEST_ROWS] if r[col["gap_ms"]] is not None] or rows[:1]
+    first = max(shown, key=lambda r: r[col["gap_ms"]] or 0)[0]  # (one the table shows)
+    blocks.append(page.chart(request_explorer(con, keys[:REQUEST_ROWS], first), (
+        "Click a request (a bar, or its row in the table below): its spans and its packets "
+        "follow; at first the request with the largest gap of those in the table. Hover a "
+        "mark for its values; a packet's frame number is Wireshark's frame.number in that "
+        "capture.")))
+    blocks.append(Page.table(cols, rows, limit=REQUEST_ROWS, keys=keys,
+                             note="In start order; times in ms (the view tracekit attribute). "
+                                  "Click a row to explore it in the chart above."))
     picks = {}
     for label, r in (("the median gap", gaps[len(gaps) // 2] if gaps else None),
                      ("the largest gap", gaps[-1] if gaps else None)):

@@ -11,10 +11,30 @@ the page opens offline.
 """
 
 import datetime
+import importlib
 import json
 import math
 
+from ..core.errors import TracekitError
 from ..core.version import __version__
+
+# what the report and the charts import, by the name pip installs it under:
+# dependencies of tracekit (a default install has them; pyproject.toml)
+CHART_MODULES = {"altair": "altair", "vl_convert": "vl-convert-python", "jinja2": "jinja2"}
+
+
+def require_chart_modules():
+    """One line naming what is missing, before any work, when an install lacks
+    the charts' modules (removed by hand, or an install without dependencies)."""
+    missing = []
+    for module, dist in CHART_MODULES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(dist)
+    if missing:
+        raise TracekitError(f"report and plot need {', '.join(missing)}, part of tracekit's "
+                            f"install but missing from this one: pip install {' '.join(missing)}")
 
 _INERT = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026",
           0x2028: "\\u2028", 0x2029: "\\u2029"}
@@ -65,7 +85,8 @@ class Page:
         return {"kind": "chart", "id": cid, "caption": caption}
 
     @staticmethod
-    def table(columns, rows, limit=None, note=None):
+    def table(columns, rows, limit=None, note=None, keys=None):
+        """`keys`: a request key per row, for the explorer's links (presentation/explorer.py)."""
         shown = rows if limit is None else rows[:limit]
         more = len(rows) - len(shown)
         numeric = [bool(rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
@@ -76,7 +97,7 @@ class Page:
         cells = [[cell(v) for v in r] for r in shown]
         long = [any(len(r[i]) > 40 for r in cells) for i in range(len(columns))]
         return {"kind": "table", "columns": list(columns), "numeric": numeric, "long": long,
-                "rows": cells, "note": note}
+                "rows": cells, "note": note, "row_keys": None if keys is None else keys[:len(shown)]}
 
     @staticmethod
     def text(text, heading=None, cls=None):
