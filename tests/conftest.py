@@ -1,4 +1,5 @@
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,16 @@ def shared_available():
 needs_shared = pytest.mark.skipif(
     not shared_available(),
     reason="../shared/captures is absent (it is provided by the workplace, not the repository)")
+
+
+# A test of the lab path: slow, root for its namespaces, tcpdump for its
+# captures, a C compiler for its forwarder.
+LAB_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (network namespaces)"),
+    pytest.mark.skipif(not shutil.which("tcpdump"), reason="tcpdump is not installed"),
+    pytest.mark.skipif(not shutil.which("gcc") and not shutil.which("cc"), reason="no C compiler"),
+]
 
 
 @pytest.fixture(scope="session")

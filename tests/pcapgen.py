@@ -68,3 +68,15 @@ def pb(iface, ts_units, data, e="<"):
     body = struct.pack(e + "HHIIII", iface, 0, ts_units >> 32, ts_units & 0xFFFFFFFF,
                        len(data), len(data)) + _pad(data)
     return block(2, body, e)
+
+
+def scan_syn(i):
+    """Ethernet frame of a scan's i-th SYN: 10.0.0.1 to one of 4,096 hosts in
+    198.18.0.0/20, a new source port (and a new destination port every 4,096)
+    each time, so every SYN is a flow of its own."""
+    dst = 0xC6120000 + i % 4096
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes([10, 0, 0, 1]),
+                     dst.to_bytes(4, "big"))
+    tcp = struct.pack(">HHIIBBHHH", 1024 + i % 60000, 1 + i // 4096, i * 7919, 0, 5 << 4, 0x02,
+                      1024, 0, 0)
+    return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp

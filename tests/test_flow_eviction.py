@@ -10,7 +10,6 @@ made from and of an ingest that keeps every flow to the end.
 
 import ipaddress
 import os
-import struct
 
 import duckdb
 import pytest
@@ -19,20 +18,11 @@ import tracekit.pipeline.captures as captures
 from tracekit import api
 from tracekit.readers.decode import flows as flowtable
 
-from pcapgen import pcap_bytes
+from pcapgen import pcap_bytes, scan_syn as _syn
 
 N, RATE, T0 = 50_000, 20, 1_700_000_000 * 10**9
 COUNTS = ("SELECT (SELECT count(*) FROM captures), (SELECT count(*) FROM flows),"
           " (SELECT count(*) FROM packets)")
-
-
-def _syn(i):
-    dst = 0xC6120000 + i % 4096
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes([10, 0, 0, 1]),
-                     dst.to_bytes(4, "big"))
-    tcp = struct.pack(">HHIIBBHHH", 1024 + i % 60000, 1 + i // 4096, i * 7919, 0, 5 << 4, 0x02,
-                      1024, 0, 0)
-    return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ grown by half, plus 96 bytes a hash slot, plus 65 bytes in the keeper --
 some 700 bytes, which put a 1.5 M-flow scan at 1.36 GiB (benchmarks/scan.py).
 """
 
-import struct
 
 import numpy as np
 
@@ -20,18 +19,9 @@ import tracekit.pipeline.captures as captures
 from tracekit import api
 from tracekit.readers.decode import flows as flowtable
 
-from pcapgen import pcap_bytes
+from pcapgen import pcap_bytes, scan_syn as _syn
 
 N, RATE, T0 = 20_000, 100_000, 1_700_000_000 * 10**9
-
-
-def _syn(i):
-    dst = 0xC6120000 + i % 4096
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, 6, 0, bytes([10, 0, 0, 1]),
-                     dst.to_bytes(4, "big"))
-    tcp = struct.pack(">HHIIBBHHH", 1024 + i % 60000, 1 + i // 4096, i * 7919, 0, 5 << 4, 0x02,
-                      1024, 0, 0)
-    return b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp
 
 
 def _weighed(tmp_path, monkeypatch):

@@ -3,17 +3,10 @@ one round of HTTP/2 over TLS 1.3 and HTTP/3, the audio first, ingested with
 its labels. Checked against the client's own reads of the same runs, not
 against times."""
 
-import os
-import shutil
-
 import pytest
+from conftest import LAB_MARKS
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (network namespaces)"),
-    pytest.mark.skipif(not shutil.which("tcpdump"), reason="tcpdump is not installed"),
-    pytest.mark.skipif(not shutil.which("gcc") and not shutil.which("cc"), reason="no C compiler"),
-]
+pytestmark = LAB_MARKS
 pytest.importorskip("h2")
 pytest.importorskip("aioquic")
 

@@ -11,11 +11,11 @@ segment's repair arrived), the forwarder's drop log (which segment).
 """
 
 import json
-import os
 import shutil
 import subprocess
 
 import pytest
+from conftest import LAB_MARKS
 
 from tracekit.lab import multiplex
 from tracekit.pipeline.analyze import analyze
@@ -23,12 +23,7 @@ from tracekit.pipeline.h2events import write_h2_events
 from tracekit.pipeline.logs import load_logs
 from tracekit.readers.events import read_log
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (network namespaces)"),
-    pytest.mark.skipif(not shutil.which("tcpdump"), reason="tcpdump is not installed"),
-    pytest.mark.skipif(not shutil.which("gcc") and not shutil.which("cc"), reason="no C compiler"),
-]
+pytestmark = LAB_MARKS
 pytest.importorskip("h2")
 
 # FIFO's byte layout does not depend on timing: after the server's SETTINGS and
