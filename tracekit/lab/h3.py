@@ -61,7 +61,11 @@ def _certificate(directory):
     return cert_path, key_path
 
 
-async def _serve(addr, port, qlog_dir, processing_ms=0.0):
+async def serve_h3(addr, port, qlog_dir, on_request, setup=None):
+    """An HTTP/3 server (aioquic) writing qlogs to qlog_dir: each request's
+    HEADERS calls on_request(server, stream_id, path), where server has .h3 and
+    .transmit(); setup(server) runs once per connection. Prints "up", then
+    serves until cancelled."""
     from aioquic.asyncio import QuicConnectionProtocol, serve
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import HeadersReceived
@@ -72,6 +76,11 @@ async def _serve(addr, port, qlog_dir, processing_ms=0.0):
     class Server(QuicConnectionProtocol):
         h3 = None
 
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            if setup is not None:
+                setup(self)
+
         def quic_event_received(self, event):
             if isinstance(event, ProtocolNegotiated):
                 self.h3 = H3Connection(self._quic)
@@ -79,16 +88,7 @@ async def _serve(addr, port, qlog_dir, processing_ms=0.0):
                 return
             for ev in self.h3.handle_event(event):
                 if isinstance(ev, HeadersReceived):
-                    path = dict(ev.headers).get(b":path", b"/").decode()
-                    size = int(path.rsplit("/", 1)[-1]) if path.startswith("/bytes/") else 0
-                    asyncio.get_running_loop().call_later(
-                        processing_ms / 1000, self.respond, ev.stream_id, size)
-
-        def respond(self, stream_id, size):
-            self.h3.send_headers(stream_id, [(b":status", b"200"),
-                                             (b"content-length", str(size).encode())])
-            self.h3.send_data(stream_id, b"x" * size, end_stream=True)
-            self.transmit()
+                    on_request(self, ev.stream_id, dict(ev.headers).get(b":path", b"/").decode())
 
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                quic_logger=QuicFileLogger(qlog_dir))
@@ -97,6 +97,20 @@ async def _serve(addr, port, qlog_dir, processing_ms=0.0):
     await serve(addr, port, configuration=config, create_protocol=Server)
     print("up", flush=True)
     await asyncio.Future()
+
+
+async def _serve(addr, port, qlog_dir, processing_ms=0.0):
+    def respond(server, stream_id, size):
+        server.h3.send_headers(stream_id, [(b":status", b"200"),
+                                           (b"content-length", str(size).encode())])
+        server.h3.send_data(stream_id, b"x" * size, end_stream=True)
+        server.transmit()
+
+    def on_request(server, stream_id, path):
+        size = int(path.rsplit("/", 1)[-1]) if path.startswith("/bytes/") else 0
+        asyncio.get_running_loop().call_later(processing_ms / 1000, respond, server, stream_id, size)
+
+    await serve_h3(addr, port, qlog_dir, on_request)
 
 
 async def _fetch(addr, port, qlog_dir, events, keylog, requests, size, first=0, run=None):

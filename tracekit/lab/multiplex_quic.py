@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 
 PIECE = 4096
@@ -97,42 +96,18 @@ class Sender:
 
 
 async def _serve(a):
-    from aioquic.asyncio import QuicConnectionProtocol, serve
-    from aioquic.h3.connection import H3_ALPN, H3Connection
-    from aioquic.h3.events import HeadersReceived
-    from aioquic.quic.configuration import QuicConfiguration
-    from aioquic.quic.events import ProtocolNegotiated
-    from aioquic.quic.logger import QuicFileLogger
+    from .h3 import serve_h3
 
-    from .h3 import _certificate
+    def setup(server):
+        server.paths, server.sender = {}, None
 
-    class Server(QuicConnectionProtocol):
-        h3 = None
-        sender = None
+    def on_request(server, stream_id, path):
+        server.paths[path] = stream_id
+        if {"/image", "/audio"} <= set(server.paths) and server.sender is None:
+            server.sender = Sender(server.h3, server._quic, server.transmit, server.paths, a)
+            server.sender.tick()
 
-        def __init__(self, *args, **kw):
-            super().__init__(*args, **kw)
-            self.paths = {}
-
-        def quic_event_received(self, event):
-            if isinstance(event, ProtocolNegotiated):
-                self.h3 = H3Connection(self._quic)
-            if self.h3 is None:
-                return
-            for ev in self.h3.handle_event(event):
-                if isinstance(ev, HeadersReceived):
-                    self.paths[dict(ev.headers).get(b":path", b"/").decode()] = ev.stream_id
-                    if {"/image", "/audio"} <= set(self.paths) and self.sender is None:
-                        self.sender = Sender(self.h3, self._quic, self.transmit, self.paths, a)
-                        self.sender.tick()
-
-    config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
-                               quic_logger=QuicFileLogger(a.qlog_dir))
-    with tempfile.TemporaryDirectory() as d:
-        config.load_cert_chain(*_certificate(d))
-    await serve(a.addr, a.port, configuration=config, create_protocol=Server)
-    print("up", flush=True)
-    await asyncio.Future()
+    await serve_h3(a.addr, a.port, a.qlog_dir, on_request, setup)
 
 
 def main(argv=None):
