@@ -160,7 +160,8 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
             if values:
                 lo, hi = bootstrap_median_ci(values)
                 cell.medians[m] = (float(np.median(values)), lo, hi)
-        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"])) for r in group) if p] if media else []
+        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]))
+                                   for r in group) if p] if media else []
         if predictions and len(predictions) == len(group):   # the model's values are the audio's
             cell.predicted = {k: float(np.median([p[k] for p in predictions])) for k in predictions[0]}
         out.append(cell)
