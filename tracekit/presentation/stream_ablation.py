@@ -14,9 +14,13 @@ priority a chunk leaves the bottleneck behind the image bytes the lab
 server's gate had handed on (`committed` plus half a piece on average) less
 those already past the bottleneck waiting only for their ACK (the rate times
 a round trip); each piece arrives one way (rtt_ms / 2) after it left the
-link. Lossy cells get
-none: the model takes loss-recovery times as input, and the lab does not
-know them before the run.
+link. With loss the model cannot know when each hole is repaired: the run's
+measured repairs (analyses/stream_repairs.sql: when a piece that had been
+missing below bytes already received reached the client -- the client's
+capture for HTTP/2, its qlog for HTTP/3) go in as delivery_times' holes,
+mapped onto the model's streams by offset (`model_holes`); everything else
+-- the schedule, the link, the one-way delay -- is still the model's. A
+lossy run the repair query has nothing for is predicted without holes.
 """
 
 import math
@@ -58,11 +62,13 @@ class Cell:
         return len(self.rows)
 
 
-def predict(labels):
+def predict(labels, holes=None):
     """The model's complete_ms, deliverable_ms and on_time_s of the audio for
-    a run's labels; None for a lossy run or one missing a setting."""
+    a run's labels and, with loss, the run's measured repairs (`holes`, as
+    model_holes gives them); None for a lossy run without `holes` or a run
+    missing a setting."""
     try:
-        if float(labels.get("loss_down", 0)) > 0:
+        if float(labels.get("loss_down", 0)) > 0 and holes is None:
             return None
         protocol, scheduling = labels["protocol"], labels["scheduling"]
         payload, packet, framing = PAYLOAD[protocol]
@@ -79,11 +85,54 @@ def predict(labels):
     ready = [0.0] + [k * chunk_s + ahead / rate for k in range(chunks)]
     priority = None if scheduling == "fifo" else [1] + [0] * chunks
     pieces = link_schedule(sizes, ready, rate, priority)
-    complete, deliverable = delivery_times(pieces, len(sizes), delay,
+    holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in holes or ()]
+    complete, deliverable = delivery_times(pieces, len(sizes), delay, holes,
                                            order="connection" if protocol == "h2" else "stream")
     on_time = on_time_seconds(deliverable[1:], [play_s + k * chunk_s for k in range(chunks)], chunk_s)
     return {"complete_ms": float(np.max(complete[1:])) * 1e3,
             "deliverable_ms": float(np.max(deliverable[1:])) * 1e3, "on_time_s": on_time}
+
+
+def model_holes(repairs, image, audio, chunks):
+    """The measured repairs of one run (stream_repairs rows as dicts) as
+    (model stream, share of its bytes, repaired_at s) for `predict`: the
+    image's bytes are model stream 0, the audio's chunk k stream 1 + k (by
+    the share of the audio's bytes; a repair spanning chunks holds each);
+    repaired_at from the stream's ready_ns, where the model's time 0 is.
+    A piece spanning several model pieces is held at every 256th byte."""
+    out = []
+    for r in repairs:
+        at = (r["repaired_ns"] - r["ready_ns"]) / 1e9
+        lo, hi = r["offset"] / r["bytes"], (r["offset"] + r["length"] - 1) / r["bytes"]
+        if r["stream_id"] == image:
+            step = 256 / r["bytes"]
+            out += [(0, lo + k * step, at) for k in range(int((hi - lo) / step) + 1)] + [(0, hi, at)]
+        elif r["stream_id"] == audio:
+            out += [(1 + k, 0.0, at) for k in range(min(int(lo * chunks), chunks - 1),
+                                                    min(int(hi * chunks), chunks - 1) + 1)]
+    return out
+
+
+def _run_holes(con, rows):
+    """{connection: model holes} of the lossy runs among `rows` (every
+    labelled stream, image and audio), from their measured repairs."""
+    lossy = {r["connection"] for r in rows if float(dict(r["labels"]).get("loss_down", 0) or 0) > 0}
+    if not lossy:
+        return {}
+    columns, found = run_analysis(con, "stream_repairs")
+    repairs = {}
+    for r in found:
+        r = dict(zip(columns, r))
+        repairs.setdefault(r["connection"], []).append(r)
+    out = {}
+    for c in lossy:
+        streams = [r for r in rows if r["connection"] == c]
+        audio = [r for r in streams if r["media"]]
+        image = [r for r in streams if not r["media"]]
+        if len(audio) == 1 and len(image) == 1:
+            out[c] = model_holes(repairs.get(c, []), image[0]["stream_id"], audio[0]["stream_id"],
+                                 audio[0]["chunks"])
+    return out
 
 
 def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
@@ -93,7 +142,9 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
     where = where or {}
     columns, rows = run_analysis(con, "stream_ablation", by=list(by), where_keys=list(where),
                                  where_values=[str(v) for v in where.values()])
-    rows = [dict(zip(columns, r)) for r in rows if not media or r[columns.index("media")]]
+    every = [dict(zip(columns, r)) for r in rows]
+    holes = _run_holes(con, every) if media else {}
+    rows = [r for r in every if not media or r["media"]]
     if not rows:
         raise TracekitError("no stream of a labelled run matches (a lab run's logs carry its "
                             "labels: tracekit lab run, or ingest with --label; then tracekit "
@@ -109,7 +160,8 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
             if values:
                 lo, hi = bootstrap_median_ci(values)
                 cell.medians[m] = (float(np.median(values)), lo, hi)
-        predictions = [p for p in (predict(dict(r["labels"])) for r in group) if p] if media else []
+        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]))
+                                   for r in group) if p] if media else []
         if predictions and len(predictions) == len(group):   # the model's values are the audio's
             cell.predicted = {k: float(np.median([p[k] for p in predictions])) for k in predictions[0]}
         out.append(cell)
