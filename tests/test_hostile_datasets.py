@@ -115,4 +115,5 @@ def test_a_capture_analysed_again_over_a_damaged_page_names_the_file(exported, t
                                   "--dupthresh", "4"])
     assert r.exit_code == 1, r.output  # capture 2 analysed again, capture 1 failed
     (line,) = [ln for ln in r.output.splitlines() if ln.startswith("tracekit: error:")]
-    assert f"failed twice and is not in the dataset: {target}: cannot be read as Parquet (" in line
+    assert f"failed twice and was not analysed: {target}: cannot be read as Parquet (" in line
+    assert line.endswith("the next analyze tries it again"), line

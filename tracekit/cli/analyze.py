@@ -46,7 +46,7 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
                                  dataset_progress=dask_runs.progress())
         if not run.captures and not run.failures:
             click.echo("per-capture analyses: up to date")
-        return dask_runs.report(run, where)
+        return dask_runs.report(run, where, "analyze")
     shown = [False]
     started = time.monotonic()
     rewrite, verbose = live(), verbosity() > 0

@@ -32,8 +32,9 @@ def progress():
     return shown
 
 
-def report(run, where):
-    """What a DatasetRun did; exit status 1 when a capture failed."""
+def report(run, where, command="ingest"):
+    """What a DatasetRun of `command` (ingest or analyze) did; exit status 1
+    when a capture failed."""
     for r in run.captures:
         name = os.path.basename(r["path"]) if r["path"] else f"capture {r['capture_id']}"
         if r["packets"] is None:
@@ -66,8 +67,12 @@ def report(run, where):
         click.echo(f"tracekit: warning: {note}", err=True)
     for path, cid, reason in run.failures:
         what = os.path.basename(path) if path else f"capture {cid}"
-        click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and is not in the "
-                   f"dataset: {reason}; the next run gives it the same id", err=True)
+        if command == "analyze":
+            click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and was not "
+                       f"analysed: {reason}; the next analyze tries it again", err=True)
+        else:
+            click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and is not in the "
+                       f"dataset: {reason}; the next run gives it the same id", err=True)
     packets = sum(r["packets"] or 0 for r in run.captures)
     rate = f", {packets / run.seconds:,.0f} packets/s" if packets and run.seconds > 0 else ""
     click.echo(f"total: {plural(len(run.captures), 'capture')} ({plural(packets, 'packet')}), "
