@@ -83,7 +83,8 @@
 --              request_end event)
 -- A request with no packets (no flow linked) is one `unattributed` span.
 -- unexplained_pct and flag (in the view `tracekit attribute`): a request is
--- flagged when its unexplained time exceeds 10 % of it or 20 ms.
+-- flagged when its unexplained time exceeds 20 ms, or 10 % of it and the noise
+-- floor (two clock ticks, its path's RTT spread: analyses/views/attribute.sql).
 -- Columns: request_key, span_order, span, phase, ns, irreducible, detail
 WITH inst AS (
     SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
