@@ -48,7 +48,8 @@ BASE = [ROOT / "captures" / "streaming-stalls-client.pcap",
         ROOT / "captures" / "streaming-stalls-client-events.jsonl"]
 MORE = [ROOT / "captures" / "http-fresh-vs-persistent.pcap",
         ROOT / "captures" / "streaming-stalls-server-events.jsonl"]
-POINTS = ("written", "half_published", "recorded", "event_logs", "events", "requests", "bounds", "manifest")
+POINTS = ("written", "half_published", "recorded",
+          "event_logs", "events", "requests", "bounds", "manifest")
 COMMANDS = ("ingest", "analyze")
 CAPTURE_TABLES = ("captures", "interfaces", "packets", "flows")
 SEEN = (*CAPTURE_TABLES, "event_logs", "events", "requests", "bounds")
@@ -151,8 +152,10 @@ def meet_fault(cmd, env, flag, fault):
 def whole_captures(seen, before, after):
     """Whether each capture readers see is there whole (as after) or as before."""
     s, b, a = seen[1], before[1], after[1]
+    def new(t, cid):  # this table's rows of the capture are those of after
+        return s[t].get(cid) == a[t].get(cid)
     return all(s[t].get(cid) in (b[t].get(cid), a[t].get(cid))
-               and (s[t].get(cid) == a[t].get(cid)) == (s["captures"].get(cid) == a["captures"].get(cid))
+               and new(t, cid) == new("captures", cid)
                for t in CAPTURE_TABLES for cid in set(a[t]) | set(b[t]))
 
 

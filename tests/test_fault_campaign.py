@@ -22,3 +22,10 @@ def test_dataset_faults_show_readers_whole_captures_and_the_next_run_repairs_it(
     results = dataset_fault_campaign.campaign([("ingest", "written"), ("ingest", "event_logs")])
     assert len(results) == 4
     assert [r for r in results if r[3]] == [], dataset_fault_campaign.table(results)
+
+
+def test_analyze_faults_on_a_store_wide_step_show_the_last_run_and_the_next_run_repairs_it():
+    import fault_campaign
+    results = fault_campaign.campaign(only=["bounds"])
+    assert len(results) == 2
+    assert [r for r in results if r[2]] == [], results
