@@ -65,6 +65,7 @@ class Command:
         self.runs = []  # Run of each load_captures call
         self.logs = []  # (store_logs arguments, list its summaries go into)
         self.digests = {}  # sha256 -> capture id over the whole command
+        self.committed = False  # from then on nothing of it is discarded
 
     def commit(self):
         from .logs import store_logs
@@ -75,12 +76,15 @@ class Command:
                 run.commit_rows()
             for args, out in self.logs:
                 out.extend(store_logs(con, *args))
+            for run in self.runs:
+                run.forget_ids()
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        for run in self.runs:
-            run.forget_ids()
+        # (the COMMIT was the last write: a fault after it, a full disk or
+        # Ctrl-C, must not discard rows that are part of the store now)
+        self.committed = True
 
     def discard(self):
         for run in self.runs:
@@ -96,7 +100,8 @@ def command(con):
         yield c
         c.commit()
     except BaseException:
-        c.discard()
+        if not c.committed:
+            c.discard()
         raise
 
 
@@ -173,11 +178,11 @@ class Run:
         con.execute("BEGIN TRANSACTION")
         try:
             self.commit_rows()
+            self.forget_ids()
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
-        self.forget_ids()
 
     def commit_rows(self):
         """The catalogue rows that make this call's captures visible (in the

@@ -322,7 +322,12 @@ def source(directory, name, entry):
     listed = "[" + ", ".join(quote(f) for f in found) + "]"
     hive = (", hive_partitioning = true, union_by_name = true, hive_types = "
             "{'capture_id': INTEGER}" if entry["partitioned"] else "")
-    return f"SELECT {cols} FROM read_parquet({listed}{hive})"
+    logs = files(directory, "event_logs", False) if name == "events" else ()
+    # a log's event_logs row is its record, written after its events: events
+    # of a log a killed writer did not record are not read
+    known = (f" WHERE log_id IN (SELECT log_id FROM read_parquet({quote(logs[0])}))"
+             if logs else "")
+    return f"SELECT {cols} FROM read_parquet({listed}{hive}){known}"
 
 
 def _no_rows(entry):

@@ -25,6 +25,7 @@ paths (one machine, or a shared filesystem).
 """
 
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -65,13 +66,17 @@ def local_cluster(workers):
     A task whose worker dies is moved to another worker once, not three times.
     The scheduler's HTTP server (dashboard, /metrics) listens on a free port:
     `None` would mean Dask's 8787, which another cluster on the machine may
-    hold, and Dask then warns and moves (a warning the tests make an error)."""
+    hold, and Dask then warns and moves (a warning the tests make an error).
+    Workers log only what is critical: a task that fails is reported by
+    tracekit in one line naming its file; Dask's "Compute Failed" record of
+    it was a traceback on stderr for every try (found by
+    tests/dataset_fault_campaign.py)."""
     import dask
     from distributed import Client, LocalCluster
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=40)
+                               dashboard_address=":0", silence_logs=logging.CRITICAL)
     return Client(cluster), cluster
 
 
@@ -258,7 +263,8 @@ def reduce(directory, logs, params=None, client=None, failed=0):
                 steps, notes = [], [*notes, _left_empty(con, store_wide_tables(), failed)]
             whole = {}
             kept_whole = {*store_wide_tables(), *LOG_TABLES, "analysis_runs"}
-            for name, types, _ in dataset.tables(con):
+            # events, then event_logs (a log's record), then what is built on them
+            for name, types, _ in sorted(dataset.tables(con), key=_write_order):
                 if name in per_capture and name in kept_whole:  # its rows of no capture
                     dataset.write_rest(con, name, types, directory)
                 elif name in kept_whole:
@@ -270,6 +276,10 @@ def reduce(directory, logs, params=None, client=None, failed=0):
         shutil.rmtree(work, ignore_errors=True)
     dataset.write_manifest(directory, {**per_capture, **whole}, per_capture)
     return summaries, steps, notes
+
+
+def _write_order(table):
+    return {"events": 0, "event_logs": 1}.get(table[0], 2)
 
 
 def _left_empty(con, tables, failed):
