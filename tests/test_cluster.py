@@ -5,6 +5,7 @@ mid-task leaves no partial capture and the run (or the next one) completes."""
 
 import os
 import shutil
+import tempfile
 
 import duckdb
 import pytest
@@ -51,12 +52,22 @@ def assert_same_store(db_path, directory):
         assert sum(Counter(map(repr, _rows(ref, "packets", want["packets"]))).values()) > 0
 
 
+@pytest.fixture(autouse=True)
+def private_temp(tmp_path, monkeypatch):
+    """Each test's own temporary folder, for the coordinator and for the workers
+    it starts (they inherit TMPDIR): task folders of dead processes that other
+    work on the machine left in /tmp are not this run's leftovers (a CI run
+    beside a kill -9 campaign counted one)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+
+
 def _leftovers(directory):
     """What a run left: in the dataset's _partial/, and task folders of dead
     processes in the temporary folder (a killed worker cannot remove its own;
     the next task on the host does)."""
-    import tempfile
-
     from tracekit.pipeline.cluster.tasks import WORK_PREFIX, _alive
     partial = os.path.join(directory, PARTIAL)
     left = os.listdir(partial) if os.path.isdir(partial) else []
