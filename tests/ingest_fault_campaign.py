@@ -150,6 +150,8 @@ def one(base, work, point, fault, before, after, after_all):
         return problems
     if fault == "full" and len(err.strip().splitlines()) != 1:
         problems.append(f"not one line: {err.strip()[-200:]}")
+    if fault == "full" and ("they are in the store" in err) != (point == "commit"):
+        problems.append(f"the message misstates what is in the store: {err.strip()[-200:]}")
     seen = state(db)
     expected = after if point == "commit" else before
     if seen != expected:

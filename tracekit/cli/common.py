@@ -123,6 +123,9 @@ def _disk_full(e, command=None):
     if getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in text:
         where = re.search(r'file "([^"]+)"', text)
         place = f" writing {where.group(1)}" if where else ""
+        if getattr(e, "tracekit_committed", False):
+            return (f"no space left on the device{place} after this command's rows were "
+                    f"committed: they are in the store (free some space before the next command)")
         if command == "analyze":
             return (f"no space left on the device{place}; what this command finished before "
                     f"is kept, nothing half-built is visible (free some space and run it "

@@ -99,9 +99,14 @@ def command(con):
     try:
         yield c
         c.commit()
-    except BaseException:
+    except BaseException as e:
         if not c.committed:
             c.discard()
+        else:  # what the command put in the store stays: its message must say so
+            try:
+                e.tracekit_committed = True
+            except AttributeError:
+                pass
         raise
 
 
