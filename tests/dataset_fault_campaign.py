@@ -42,12 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACEKIT = [sys.executable, "-m", "tracekit.cli"]
-BASE = [ROOT / "captures" / "streaming-stalls-client.pcap",
-        ROOT / "captures" / "streaming-stalls-client-events.jsonl"]
-MORE = [ROOT / "captures" / "http-fresh-vs-persistent.pcap",
-        ROOT / "captures" / "streaming-stalls-server-events.jsonl"]
+from fault_inputs import BASE, MORE, ROOT, TRACEKIT
+
 POINTS = ("written", "half_published", "recorded",
           "event_logs", "events", "requests", "bounds", "manifest")
 COMMANDS = ("ingest", "analyze")

@@ -36,12 +36,8 @@ from pathlib import Path
 
 import duckdb
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACEKIT = [sys.executable, "-m", "tracekit.cli"]
-BASE = [ROOT / "captures" / "streaming-stalls-client.pcap",
-        ROOT / "captures" / "streaming-stalls-client-events.jsonl"]
-MORE = [ROOT / "captures" / "http-fresh-vs-persistent.pcap",
-        ROOT / "captures" / "streaming-stalls-server-events.jsonl"]
+from fault_inputs import BASE, MORE, TRACEKIT
+
 POINTS = ("marker", "packets", "flows", "capture_row", "event_log", "commit")
 
 HOOK = """
