@@ -77,21 +77,15 @@ if spec:
         if len(published) == 1:
             meet("half_published")
     dataset._publish_folder = publish
-    real_record = dataset._write_record
-    def record(*args):
-        real_record(*args)
-        meet("recorded")
-    dataset._write_record = record
-    real_whole = dataset.write_whole
-    def whole(con, name, *args, **kwargs):
-        real_whole(con, name, *args, **kwargs)
-        meet(name)
-    dataset.write_whole = whole
-    real_manifest = dataset.write_manifest
-    def manifest(*args):
-        real_manifest(*args)
-        meet("manifest")
-    dataset.write_manifest = manifest
+    def after(attr, point=None):  # the point: given, or the table write_whole(con, name, ...) wrote
+        real = getattr(dataset, attr)
+        def hooked(*args, **kwargs):
+            real(*args, **kwargs)
+            meet(point or args[1])
+        setattr(dataset, attr, hooked)
+    after("_write_record", "recorded")
+    after("write_whole")
+    after("write_manifest", "manifest")
 """
 
 
