@@ -58,11 +58,10 @@ def test_events_hold_exactly_the_packets_with_an_event(db, monkeypatch):
     assert described == [(c.name, c.sql.replace(" NOT NULL", "")) for c in TCP_ANALYSIS]
 
 
-def test_a_store_of_the_wide_layout_is_rebuilt_split_with_the_same_rows(db):
-    """A store whose `store.tcp_analysis` holds every column (the layout before
-    the split, its step's version another) is rebuilt by the next analyze."""
-    load_captures(db, INPUTS[:1])
-    analyze(db)
+def _wide_layout(db):
+    """Make `db` (analysed) a store of the layout before the split: every column in
+    `store.tcp_analysis`, no `tcp_events`, the step's version another. Its rows
+    are kept in table `before`."""
     db.execute("CREATE TABLE before AS SELECT * FROM tcp_analysis")
     db.execute("DROP VIEW tcp_analysis")
     db.execute("DROP VIEW tcp_events")
@@ -71,6 +70,14 @@ def test_a_store_of_the_wide_layout_is_rebuilt_split_with_the_same_rows(db):
     db.execute("CREATE TABLE store.tcp_analysis AS SELECT * FROM before")
     db.execute("CREATE VIEW tcp_analysis AS SELECT * FROM store.tcp_analysis")
     db.execute("UPDATE analysis_runs SET version = 'wide' WHERE analysis = 'tcp_analysis'")
+
+
+def test_a_store_of_the_wide_layout_is_rebuilt_split_with_the_same_rows(db):
+    """A store whose `store.tcp_analysis` holds every column (the layout before
+    the split, its step's version another) is rebuilt by the next analyze."""
+    load_captures(db, INPUTS[:1])
+    analyze(db)
+    _wide_layout(db)
     built = {r.table: r.built for r in analyze(db)}
     assert built["tcp_analysis"] == 1
     stored = {r[0] for r in db.execute("DESCRIBE store.tcp_analysis").fetchall()}
@@ -79,3 +86,40 @@ def test_a_store_of_the_wide_layout_is_rebuilt_split_with_the_same_rows(db):
         SELECT (SELECT count(*) FROM (FROM before EXCEPT ALL FROM tcp_analysis)),
                (SELECT count(*) FROM (FROM tcp_analysis EXCEPT ALL FROM before))""").fetchall()[0]
     assert (one, two) == (0, 0)
+
+
+def test_a_store_of_the_wide_layout_exports_and_its_dataset_is_analysed_again(tmp_path):
+    """`tracekit export` of a store made before the split (or imported from an
+    old dataset) has no `tcp_events` to export: it writes the wide table as it
+    is (it was an internal error: "Table with name tcp_events does not exist"),
+    and the dataset's next analyze builds it again, with `tcp_events`, the
+    same rows."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    from tracekit.store.db import connect
+    path = tmp_path / "wide.duckdb"
+    con = connect(path)
+    load_captures(con, INPUTS[:1])
+    analyze(con)
+    _wide_layout(con)
+    con.close()
+    runner = CliRunner()
+    exported = runner.invoke(main, ["export", "--parquet", str(tmp_path / "ds"), "--db", str(path)])
+    assert exported.exit_code == 0, exported.output
+    analysed = runner.invoke(main, ["analyze", "--store", str(tmp_path / "ds") + "/"])
+    assert analysed.exit_code == 0, analysed.output
+    assert "capture 1: analysed again" in analysed.output
+    ds = str(tmp_path / "ds").replace("'", "''")
+    con = connect(path)
+    try:
+        one, two, events = con.execute(f"""
+            WITH d AS (SELECT * FROM read_parquet('{ds}/tcp_analysis/*/*.parquet')),
+                 e AS (SELECT * FROM read_parquet('{ds}/tcp_events/*/*.parquet'))
+            SELECT (SELECT count(*) FROM (SELECT frame FROM before EXCEPT ALL SELECT frame FROM d)),
+                   (SELECT count(*) FROM (SELECT frame FROM d EXCEPT ALL SELECT frame FROM before)),
+                   (SELECT count(*) FROM e)""").fetchall()[0]
+    finally:
+        con.close()
+    assert (one, two) == (0, 0)
+    assert events > 0
