@@ -110,6 +110,8 @@ def test_a_store_of_the_wide_layout_exports_and_its_dataset_is_analysed_again(tm
     analysed = runner.invoke(main, ["analyze", "--store", str(tmp_path / "ds") + "/"])
     assert analysed.exit_code == 0, analysed.output
     assert "capture 1: analysed again" in analysed.output
+    # (the capture was not read by this command: no packet count, not "0 packets")
+    assert "total: 1 capture, 0 failures" in analysed.output
     ds = str(tmp_path / "ds").replace("'", "''")
     con = connect(path)
     try:

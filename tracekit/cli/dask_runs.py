@@ -73,9 +73,11 @@ def report(run, where, command="ingest"):
         else:
             click.echo(f"tracekit: error: {what} (capture {cid}) failed twice and is not in the "
                        f"dataset: {reason}; the next run gives it the same id", err=True)
-    packets = sum(r["packets"] or 0 for r in run.captures)
+    counted = [r["packets"] for r in run.captures if r["packets"] is not None]
+    packets = sum(counted)  # (a capture analysed again was not read here: its packets not counted)
     rate = f", {packets / run.seconds:,.0f} packets/s" if packets and run.seconds > 0 else ""
-    click.echo(f"total: {plural(len(run.captures), 'capture')} ({plural(packets, 'packet')}), "
+    held = f" ({plural(packets, 'packet')})" if counted or not run.captures else ""
+    click.echo(f"total: {plural(len(run.captures), 'capture')}{held}, "
                f"{plural(len(run.failures), 'failure')} on {where}; {run.seconds:.2f} s{rate}")
     if run.failures:
         sys.exit(EXIT_PARTIAL)
