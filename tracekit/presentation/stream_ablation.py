@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.multiplex import delivery_times, gated_ahead, link_schedule, on_time_seconds
+from ..core.multiplex import (delivery_times, drained_ahead, gated_ahead, link_schedule,
+                              on_time_seconds)
 from ..pipeline.runner import run_analysis
 from .ablation import bootstrap_median_ci
 
@@ -62,11 +63,13 @@ class Cell:
         return len(self.rows)
 
 
-def predict(labels, holes=None):
+def predict(labels, holes=None, slowed=None):
     """The model's complete_ms, deliverable_ms and on_time_s of the audio for
     a run's labels and, with loss, the run's measured repairs (`holes`, as
-    model_holes gives them); None for a lossy run without `holes` or a run
-    missing a setting."""
+    model_holes gives them) and its sender's loss recovery periods
+    (`slowed`: [(start s, end s, pace bytes/s)] from the streams' ready
+    time, as _run_slowed gives them; None: the lossless schedule); None for a
+    lossy run without `holes` or a run missing a setting."""
     try:
         if float(labels.get("loss_down", 0)) > 0 and holes is None:
             return None
@@ -81,10 +84,22 @@ def predict(labels, holes=None):
         return None
     sizes = [image + math.ceil(image / PIECE) * framing] + [CHUNK + framing] * chunks
     # with priority a chunk is handed on at once, behind what the server's gate holds
-    ahead = gated_ahead(committed, PIECE, rate, 2 * delay) if scheduling == "priority" else 0.0
-    ready = [0.0] + [k * chunk_s + ahead / rate for k in range(chunks)]
+    # the bytes the server's gate has handed on past the round trip in flight:
+    # queued at the bottleneck, ahead of a chunk under priority
+    queue = gated_ahead(committed, PIECE, rate, 2 * delay)
+    ahead = [queue if scheduling == "priority" else 0.0] * chunks
+    periods = []
+    for t0, t1, pace in slowed or ():
+        for k in range(chunks):     # a recovery period drains the queue ahead of a chunk
+            if t0 <= k * chunk_s < t1 and scheduling == "priority":
+                ahead[k] = min(ahead[k], drained_ahead(queue, rate, pace, k * chunk_s - t0))
+        # the bottleneck sends what was queued at t0 before the sender's pace shows
+        start = t0 + queue / (rate - pace) if pace < rate else t1
+        if start < t1:
+            periods.append((start, t1, pace))
+    ready = [0.0] + [k * chunk_s + ahead[k] / rate for k in range(chunks)]
     priority = None if scheduling == "fifo" else [1] + [0] * chunks
-    pieces = link_schedule(sizes, ready, rate, priority)
+    pieces = link_schedule(sizes, ready, rate, priority, slowed=periods)
     holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in holes or ()]
     complete, deliverable = delivery_times(pieces, len(sizes), delay, holes,
                                            order="connection" if protocol == "h2" else "stream")
@@ -135,6 +150,39 @@ def _run_holes(con, rows):
     return out
 
 
+def _run_slowed(con, rows):
+    """{connection: [(start s, end s, pace bytes/s)]} of the lossy runs among
+    `rows` (image and audio streams, labelled): the sender's loss recovery
+    periods from the streams' ready time (the model's time 0) and the pace
+    at which it sent new bytes of what was queued during each -- the image's
+    under priority, every stream's under FIFO
+    (analyses/stream_loss_response.sql)."""
+    lossy = {r["connection"]: dict(r["labels"]).get("scheduling") for r in rows
+             if float(dict(r["labels"]).get("loss_down", 0) or 0) > 0}
+    if not lossy:
+        return {}
+    image = {(r["connection"], r["stream_id"]) for r in rows if not r["media"]}
+    columns, found = run_analysis(con, "stream_loss_response")
+    periods = {}
+    for r in found:
+        r = dict(zip(columns, r))
+        c = r["connection"]
+        if c not in lossy or (lossy[c] == "priority" and (c, r["stream_id"]) not in image):
+            continue
+        key = (r["period"], r["ready_ns"], r["start_ns"], r["end_ns"])
+        got = periods.setdefault(c, {}).setdefault(key, [0, 0])
+        got[0] += r["new_bytes"]
+        got[1] = max(got[1], r["last_ns"])
+    out = {}
+    for c, p in periods.items():
+        for (_, ready, s, e), (new_bytes, last) in sorted(p.items()):
+            e = min(e, last)    # a sender with nothing left to send is not slowed
+            if e > s:
+                out.setdefault(c, []).append(((s - ready) / 1e9, (e - ready) / 1e9,
+                                              new_bytes * 1e9 / (e - s)))
+    return out
+
+
 def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
     """[Cell], one per combination of the `by` labels, over the streams whose
     run's labels match `where` ({label: value}); `media`: the streams with
@@ -144,6 +192,7 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
                                  where_values=[str(v) for v in where.values()])
     every = [dict(zip(columns, r)) for r in rows]
     holes = _run_holes(con, every) if media else {}
+    slowed = _run_slowed(con, every) if media else {}
     rows = [r for r in every if not media or r["media"]]
     if not rows:
         raise TracekitError("no stream of a labelled run matches (a lab run's logs carry its "
@@ -160,7 +209,8 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
             if values:
                 lo, hi = bootstrap_median_ci(values)
                 cell.medians[m] = (float(np.median(values)), lo, hi)
-        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]))
+        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]),
+                                                   slowed.get(r["connection"]))
                                    for r in group) if p] if media else []
         if predictions and len(predictions) == len(group):   # the model's values are the audio's
             cell.predicted = {k: float(np.median([p[k] for p in predictions])) for k in predictions[0]}
