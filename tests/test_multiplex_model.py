@@ -78,3 +78,28 @@ def test_a_gated_sender_puts_its_gate_less_a_round_trip_ahead_of_an_urgent_chunk
     pieces = model.link_schedule([100_000, 960], [0.0, 0.1 + ahead / 180_992], 180_992, [1, 0])
     chunk = next(p for p in pieces if p.stream == 1)
     assert chunk.end == pytest.approx(0.1 + (ahead + 960) / 180_992)
+
+
+def test_a_recovery_period_slows_what_is_queued():
+    """docs/timing-model.md: the image (5 s of link time) paused from 1 to
+    3 s by its sender's loss recovery. FIFO, the audio waits out the pause
+    (8 s, not 6); prioritised it leaves when ready (3 s) and the image's
+    bytes after the pause follow it in the link's order. At half the link
+    rate in the period the image has sent 1,000 + 1,000 bytes by 3 s and
+    ends 3,000 bytes' time later, at 6 s (FIFO). An empty list is the
+    lossless schedule."""
+    sizes, ready = [5000, 1000], [0, 2]
+    fifo = model.link_schedule(sizes, ready, 1000, slowed=[(1, 3, 0)])
+    assert model.stream_schedule(fifo, 2)[1].tolist() == [7.0, 8.0]
+    prio = model.link_schedule(sizes, ready, 1000, priority=[1, 0], slowed=[(1, 3, 0)])
+    assert model.stream_schedule(prio, 2)[1].tolist() == [7.0, 3.0]
+    assert [p.stream for p in prio] == [0, 1, 0]
+    assert prio[2].offset == 1000 and prio[2].start == 3.0          # nothing sent in the pause
+    half = model.link_schedule(sizes, ready, 1000, slowed=[(1, 3, 500)])
+    assert model.stream_schedule(half, 2)[1].tolist() == [6.0, 7.0]
+    assert model.link_schedule(sizes, ready, 1000, slowed=[]) == model.link_schedule(sizes, ready, 1000)
+    # the queue ahead of an urgent chunk drains at the link's rate less the pace
+    assert model.drained_ahead(6620, 180_992, 0, 0.020) == pytest.approx(6620 - 180_992 * 0.020)
+    assert model.drained_ahead(6620, 180_992, 0, 0.1) == 0.0
+    assert model.drained_ahead(6620, 180_992, 0, -0.01) == 6620
+    assert model.drained_ahead(6620, 180_992, 200_000, 0.02) == 6620
