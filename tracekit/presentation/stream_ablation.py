@@ -18,7 +18,12 @@ link. With loss the model cannot know when each hole is repaired: the run's
 measured repairs (analyses/stream_repairs.sql: when a piece that had been
 missing below bytes already received reached the client -- the client's
 capture for HTTP/2, its qlog for HTTP/3) go in as delivery_times' holes,
-mapped onto the model's streams by offset (`model_holes`); everything else
+mapped onto the model's streams by offset (`model_holes`); nor how long
+its sender was in loss recovery: the run's recovery periods and the pace
+at which the sender sent new bytes of what was queued in each
+(analyses/stream_loss_response.sql: the server's capture for HTTP/2, its
+qlog for HTTP/3; `_run_slowed`) slow the schedule there (link_schedule's
+`slowed`, once the bottleneck has sent the gate's backlog). Everything else
 -- the schedule, the link, the one-way delay -- is still the model's. A
 lossy run the repair query has nothing for is predicted without holes.
 """
