@@ -282,4 +282,5 @@ from .agent import (  # noqa: E402,F401
 )
 # Streams sharing a link (issue #27): send schedules and delivery order.
 from .multiplex import (Piece, delivery_times, drained_ahead,  # noqa: E402,F401
-                        gated_ahead, link_schedule, on_time_seconds, stream_schedule)
+                        gated_ahead, held_chance, link_schedule, on_time_seconds,
+                        stream_schedule)

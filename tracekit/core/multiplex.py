@@ -120,6 +120,19 @@ def drained_ahead(ahead, rate, rate_after, since):
     return max(0.0, ahead - (rate - rate_after) * since)
 
 
+def held_chance(ahead_bytes, hole, piece):
+    """The chance that a hole at byte `hole` of a less urgent stream lies
+    before an urgent message in one byte stream, when the sender writes the
+    less urgent stream in whole `piece`s behind a gate and a schedule puts
+    `ahead_bytes` of it before the message on average (link_schedule with
+    gated_ahead's half piece). The bytes really written first are whole
+    pieces, floor(ahead_bytes / piece - 1/2 + U) of them with the gate's
+    phase U uniform in [0, 1); the hole is ahead when they reach past the
+    hole's piece: clip(ahead_bytes / piece + 1/2 - (hole // piece + 1),
+    0, 1)."""
+    return min(1.0, max(0.0, ahead_bytes / piece + 0.5 - (hole // piece + 1)))
+
+
 def stream_schedule(pieces, n_streams):
     """Per stream, (first byte sent, last byte sent): the start of its first
     piece and the end of its last."""

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.multiplex import (delivery_times, drained_ahead, gated_ahead, link_schedule,
-                              on_time_seconds)
+from ..core.multiplex import (delivery_times, drained_ahead, gated_ahead, held_chance,
+                              link_schedule, on_time_seconds)
 from ..pipeline.runner import run_analysis
 from .ablation import bootstrap_median_ci
 
@@ -105,12 +105,30 @@ def predict(labels, holes=None, slowed=None):
     ready = [0.0] + [k * chunk_s + ahead[k] / rate for k in range(chunks)]
     priority = None if scheduling == "fifo" else [1] + [0] * chunks
     pieces = link_schedule(sizes, ready, rate, priority, slowed=periods)
-    holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in holes or ()]
+    shares = [(i, share, at) for i, share, at in holes or ()]
+    holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in shares]
     complete, deliverable = delivery_times(pieces, len(sizes), delay, holes,
                                            order="connection" if protocol == "h2" else "stream")
     on_time = on_time_seconds(deliverable[1:], [play_s + k * chunk_s for k in range(chunks)], chunk_s)
-    return {"complete_ms": float(np.max(complete[1:])) * 1e3,
-            "deliverable_ms": float(np.max(deliverable[1:])) * 1e3, "on_time_s": on_time}
+    out = {"complete_ms": float(np.max(complete[1:])) * 1e3,
+           "deliverable_ms": float(np.max(deliverable[1:])) * 1e3, "on_time_s": on_time}
+    out["held_chance"] = _held_chance(pieces, shares, float(np.max(complete[1:])), image,
+                                      sizes[0]) if protocol == "h2" else 0.0
+    return out
+
+
+def _held_chance(pieces, shares, audio_complete, image, size):
+    """The chance the audio is held behind an image hole in the connection's
+    order (held_chance): the image's bytes before the audio's last piece in
+    the model's schedule (of `size` model bytes for `image` bytes) against
+    the lowest image hole (model_holes' shares) repaired after the audio was
+    complete; 0 without one."""
+    last = max((k for k, p in enumerate(pieces) if p.stream > 0), default=None)
+    late = [share for i, share, at in shares if i == 0 and at > audio_complete]
+    if last is None or not late:
+        return 0.0
+    ahead = sum(p.size for p in pieces[:last] if p.stream == 0) * image / size
+    return held_chance(ahead, round(min(late) * image), PIECE)
 
 
 def model_holes(repairs, image, audio, chunks):
