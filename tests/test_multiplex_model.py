@@ -103,3 +103,20 @@ def test_a_recovery_period_slows_what_is_queued():
     assert model.drained_ahead(6620, 180_992, 0, 0.1) == 0.0
     assert model.drained_ahead(6620, 180_992, 0, -0.01) == 6620
     assert model.drained_ahead(6620, 180_992, 200_000, 0.02) == 6620
+
+
+def test_the_chance_a_hole_lies_before_an_urgent_message_written_between_pieces():
+    """docs/timing-model.md: the sender writes 4,096-byte pieces; a
+    schedule that puts 24,831 bytes before the message on average (6.06
+    pieces, half a piece of gate phase included) has written 5 or 6 whole
+    pieces first, 6 with chance 0.56 -- so a hole at byte 20,480 (the sixth
+    piece) is ahead with that chance, a hole at 16,384 always, one at
+    24,576 never; at 20,882 bytes (5.1 pieces) the sixth piece never is,
+    the fifth with chance 0.6 and the fourth always."""
+    assert model.held_chance(24_831, 20_480, 4096) == pytest.approx(24_831 / 4096 + 0.5 - 6)
+    assert model.held_chance(24_831, 20_480, 4096) == pytest.approx(0.562, abs=0.001)
+    assert model.held_chance(24_831, 16_384, 4096) == 1.0
+    assert model.held_chance(24_831, 24_576, 4096) == 0.0
+    assert model.held_chance(20_882, 20_480, 4096) == 0.0
+    assert model.held_chance(20_882, 20_479, 4096) == pytest.approx(20_882 / 4096 + 0.5 - 5)
+    assert model.held_chance(20_882, 16_383, 4096) == 1.0   # the fourth piece: written first

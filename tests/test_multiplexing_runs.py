@@ -473,6 +473,12 @@ def test_the_lossy_cells_beside_the_schedule_and_the_measured_repairs(store):
                             first < run["complete_ms"])
     # recovery before the audio's end: the model right; after it: the lossless order, wrong
     assert runs == {"multiplexing-004": (True, True), "multiplexing-013": (False, False)}
+    # which side of the last chunk the hole fell was the gate's phase: run 004's image fell a
+    # piece and more behind (chance 0), run 013's is the lossless coin (the sixth piece first)
+    chance = {r["run"]: stream_ablation(con, where={"run": r["run"]})[0].predicted["held_chance"]
+              for r in prio.rows}
+    assert chance["multiplexing-004"] == 0.0
+    assert chance["multiplexing-013"] == pytest.approx(24_831 / 4096 + 0.5 - 6, abs=0.01)
     ends = dict(((r[0], r[1]), r[2]) for r in con.execute("""
         SELECT fields->>'connection', fields->>'stream_id',
             max(TRY_CAST(fields->>'conn_offset' AS BIGINT) + TRY_CAST(fields->>'conn_length' AS BIGINT))
