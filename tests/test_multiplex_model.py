@@ -78,3 +78,45 @@ def test_a_gated_sender_puts_its_gate_less_a_round_trip_ahead_of_an_urgent_chunk
     pieces = model.link_schedule([100_000, 960], [0.0, 0.1 + ahead / 180_992], 180_992, [1, 0])
     chunk = next(p for p in pieces if p.stream == 1)
     assert chunk.end == pytest.approx(0.1 + (ahead + 960) / 180_992)
+
+
+def test_a_recovery_period_slows_what_is_queued():
+    """docs/timing-model.md: the image (5 s of link time) paused from 1 to
+    3 s by its sender's loss recovery. FIFO, the audio waits out the pause
+    (8 s, not 6); prioritised it leaves when ready (3 s) and the image's
+    bytes after the pause follow it in the link's order. At half the link
+    rate in the period the image has sent 1,000 + 1,000 bytes by 3 s and
+    ends 3,000 bytes' time later, at 6 s (FIFO). An empty list is the
+    lossless schedule."""
+    sizes, ready = [5000, 1000], [0, 2]
+    fifo = model.link_schedule(sizes, ready, 1000, slowed=[(1, 3, 0)])
+    assert model.stream_schedule(fifo, 2)[1].tolist() == [7.0, 8.0]
+    prio = model.link_schedule(sizes, ready, 1000, priority=[1, 0], slowed=[(1, 3, 0)])
+    assert model.stream_schedule(prio, 2)[1].tolist() == [7.0, 3.0]
+    assert [p.stream for p in prio] == [0, 1, 0]
+    assert prio[2].offset == 1000 and prio[2].start == 3.0          # nothing sent in the pause
+    half = model.link_schedule(sizes, ready, 1000, slowed=[(1, 3, 500)])
+    assert model.stream_schedule(half, 2)[1].tolist() == [6.0, 7.0]
+    assert model.link_schedule(sizes, ready, 1000, slowed=[]) == model.link_schedule(sizes, ready, 1000)
+    # the queue ahead of an urgent chunk drains at the link's rate less the pace
+    assert model.drained_ahead(6620, 180_992, 0, 0.020) == pytest.approx(6620 - 180_992 * 0.020)
+    assert model.drained_ahead(6620, 180_992, 0, 0.1) == 0.0
+    assert model.drained_ahead(6620, 180_992, 0, -0.01) == 6620
+    assert model.drained_ahead(6620, 180_992, 200_000, 0.02) == 6620
+
+
+def test_the_chance_a_hole_lies_before_an_urgent_message_written_between_pieces():
+    """docs/timing-model.md: the sender writes 4,096-byte pieces; a
+    schedule that puts 24,831 bytes before the message on average (6.06
+    pieces, half a piece of gate phase included) has written 5 or 6 whole
+    pieces first, 6 with chance 0.56 -- so a hole at byte 20,480 (the sixth
+    piece) is ahead with that chance, a hole at 16,384 always, one at
+    24,576 never; at 20,882 bytes (5.1 pieces) the sixth piece never is,
+    the fifth with chance 0.6 and the fourth always."""
+    assert model.held_chance(24_831, 20_480, 4096) == pytest.approx(24_831 / 4096 + 0.5 - 6)
+    assert model.held_chance(24_831, 20_480, 4096) == pytest.approx(0.562, abs=0.001)
+    assert model.held_chance(24_831, 16_384, 4096) == 1.0
+    assert model.held_chance(24_831, 24_576, 4096) == 0.0
+    assert model.held_chance(20_882, 20_480, 4096) == 0.0
+    assert model.held_chance(20_882, 20_479, 4096) == pytest.approx(20_882 / 4096 + 0.5 - 5)
+    assert model.held_chance(20_882, 16_383, 4096) == 1.0   # the fourth piece: written first

@@ -48,8 +48,9 @@ def stream_ablation(by, where, all_streams, db, fmt):
     the client's read, hol_blocking, stream_queueing and on-time seconds,
     each the median over the cell's runs with a bootstrap 95 % interval,
     and tracekit.model's values for the cell's settings beside them (with
-    loss: the modelled schedule plus each run's measured repair times,
-    analyses/stream_repairs.sql). Times are ms from
+    loss: the modelled schedule slowed in each run's measured recovery
+    periods, analyses/stream_loss_response.sql, plus its measured repair
+    times, analyses/stream_repairs.sql). Times are ms from
     when the sender's application had the stream ready.
 
     \b

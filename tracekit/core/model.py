@@ -281,5 +281,6 @@ from .agent import (  # noqa: E402,F401
     uplink_for_deadline,
 )
 # Streams sharing a link (issue #27): send schedules and delivery order.
-from .multiplex import (Piece, delivery_times, gated_ahead, link_schedule,  # noqa: E402,F401
-                        on_time_seconds, stream_schedule)
+from .multiplex import (Piece, delivery_times, drained_ahead,  # noqa: E402,F401
+                        gated_ahead, held_chance, link_schedule, on_time_seconds,
+                        stream_schedule)

@@ -28,7 +28,7 @@ class Piece(NamedTuple):
     size: int        # bytes
 
 
-def link_schedule(sizes, ready, rate, priority=None, committed=0):
+def link_schedule(sizes, ready, rate, priority=None, committed=0, slowed=None):
     """The pieces a link of `rate` bytes/s sends, in send order.
 
     Stream i has sizes[i] bytes, all ready at ready[i]. Without `priority`
@@ -37,7 +37,17 @@ def link_schedule(sizes, ready, rate, priority=None, committed=0):
     stream of lowest priority[i] (ties: earlier ready, then index) is sent;
     a more urgent stream becoming ready cuts the current piece there, or
     `committed` bytes later: what the sender had already handed on (a socket
-    buffer, a frame being written) goes first, whatever its priority."""
+    buffer, a frame being written) goes first, whatever its priority.
+
+    `slowed`: [(t0, t1, pace)], the sender's loss recovery periods (TCP's
+    from its first retransmission until the cumulative ACK passes the
+    recovery point, RFC 6582; QUIC's RFC 9002 7.3.2): with its window cut
+    and the hole keeping its bytes unacknowledged the sender hands on only
+    `pace` bytes/s of what is queued, so from t0 to t1 the queued streams'
+    bytes leave at `pace` -- every stream under FIFO, the less urgent ones
+    under priority (an urgent stream's few bytes still go at `rate`); a
+    piece under way at t0 or t1 is cut there, and at pace 0 the link idles.
+    None or [] is the lossless schedule."""
     sizes = [int(s) for s in sizes]
     ready = [float(r) for r in ready]
     n = len(sizes)
@@ -45,8 +55,11 @@ def link_schedule(sizes, ready, rate, priority=None, committed=0):
         order = sorted(range(n), key=lambda i: (ready[i], i))
         priority = [0] * n
         key = {i: k for k, i in enumerate(order)}
+        queued = set(range(n))
     else:
         key = {i: (priority[i], ready[i], i) for i in range(n)}
+        queued = {i for i in range(n) if priority[i] > min(priority)}
+    periods = sorted((float(a), float(b), float(p)) for a, b, p in slowed or () if b > a)
     left = list(sizes)
     sent = [0] * n
     pieces, now = [], 0.0
@@ -56,17 +69,32 @@ def link_schedule(sizes, ready, rate, priority=None, committed=0):
             now = min(ready[i] for i in range(n) if left[i])
             continue
         i = min(waiting, key=key.get)
-        end = now + left[i] / rate
+        pace, edge = _pace(periods, now, rate) if i in queued else (rate, np.inf)
+        end = now + left[i] / pace if pace > 0 else np.inf
         cut = [ready[j] + committed / rate for j in range(n) if left[j] and now < ready[j]
                and ready[j] + committed / rate < end and priority[j] < priority[i]]
+        if edge < end:
+            cut.append(edge)
         if cut:
             end = min(cut)
-        size = left[i] if not cut else min(left[i], round((end - now) * rate))
-        pieces.append(Piece(i, now, end, sent[i], size))
+        size = left[i] if not cut else min(left[i], round((end - now) * pace))
+        if size > 0:
+            pieces.append(Piece(i, now, end, sent[i], size))
         sent[i] += size
         left[i] -= size
         now = end
     return pieces
+
+
+def _pace(periods, now, rate):
+    """(the pace at `now`, when it next changes) under link_schedule's
+    recovery periods."""
+    for t0, t1, pace in periods:
+        if t0 <= now < t1:
+            return min(pace, rate), t1
+        if now < t0:
+            return rate, t0
+    return rate, np.inf
 
 
 def gated_ahead(committed, piece, rate, round_trip):
@@ -79,6 +107,30 @@ def gated_ahead(committed, piece, rate, round_trip):
     gated_ahead / rate after it is ready (give link_schedule that later
     ready time). Never below 0."""
     return max(0.0, committed + piece / 2 - rate * round_trip)
+
+
+def drained_ahead(ahead, rate, rate_after, since):
+    """Bytes still ahead of an urgent message at the bottleneck `since`
+    seconds after the sender slowed to `rate_after` (link_schedule's
+    `slowed`): the queue of `ahead` bytes (gated_ahead) drains at the link's
+    `rate` less what the sender still adds, rate_after. `ahead` before the
+    slowdown (since <= 0) and when the sender did not slow; never below 0."""
+    if since <= 0 or rate_after >= rate:
+        return float(ahead)
+    return max(0.0, ahead - (rate - rate_after) * since)
+
+
+def held_chance(ahead_bytes, hole, piece):
+    """The chance that a hole at byte `hole` of a less urgent stream lies
+    before an urgent message in one byte stream, when the sender writes the
+    less urgent stream in whole `piece`s behind a gate and a schedule puts
+    `ahead_bytes` of it before the message on average (link_schedule with
+    gated_ahead's half piece). The bytes really written first are whole
+    pieces, floor(ahead_bytes / piece - 1/2 + U) of them with the gate's
+    phase U uniform in [0, 1); the hole is ahead when they reach past the
+    hole's piece: clip(ahead_bytes / piece + 1/2 - (hole // piece + 1),
+    0, 1)."""
+    return min(1.0, max(0.0, ahead_bytes / piece + 0.5 - (hole // piece + 1)))
 
 
 def stream_schedule(pieces, n_streams):

@@ -18,7 +18,12 @@ link. With loss the model cannot know when each hole is repaired: the run's
 measured repairs (analyses/stream_repairs.sql: when a piece that had been
 missing below bytes already received reached the client -- the client's
 capture for HTTP/2, its qlog for HTTP/3) go in as delivery_times' holes,
-mapped onto the model's streams by offset (`model_holes`); everything else
+mapped onto the model's streams by offset (`model_holes`); nor how long
+its sender was in loss recovery: the run's recovery periods and the pace
+at which the sender sent new bytes of what was queued in each
+(analyses/stream_loss_response.sql: the server's capture for HTTP/2, its
+qlog for HTTP/3; `_run_slowed`) slow the schedule there (link_schedule's
+`slowed`, once the bottleneck has sent the gate's backlog). Everything else
 -- the schedule, the link, the one-way delay -- is still the model's. A
 lossy run the repair query has nothing for is predicted without holes.
 """
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.multiplex import delivery_times, gated_ahead, link_schedule, on_time_seconds
+from ..core.multiplex import (delivery_times, drained_ahead, gated_ahead, held_chance,
+                              link_schedule, on_time_seconds)
 from ..pipeline.runner import run_analysis
 from .ablation import bootstrap_median_ci
 
@@ -62,11 +68,13 @@ class Cell:
         return len(self.rows)
 
 
-def predict(labels, holes=None):
+def predict(labels, holes=None, slowed=None):
     """The model's complete_ms, deliverable_ms and on_time_s of the audio for
     a run's labels and, with loss, the run's measured repairs (`holes`, as
-    model_holes gives them); None for a lossy run without `holes` or a run
-    missing a setting."""
+    model_holes gives them) and its sender's loss recovery periods
+    (`slowed`: [(start s, end s, pace bytes/s)] from the streams' ready
+    time, as _run_slowed gives them; None: the lossless schedule); None for a
+    lossy run without `holes` or a run missing a setting."""
     try:
         if float(labels.get("loss_down", 0)) > 0 and holes is None:
             return None
@@ -81,16 +89,46 @@ def predict(labels, holes=None):
         return None
     sizes = [image + math.ceil(image / PIECE) * framing] + [CHUNK + framing] * chunks
     # with priority a chunk is handed on at once, behind what the server's gate holds
-    ahead = gated_ahead(committed, PIECE, rate, 2 * delay) if scheduling == "priority" else 0.0
-    ready = [0.0] + [k * chunk_s + ahead / rate for k in range(chunks)]
+    # the bytes the server's gate has handed on past the round trip in flight:
+    # queued at the bottleneck, ahead of a chunk under priority
+    queue = gated_ahead(committed, PIECE, rate, 2 * delay)
+    ahead = [queue if scheduling == "priority" else 0.0] * chunks
+    periods = []
+    for t0, t1, pace in slowed or ():
+        for k in range(chunks):     # a recovery period drains the queue ahead of a chunk
+            if t0 <= k * chunk_s < t1 and scheduling == "priority":
+                ahead[k] = min(ahead[k], drained_ahead(queue, rate, pace, k * chunk_s - t0))
+        # the bottleneck sends what was queued at t0 before the sender's pace shows
+        start = t0 + queue / (rate - pace) if pace < rate else t1
+        if start < t1:
+            periods.append((start, t1, pace))
+    ready = [0.0] + [k * chunk_s + ahead[k] / rate for k in range(chunks)]
     priority = None if scheduling == "fifo" else [1] + [0] * chunks
-    pieces = link_schedule(sizes, ready, rate, priority)
-    holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in holes or ()]
+    pieces = link_schedule(sizes, ready, rate, priority, slowed=periods)
+    shares = [(i, share, at) for i, share, at in holes or ()]
+    holes = [(i, min(int(share * sizes[i]), sizes[i] - 1), at) for i, share, at in shares]
     complete, deliverable = delivery_times(pieces, len(sizes), delay, holes,
                                            order="connection" if protocol == "h2" else "stream")
     on_time = on_time_seconds(deliverable[1:], [play_s + k * chunk_s for k in range(chunks)], chunk_s)
-    return {"complete_ms": float(np.max(complete[1:])) * 1e3,
-            "deliverable_ms": float(np.max(deliverable[1:])) * 1e3, "on_time_s": on_time}
+    out = {"complete_ms": float(np.max(complete[1:])) * 1e3,
+           "deliverable_ms": float(np.max(deliverable[1:])) * 1e3, "on_time_s": on_time}
+    out["held_chance"] = _held_chance(pieces, shares, float(np.max(complete[1:])), image,
+                                      sizes[0]) if protocol == "h2" else 0.0
+    return out
+
+
+def _held_chance(pieces, shares, audio_complete, image, size):
+    """The chance the audio is held behind an image hole in the connection's
+    order (held_chance): the image's bytes before the audio's last piece in
+    the model's schedule (of `size` model bytes for `image` bytes) against
+    the lowest image hole (model_holes' shares) repaired after the audio was
+    complete; 0 without one."""
+    last = max((k for k, p in enumerate(pieces) if p.stream > 0), default=None)
+    late = [share for i, share, at in shares if i == 0 and at > audio_complete]
+    if last is None or not late:
+        return 0.0
+    ahead = sum(p.size for p in pieces[:last] if p.stream == 0) * image / size
+    return held_chance(ahead, round(min(late) * image), PIECE)
 
 
 def model_holes(repairs, image, audio, chunks):
@@ -135,6 +173,39 @@ def _run_holes(con, rows):
     return out
 
 
+def _run_slowed(con, rows):
+    """{connection: [(start s, end s, pace bytes/s)]} of the lossy runs among
+    `rows` (image and audio streams, labelled): the sender's loss recovery
+    periods from the streams' ready time (the model's time 0) and the pace
+    at which it sent new bytes of what was queued during each -- the image's
+    under priority, every stream's under FIFO
+    (analyses/stream_loss_response.sql)."""
+    lossy = {r["connection"]: dict(r["labels"]).get("scheduling") for r in rows
+             if float(dict(r["labels"]).get("loss_down", 0) or 0) > 0}
+    if not lossy:
+        return {}
+    image = {(r["connection"], r["stream_id"]) for r in rows if not r["media"]}
+    columns, found = run_analysis(con, "stream_loss_response")
+    periods = {}
+    for r in found:
+        r = dict(zip(columns, r))
+        c = r["connection"]
+        if c not in lossy or (lossy[c] == "priority" and (c, r["stream_id"]) not in image):
+            continue
+        key = (r["period"], r["ready_ns"], r["start_ns"], r["end_ns"])
+        got = periods.setdefault(c, {}).setdefault(key, [0, 0])
+        got[0] += r["new_bytes"]
+        got[1] = max(got[1], r["last_ns"])
+    out = {}
+    for c, p in periods.items():
+        for (_, ready, s, e), (new_bytes, last) in sorted(p.items()):
+            e = min(e, last)    # a sender with nothing left to send is not slowed
+            if e > s:
+                out.setdefault(c, []).append(((s - ready) / 1e9, (e - ready) / 1e9,
+                                              new_bytes * 1e9 / (e - s)))
+    return out
+
+
 def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
     """[Cell], one per combination of the `by` labels, over the streams whose
     run's labels match `where` ({label: value}); `media`: the streams with
@@ -144,6 +215,7 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
                                  where_values=[str(v) for v in where.values()])
     every = [dict(zip(columns, r)) for r in rows]
     holes = _run_holes(con, every) if media else {}
+    slowed = _run_slowed(con, every) if media else {}
     rows = [r for r in every if not media or r["media"]]
     if not rows:
         raise TracekitError("no stream of a labelled run matches (a lab run's logs carry its "
@@ -160,7 +232,8 @@ def stream_ablation(con, by=("protocol", "scheduling"), where=None, media=True):
             if values:
                 lo, hi = bootstrap_median_ci(values)
                 cell.medians[m] = (float(np.median(values)), lo, hi)
-        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]))
+        predictions = [p for p in (predict(dict(r["labels"]), holes.get(r["connection"]),
+                                                   slowed.get(r["connection"]))
                                    for r in group) if p] if media else []
         if predictions and len(predictions) == len(group):   # the model's values are the audio's
             cell.predicted = {k: float(np.median([p[k] for p in predictions])) for k in predictions[0]}
