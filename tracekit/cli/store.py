@@ -66,7 +66,8 @@ def check(directory):
         click.echo(f"{state:<16} {path}  ({detail})")
     counts = {s: sum(1 for f in found if f[1] == s)
               for s in ("ok", "damaged", "missing", "not checksummed")}
-    click.echo(f"{plural(len(found), 'file')}: " + ", ".join(f"{n:,} {s}" for s, n in counts.items()))
+    click.echo(f"{plural(len(found), 'file')}: "
+               + ", ".join(f"{n:,} {s}" for s, n in counts.items()))
     if counts["damaged"] or counts["missing"]:
         sys.exit(EXIT_USAGE)
 

@@ -60,7 +60,8 @@ def of_folders(directory, folders):
     for folder, final in folders.items():
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
             if name.endswith(".parquet"):
-                out[relative(directory, os.path.join(final, name))] = [of(os.path.join(folder, name))]
+                sums = [of(os.path.join(folder, name))]
+                out[relative(directory, os.path.join(final, name))] = sums
     return out
 
 
@@ -72,7 +73,7 @@ def widen(old, new):
 def settle(old, new):
     """The files of a record once `new` replaced `old`: the new ones' sums, the
     other files' as they were."""
-    return {**{name: sums[-1:] for name, sums in old.items()}, **new} if old else new
+    return {**(old or {}), **new}
 
 
 def record_files(directory, capture_id):

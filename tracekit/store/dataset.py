@@ -147,8 +147,8 @@ def _write_record(directory, capture_id, names, files=None):
     or those of its folders now)."""
     os.makedirs(os.path.join(directory, RECORDS), exist_ok=True)
     if files is None:
-        files = checksum.of_folders(directory, {capture_dir(directory, capture_id, n):
-                                                capture_dir(directory, capture_id, n) for n in names})
+        folders = [capture_dir(directory, capture_id, n) for n in names]
+        files = checksum.of_folders(directory, dict(zip(folders, folders)))
     part = partial_path(directory, "record") + ".json"
     with open(part, "w") as f:
         json.dump({"capture_id": int(capture_id), "tables": sorted(names), "files": files}, f)
@@ -192,8 +192,8 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None,
         if before_publish:
             before_publish(cid)
         if replace or not os.path.exists(_record(directory, cid)):
-            new = checksum.of_folders(directory, {os.path.join(part, n): capture_dir(directory, cid, n)
-                                                  for n in partitioned})
+            new = checksum.of_folders(directory, {os.path.join(part, n): capture_dir(
+                directory, cid, n) for n in partitioned})
             old = checksum.record_files(directory, cid)
             if old is not None:  # analysed again: old and new files are sound until recorded
                 _write_record(directory, cid, partitioned, checksum.widen(old, new))
