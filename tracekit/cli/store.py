@@ -59,7 +59,7 @@ def check(directory):
 
     \b
     Example:
-      tracekit check store-dataset
+      tracekit export --parquet store-dataset && tracekit check store-dataset
     """
     found = api.check_dataset(directory)
     for path, state, detail in found:
