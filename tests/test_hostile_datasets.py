@@ -204,3 +204,10 @@ def test_check_lists_missing_files_and_reads_a_dataset_without_checksums(exporte
     r = CliRunner().invoke(main, ["check", str(old)])
     assert r.exit_code == 0 and r.output.splitlines()[-1] == (
         "36 files: 0 ok, 0 damaged, 0 missing, 36 not checksummed"), r.output
+    # there, check decodes each file whole: what DuckDB cannot read is damaged
+    target = old / "packets" / "capture_id=1" / "part-0.parquet"
+    _flip(target, "ts_ns", "header")
+    r = CliRunner().invoke(main, ["check", str(old)])
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        "36 files: 0 ok, 1 damaged, 0 missing, 35 not checksummed"), r.output
+    assert f"damaged          {target}  (cannot be read as Parquet (" in r.output, r.output

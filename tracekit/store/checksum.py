@@ -145,6 +145,18 @@ def verify(directory, path):
         raise TracekitError(f"{path}: {detail}: {HINT}")
 
 
+def _decoded(path):
+    import duckdb
+    con = duckdb.connect()
+    try:
+        con.execute("SELECT sum(hash(t)) FROM read_parquet(?) t", [path]).fetchall()
+    except duckdb.Error as e:
+        return "damaged", f"cannot be read as Parquet ({str(e).splitlines()[0][:200]})"
+    finally:
+        con.close()
+    return "not checksummed", "no checksum recorded; DuckDB decodes it whole"
+
+
 def check_parquet(path):
     """Refuse, in one line naming it, a file of the dataset that is not Parquet
     (damaged or replaced from outside): its first and last four bytes and its
@@ -175,8 +187,11 @@ def check_parquet(path):
 
 def scrub(directory, read):
     """[(path, state, detail)] of every file tracekit reads of the dataset
-    (`read`) and of every file a record lists that is not there ("missing")."""
+    (`read`) and of every file a record lists that is not there ("missing").
+    A file with no checksum is decoded whole by DuckDB: damaged if it cannot be."""
     out = [(path, *state(directory, path)) for path in sorted(read)]
+    out = [(p, *_decoded(p)) if kind == "not checksummed" else (p, kind, detail)
+           for p, kind, detail in out]
     names = {relative(directory, p) for p in read}
     listed = set()
     for entry in sorted(os.listdir(os.path.join(directory, RECORDS))
