@@ -131,10 +131,12 @@ def state(directory, path):
         return "ok", f"crc32 {got['crc32']}, {got['bytes']:,} bytes"
     if not sums:
         return "damaged", "a file its capture's record does not list (not written by tracekit)"
-    want = sums[0]
+    want = sums[0] if isinstance(sums[0], dict) else {}
+    size = want.get("bytes")
     return "damaged", (f"its checksum is not the one recorded when it was written "
                        f"(crc32 {got['crc32']}, {got['bytes']:,} bytes; recorded crc32 "
-                       f"{want.get('crc32')}, {want.get('bytes', 0):,} bytes)")
+                       f"{want.get('crc32')}, {f'{size:,}' if isinstance(size, int) else size} "
+                       f"bytes)")
 
 
 def verify(directory, path):
