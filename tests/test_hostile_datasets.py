@@ -93,14 +93,30 @@ def test_damage_inside_a_page_is_one_line_naming_the_file(exported, tmp_path, co
     ds = _copy(exported, tmp_path / "ds")
     target = ds / "packets" / "capture_id=1" / "part-0.parquet"
     _flip(target, column, where)
-    for args in (["sql", "SELECT count(*), sum(hash(p)) FROM packets p"],
-                 ["import", str(ds), "--db", str(tmp_path / "i.duckdb")]):
-        store = [] if args[0] == "import" else ["--store", str(ds)]
-        r = CliRunner().invoke(main, [*args, *store])
-        assert r.exit_code == 2, r.output
-        (line,) = r.output.splitlines()
-        assert line.startswith(f"tracekit: error: {target}: cannot be read as Parquet ("), line
-        assert line.endswith("move that capture's folder away and ingest its file again"), line
+    for checked, said in ((True, "its checksum is not the one recorded when it was written"),
+                          (False, "cannot be read as Parquet (")):
+        if not checked:  # a dataset written before checksums: DuckDB's error, the file named
+            _without_checksums(ds)
+        for args in (["sql", "SELECT count(*), sum(hash(p)) FROM packets p"],
+                     ["import", str(ds), "--db", str(tmp_path / f"i{checked}.duckdb")]):
+            store = [] if args[0] == "import" else ["--store", str(ds)]
+            r = CliRunner().invoke(main, [*args, *store])
+            assert r.exit_code == 2, r.output
+            (line,) = r.output.splitlines()
+            assert line.startswith(f"tracekit: error: {target}: {said}"), line
+            assert line.endswith("move that capture's folder away and ingest its file again"), line
+
+
+def _without_checksums(ds):
+    """Make `ds` a dataset as written before checksums: records without
+    "files", no _sums/."""
+    import json
+    import shutil
+    shutil.rmtree(ds / "_sums")
+    for record in (ds / "_records").iterdir():
+        record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items()
+                                      if k != "files"}))
+    return ds
 
 
 def test_a_capture_analysed_again_over_a_damaged_page_names_the_file(exported, tmp_path):
@@ -111,9 +127,87 @@ def test_a_capture_analysed_again_over_a_damaged_page_names_the_file(exported, t
     ds = _copy(exported, tmp_path / "ds")
     target = ds / "packets" / "capture_id=1" / "part-0.parquet"
     _flip(target, "ts_ns", "header")
+    _without_checksums(ds)  # (with them, the writer sets the capture aside first: below)
     r = CliRunner().invoke(main, ["analyze", "--store", str(ds), "--workers", "1",
                                   "--dupthresh", "4"])
     assert r.exit_code == 1, r.output  # capture 2 analysed again, capture 1 failed
     (line,) = [ln for ln in r.output.splitlines() if ln.startswith("tracekit: error:")]
     assert f"failed twice and was not analysed: {target}: cannot be read as Parquet (" in line
     assert line.endswith("the next analyze tries it again"), line
+
+
+def _silent_or_spread(column, where, kind):
+    """The flips DuckDB reads without an error (values changed or not: only a
+    checksum sees them) and every third other one."""
+    _silent_or_spread.n = getattr(_silent_or_spread, "n", 0) + 1
+    return not kind.startswith("error") or _silent_or_spread.n % 3 == 0
+
+
+def test_every_byte_flip_inside_a_page_is_one_line_naming_the_file(exported, tmp_path):
+    """The flips of tests/parquet_flips.py (three per column chunk of a packets
+    file) through `tracekit sql`: each one line naming the file, exit 2.
+    Before: the flips DuckDB decodes gave other values (or the same), exit 0."""
+    import parquet_flips
+    ds = _copy(exported, tmp_path / "ds")
+    found = parquet_flips.run(ds, only=_silent_or_spread)
+    kinds = {k for _, _, k, _ in found}
+    assert "different values, no error" in kinds and "same values" in kinds, kinds
+    assert any(k.startswith("error") for k in kinds), kinds
+    missed = [(c, w, k) for c, w, k, named in found if not named]
+    assert not missed, missed
+    assert len(found) >= 50
+
+
+def test_a_valid_parquet_file_put_where_another_belongs_is_refused(exported, tmp_path):
+    """Capture 2's packets file copied over capture 1's (sound Parquet, the
+    same columns, wrong rows): before, capture 1 read capture 2's 10 packets."""
+    ds = _copy(exported, tmp_path / "ds")
+    target = ds / "packets" / "capture_id=1" / "part-0.parquet"
+    target.write_bytes((ds / "packets" / "capture_id=2" / "part-0.parquet").read_bytes())
+    r = CliRunner().invoke(main, ["sql", "SELECT count(*) FROM packets", "--store", str(ds)])
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.splitlines()
+    assert line.startswith(f"tracekit: error: {target}: its checksum is not the one recorded"), line
+    r = CliRunner().invoke(main, ["check", str(ds)])
+    assert r.exit_code == 2, r.output
+    bad = [ln for ln in r.output.splitlines() if not ln.startswith("ok ")]
+    assert bad[0].startswith(f"damaged          {target}  (its checksum"), bad
+    assert bad[1].endswith("files: 35 ok, 1 damaged, 0 missing, 0 not checksummed"), bad
+    # a file no record lists, in a recorded capture's folder (tracekit would read it)
+    target.write_bytes((exported / "packets" / "capture_id=1" / "part-0.parquet").read_bytes())
+    extra = ds / "flows" / "capture_id=1" / "part-1.parquet"
+    extra.write_bytes((ds / "flows" / "capture_id=2" / "part-0.parquet").read_bytes())
+    r = CliRunner().invoke(main, ["sessions", "--store", str(ds)])
+    assert r.exit_code == 2 and f"{extra}: a file its capture's record does not list" in r.output
+
+
+def test_check_lists_missing_files_and_reads_a_dataset_without_checksums(exported, tmp_path):
+    """A recorded file gone is "missing" (exit 2); a dataset written before
+    checksums (records without "files", no _sums/) is read as before, each
+    file "not checksummed", exit 0."""
+    ds = _copy(exported, tmp_path / "ds")
+    r = CliRunner().invoke(main, ["check", str(ds)])
+    assert r.exit_code == 0 and r.output.splitlines()[-1] == (
+        "36 files: 36 ok, 0 damaged, 0 missing, 0 not checksummed"), r.output
+    (ds / "tcp_analysis" / "capture_id=1" / "part-0.parquet").unlink()
+    (ds / "requests" / "part-0.parquet").unlink()
+    r = CliRunner().invoke(main, ["check", str(ds)])
+    assert r.exit_code == 2, r.output
+    missing = [ln.split()[1] for ln in r.output.splitlines() if ln.startswith("missing")]
+    assert missing == [str(ds / "requests" / "part-0.parquet"),
+                       str(ds / "tcp_analysis" / "capture_id=1" / "part-0.parquet")], r.output
+    old = _without_checksums(_copy(exported, tmp_path / "old"))
+    query = ["sql", "SELECT count(*), sum(hash(p)) FROM packets p", "--format", "csv"]
+    new = CliRunner().invoke(main, [*query, "--store", str(exported)])
+    r = CliRunner().invoke(main, [*query, "--store", str(old)])
+    assert r.exit_code == 0 and r.output == new.output, (r.output, new.output)
+    r = CliRunner().invoke(main, ["check", str(old)])
+    assert r.exit_code == 0 and r.output.splitlines()[-1] == (
+        "36 files: 0 ok, 0 damaged, 0 missing, 36 not checksummed"), r.output
+    # there, check decodes each file whole: what DuckDB cannot read is damaged
+    target = old / "packets" / "capture_id=1" / "part-0.parquet"
+    _flip(target, "ts_ns", "header")
+    r = CliRunner().invoke(main, ["check", str(old)])
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        "36 files: 0 ok, 1 damaged, 0 missing, 35 not checksummed"), r.output
+    assert f"damaged          {target}  (cannot be read as Parquet (" in r.output, r.output

@@ -391,6 +391,21 @@ def import_dataset(directory: str | os.PathLike[str],
     return read
 
 
+def check_dataset(directory: str | os.PathLike[str]) -> list[tuple[str, str, str]]:
+    """Every file tracekit reads of a Parquet dataset and every file its records
+    list, with its state -- "ok", "damaged", "missing" or "not checksummed" (a
+    dataset written before checksums) -- and what was found: [(path, state, detail)]."""
+    from .store import checksum, dataset
+    path = os.path.abspath(os.fspath(directory))
+    if not os.path.isdir(path):
+        raise TracekitError(f"{directory}: not a folder (check reads a Parquet dataset)")
+    dataset.refuse_first_layout(path)
+    read = [f for name, entry in dataset.read_manifest(path).items()
+            for f in dataset.files(path, name, entry["partitioned"])]
+    found: list[tuple[str, str, str]] = checksum.scrub(path, read)
+    return found
+
+
 def lab_plan(experiment: str | os.PathLike[str]) -> tuple[Any, list[tuple[Any, ...]]]:
     """(spec, [(trial, order, factor levels, settings)]) of an experiment file."""
     from .lab import experiment as ex

@@ -1,9 +1,12 @@
-"""Commands that move a store or add to its evidence: export, import, tls-keys."""
+"""Commands that move a store, check it or add to its evidence: export, import, check,
+tls-keys."""
+
+import sys
 
 import click
 
 from .. import api
-from .common import CONTEXT, db_option, handle_errors, plural
+from .common import CONTEXT, EXIT_USAGE, db_option, handle_errors, plural
 
 
 @click.command(context_settings=CONTEXT)
@@ -43,6 +46,32 @@ def import_(directory, db):
                f"{plural(counts.get('packets', 0), 'packet')}")
 
 
+@click.command(context_settings=CONTEXT)
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@handle_errors
+def check(directory):
+    """Verify every file of a Parquet dataset against the checksum recorded when it was written.
+
+    One line per file: ok, damaged, missing, or not checksummed (a dataset
+    written before checksums; read, never refused). Exit 2 when a file is
+    damaged or missing. Every command reading the dataset verifies the files
+    it reads; this one reads them all and lists them.
+
+    \b
+    Example:
+      tracekit export --parquet store-dataset && tracekit check store-dataset
+    """
+    found = api.check_dataset(directory)
+    for path, state, detail in found:
+        click.echo(f"{state:<16} {path}  ({detail})")
+    counts = {s: sum(1 for f in found if f[1] == s)
+              for s in ("ok", "damaged", "missing", "not checksummed")}
+    click.echo(f"{plural(len(found), 'file')}: "
+               + ", ".join(f"{n:,} {s}" for s, n in counts.items()))
+    if counts["damaged"] or counts["missing"]:
+        sys.exit(EXIT_USAGE)
+
+
 @click.command("tls-keys", context_settings=CONTEXT)
 @click.argument("capture_id", type=int)
 @click.argument("keylog", type=click.Path(dir_okay=False))
@@ -63,4 +92,4 @@ def tls_keys(capture_id, keylog, db):
     click.echo(f"capture {capture_id}: {plural(n, 'decrypted TLS message')}; handshakes rebuilt")
 
 
-COMMANDS = [export, import_, tls_keys]
+COMMANDS = [export, import_, check, tls_keys]

@@ -13,7 +13,9 @@ Layout:
     DIR/requests/part-0.parquet              a store-wide table, whole
     DIR/_tables.json                         every table: its columns and the
                                              store's types, in order; per capture?
-    DIR/_records/3.json                      capture 3 is published (written last)
+    DIR/_records/3.json                      capture 3 is published (written last);
+                                             its files' checksums (store/checksum.py)
+    DIR/_sums/                               the other files' checksums
     DIR/_partial/, DIR/_damaged/             never read
 
 Bookkeeping is in files and folders whose names begin with `_` or `.`, outside
@@ -41,11 +43,12 @@ import shutil
 import uuid
 
 from ..core.errors import TracekitError
+from . import checksum
+from .checksum import RECORDS, check_parquet
 from .schema import STAGED, storage
 
 MANIFEST = "_tables.json"
 PARTIAL = "_partial"
-RECORDS = "_records"
 DAMAGED = "_damaged"
 PART = "part-{i}"  # a partition's files: part-0.parquet, part-1.parquet...
 REST = 0  # the partition of a per-capture table's rows of no capture
@@ -142,11 +145,16 @@ def recorded(directory):
     return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
 
-def _write_record(directory, capture_id, names):
+def _write_record(directory, capture_id, names, files=None):
+    """Publish a capture: its record, with the checksums of its files (`files`,
+    or those of its folders now)."""
     os.makedirs(os.path.join(directory, RECORDS), exist_ok=True)
+    if files is None:
+        folders = [capture_dir(directory, capture_id, n) for n in names]
+        files = checksum.of_folders(directory, dict(zip(folders, folders)))
     part = partial_path(directory, "record") + ".json"
     with open(part, "w") as f:
-        json.dump({"capture_id": int(capture_id), "tables": sorted(names)}, f)
+        json.dump({"capture_id": int(capture_id), "tables": sorted(names), "files": files}, f)
     os.replace(part, _record(directory, capture_id))
 
 
@@ -187,11 +195,16 @@ def write_capture(con, capture_id, directory, partitioned, before_publish=None,
         if before_publish:
             before_publish(cid)
         if replace or not os.path.exists(_record(directory, cid)):
+            new = checksum.of_folders(directory, {os.path.join(part, n): capture_dir(
+                directory, cid, n) for n in partitioned})
+            old = checksum.record_files(directory, cid)
+            if old is not None:  # analysed again: old and new files are sound until recorded
+                _write_record(directory, cid, partitioned, checksum.widen(old, new))
             # analysis_runs last: a swap cut short reads as a stale analysis
             for name in sorted(partitioned, key=lambda n: n == "analysis_runs"):
                 _publish_folder(os.path.join(part, name), capture_dir(directory, cid, name),
                                 directory)
-            _write_record(directory, cid, partitioned)
+            _write_record(directory, cid, partitioned, checksum.settle(old, new))
     finally:
         shutil.rmtree(part, ignore_errors=True)
 
@@ -225,7 +238,11 @@ def _write_file(con, name, types, directory, folder, where):
     try:
         to_parquet(con, name, types, part, where)
         os.makedirs(folder, exist_ok=True)
-        os.replace(part, os.path.join(folder, PART.format(i=0) + ".parquet"))
+        final, new = os.path.join(folder, PART.format(i=0) + ".parquet"), checksum.of(part)
+        old = [checksum.of(final)] if os.path.exists(final) else []
+        checksum.write_sums(directory, final, [new, *old], partial_path(directory, "sums"))
+        os.replace(part, final)  # (a kill here: either file is sound)
+        checksum.write_sums(directory, final, [new], partial_path(directory, "sums"))
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(part)
@@ -289,6 +306,8 @@ def export(con, directory, whole=()):
                 write_whole(con, name, types, partial)
         for cid in ids:
             _write_record(partial, cid, partitioned)
+        for path in glob.glob(os.path.join(partial, "*", f"capture_id={REST}", "*.parquet")):
+            checksum.write_sums(partial, path, [checksum.of(path)], partial_path(partial, "sums"))
         write_manifest(partial, described, partitioned)
         shutil.rmtree(os.path.join(partial, PARTIAL), ignore_errors=True)
         counts = {name: con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]
@@ -319,7 +338,7 @@ def source(directory, name, entry):
     cols = as_stored(dict(zip(entry["columns"], entry["types"])))
     found = files(directory, name, entry["partitioned"])
     for path in found:
-        check_parquet(path)
+        checksum.verify(directory, path)
     if not found:
         return _no_rows(entry)
     listed = "[" + ", ".join(quote(f) for f in found) + "]"
@@ -356,35 +375,6 @@ def _first_layout_source(directory, name, entry):
     return "\nUNION ALL ".join(parts) if parts else _no_rows(entry)
 
 
-def check_parquet(path):
-    """Refuse, in one line naming it, a file of the dataset that is not Parquet
-    (damaged or replaced from outside): its first and last four bytes and its
-    footer's length, before DuckDB reads it."""
-    problem = None
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size < 12:
-                problem = f"{size} bytes, too short for Parquet"
-            else:
-                f.seek(0)
-                head = f.read(4)
-                f.seek(size - 8)
-                tail = f.read(8)
-                footer = int.from_bytes(tail[:4], "little")
-                if head != b"PAR1":
-                    problem = f"it begins {head.hex()}, not PAR1"
-                elif tail[4:] != b"PAR1":
-                    problem = f"it ends {tail[4:].hex()}, not PAR1: cut short or overwritten"
-                elif footer > size - 12:
-                    problem = f"a footer of {footer:,} bytes in a file of {size:,}"
-    except OSError as e:
-        problem = f"cannot read: {e.strerror}"
-    if problem:
-        raise TracekitError(f"{path}: not a Parquet file ({problem}): the dataset is damaged "
-                            f"there; move that capture's folder away and ingest its file again")
-
-
 def unreadable(directory, capture_id=None):
     """One line naming the first file of the dataset (or of one capture's
     folders) DuckDB cannot decode whole (damage inside a page, which
@@ -399,7 +389,7 @@ def unreadable(directory, capture_id=None):
             if any(p.startswith(("_", ".")) for p in os.path.relpath(path, directory).split(os.sep)):
                 continue  # _damaged/, _partial/: never read
             try:
-                check_parquet(path)
+                checksum.verify(directory, path)
                 con.execute("SELECT sum(hash(t)) FROM read_parquet(?) t", [path]).fetchall()
             except TracekitError as e:
                 return str(e)
@@ -421,7 +411,8 @@ def set_aside_damaged(directory):
     notes = []
     for cid in recorded(directory):
         folders = glob.glob(os.path.join(directory, "[!_.]*", f"capture_id={cid}"))
-        bad = _first_damaged([f for d in folders for f in glob.glob(os.path.join(d, "*.parquet"))])
+        bad = _first_damaged(directory, [f for d in folders
+                                         for f in glob.glob(os.path.join(d, "*.parquet"))])
         if bad:
             os.remove(_record(directory, cid))  # first: the capture is no longer published
             target = _aside(directory, f"capture_id={cid}")
@@ -431,7 +422,7 @@ def set_aside_damaged(directory):
     loose = glob.glob(os.path.join(directory, "[!_.]*", "*.parquet"))
     loose += glob.glob(os.path.join(directory, "[!_.]*", f"capture_id={REST}", "*.parquet"))
     for path in sorted(loose):
-        bad = _first_damaged([path])
+        bad = _first_damaged(directory, [path])
         if bad:
             target = _aside(directory, os.path.relpath(path, directory).replace(os.sep, "-"))
             os.renames(path, target)
@@ -439,10 +430,10 @@ def set_aside_damaged(directory):
     return notes
 
 
-def _first_damaged(paths):
+def _first_damaged(directory, paths):
     for path in sorted(paths):
         try:
-            check_parquet(path)
+            checksum.verify(directory, path)
         except TracekitError as e:
             return str(e).split(": the dataset is damaged")[0]
     return None
