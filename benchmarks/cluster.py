@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import compile_kernels, load, medians, run
+from common import compile_kernels, load, medians, run, tracekit_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,7 +42,7 @@ def main():
     if not os.path.exists(args.source):
         sys.exit(f"{args.source} is missing: make it with make_capture.py and tile_capture.py")
     compile_kernels()
-    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
+    tk, env = tracekit_command()  # this tree's tracekit, not the installed one
     with tempfile.TemporaryDirectory(dir=os.path.join(HERE, "data")) as tmp:
         head = os.path.join(tmp, "head.pcap")
         subprocess.run(["editcap", "-r", args.source, head, f"1-{args.captures * args.packets}"],
@@ -56,8 +56,8 @@ def main():
             def go():
                 out = os.path.join(tmp, f"ds{workers}")
                 shutil.rmtree(out, ignore_errors=True)
-                return run([tracekit, "ingest", *files, "--store", out + "/",
-                            "--workers", str(workers)])
+                return run([*tk, "ingest", *files, "--store", out + "/",
+                            "--workers", str(workers)], env)
             return go
 
         def single():
@@ -65,8 +65,8 @@ def main():
             for f in (db, db + ".wal"):
                 if os.path.exists(f):
                     os.remove(f)
-            s1, m1 = run([tracekit, "ingest", *files, "--db", db])
-            s2, m2 = run([tracekit, "analyze", "--db", db])
+            s1, m1 = run([*tk, "ingest", *files, "--db", db], env)
+            s2, m2 = run([*tk, "analyze", "--db", db], env)
             return s1 + s2, max(m1, m2)
 
         tools = {"dask, 1 worker": on_dask(1), "dask, 2 workers": on_dask(2),

@@ -13,12 +13,11 @@ linear growth reads as a constant column.
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-from common import compile_kernels, count_packets, load, run, warm
+from common import compile_kernels, count_packets, load, run, tracekit_command, warm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,10 +41,10 @@ def inputs(base):
     return out
 
 
-def attempt(cmd):
+def attempt(cmd, env=None):
     """run(), but a failure is a row of the table (its first line), not the end."""
     try:
-        return run(cmd)
+        return run(cmd, env)
     except SystemExit as e:
         lines = str(e).splitlines()
         return None, (lines[1] if len(lines) > 1 else lines[0])[:120]
@@ -57,7 +56,7 @@ def main():
     ap.add_argument("--max", type=int, default=None, help="skip inputs above this many packets")
     args = ap.parse_args()
     compile_kernels()
-    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
+    tk, env = tracekit_command()  # this tree's tracekit, not the installed one
     rows = []
     for path in inputs(args.base):
         packets = count_packets(path)
@@ -67,8 +66,8 @@ def main():
         before = load()[0]
         with tempfile.TemporaryDirectory() as tmp:
             db = os.path.join(tmp, "s.duckdb")
-            ingest = attempt([tracekit, "ingest", path, "--db", db])
-            analyze = attempt([tracekit, "analyze", "--db", db])
+            ingest = attempt([*tk, "ingest", path, "--db", db], env)
+            analyze = attempt([*tk, "analyze", "--db", db], env)
         tcptrace = run(["tcptrace", "-l", "-r", path])
         rows.append((packets, ingest, analyze, tcptrace, before, load()[0]))
         print(f"{packets:,}: ingest {ingest}, analyze {analyze}, tcptrace {tcptrace[0]:.1f} s",

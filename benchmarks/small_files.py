@@ -11,13 +11,12 @@ median, files/s and packets/s, and the machine's load.
 import argparse
 import glob
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from common import compile_kernels, load, run
+from common import compile_kernels, load, run, tracekit_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,7 +28,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     compile_kernels()
-    tracekit = shutil.which("tracekit") or sys.exit("tracekit is not installed")
+    tk, env = tracekit_command()  # this tree's tracekit, not the installed one
     with tempfile.TemporaryDirectory() as tmp:
         per = max(1, 200_000 // args.files)
         subprocess.run(["editcap", "-c", str(per), args.source, os.path.join(tmp, "s.pcap")],
@@ -39,7 +38,7 @@ def main():
         times = []
         for r in range(args.rounds):
             db = os.path.join(tmp, f"r{r}.duckdb")
-            seconds, mb = run([tracekit, "ingest", *files, "--db", db])
+            seconds, mb = run([*tk, "ingest", *files, "--db", db], env)
             times.append((seconds, mb))
             print(f"round {r + 1}: {seconds:.2f} s, {mb:,.0f} MB", file=sys.stderr)
         after = load()[0]

@@ -196,6 +196,11 @@ def test_check_lists_missing_files_and_reads_a_dataset_without_checksums(exporte
     missing = [ln.split()[1] for ln in r.output.splitlines() if ln.startswith("missing")]
     assert missing == [str(ds / "requests" / "part-0.parquet"),
                        str(ds / "tcp_analysis" / "capture_id=1" / "part-0.parquet")], r.output
+    # a reader refuses too (it would go on without those rows), in one line naming one
+    r = CliRunner().invoke(main, ["sql", "SELECT count(*) FROM tcp_analysis", "--store", str(ds)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    named = r.output.split(": missing (its record lists it): ")[0].removeprefix("tracekit: error: ")
+    assert named in missing, r.output
     old = _without_checksums(_copy(exported, tmp_path / "old"))
     query = ["sql", "SELECT count(*), sum(hash(p)) FROM packets p", "--format", "csv"]
     new = CliRunner().invoke(main, [*query, "--store", str(exported)])

@@ -147,6 +147,25 @@ def verify(directory, path):
         raise TracekitError(f"{path}: {detail}: {HINT}")
 
 
+def refuse_missing(directory, name, capture_ids, found):
+    """Refuse, in one line naming it, a file of table `name` that a record of
+    `capture_ids` (or a whole-table record) lists and that is not there: a
+    reader would silently go without its rows."""
+    want = set()
+    for cid in capture_ids:
+        files = record_files(directory, cid)
+        want.update(n for n in files or () if n.startswith(f"{name}/"))
+    sums = os.path.join(directory, SUMS)
+    for entry in os.listdir(sums) if os.path.isdir(sums) else ():
+        if entry.startswith(f"{name}--") and entry.endswith(".json"):
+            want.add(entry[:-5].replace("--", "/"))
+    gone = sorted(want - {relative(directory, p) for p in found})
+    if gone:
+        path = os.path.join(directory, *gone[0].split("/"))
+        raise TracekitError(f"{path}: missing (its record lists it): the dataset is damaged "
+                            f"there; move that capture's folder away and ingest its file again")
+
+
 def _decoded(path):
     import duckdb
     con = duckdb.connect()

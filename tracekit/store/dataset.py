@@ -339,6 +339,8 @@ def source(directory, name, entry):
     found = files(directory, name, entry["partitioned"])
     for path in found:
         checksum.verify(directory, path)
+    checksum.refuse_missing(directory, name, recorded(directory) if entry["partitioned"] else (),
+                            found)
     if not found:
         return _no_rows(entry)
     listed = "[" + ", ".join(quote(f) for f in found) + "]"
