@@ -110,6 +110,12 @@ def test_http2_head_of_line_time_is_the_wait_for_another_streams_repair(store):
             drops = {json.loads(line)["tcp_seq"] for line in f
                      if json.loads(line)["direction"] == "down"}
         assert drops, s["connection"]   # the lossy level dropped something in every run
+        with open(os.path.join(folder, "drops.jsonl")) as f:
+            scripted = [json.loads(line)["tcp_seq"] for line in f
+                        if json.loads(line)["reason"] == "scripted"]
+        # the design: the image segment dropped once under FIFO, its first two copies with priority
+        times = 2 if s["labels"]["scheduling"] == "priority" else 1
+        assert len(scripted) == times and len(set(scripted)) == 1, s["connection"]
         if s["deliverable_ns"] == s["complete_ns"]:
             assert s["hol_blocking_ns"] == 0
             continue
