@@ -9,7 +9,8 @@ and piece (what the server hands on ahead of a chunk: _sender_args), and
 the path's (loss_down makes the holes; the forwarder's drops.jsonl says
 which). HTTP/2 only: hole_fifo / hole_priority, the relative TCP sequence
 number of a server byte whose segment the path drops once under that
-scheduling (the forwarder's scripted drop is TCP only).
+scheduling (hole_fifo_times / hole_priority_times: its first n copies; the
+forwarder's scripted drop is TCP only).
 
 Per run: HTTP/2 -- both ends' captures (whole packets), the client's key
 log, both logs, and the frames `tracekit h2-events --keylog` reads from each
@@ -126,9 +127,10 @@ def run_multiplexing(spec, s, trial, order, combo, out, files, pspec, run_id, st
     s = {**s, "protocol": protocol, "scheduling": scheduling}
     cfg = _settings(s)
     hole = s.get(f"hole_{scheduling}") if protocol == "h2" else None
-    if hole:   # one image segment dropped once where it holds the audio back (TCP only)
+    if hole:   # one image segment dropped (once, or its first n copies) where it holds the audio
+        times = int(s.get(f"hole_{scheduling}_times", 1))   # back (TCP only)
         pspec = dataclasses.replace(pspec, down=dataclasses.replace(
-            pspec.down, drop_segments=((int(hole), 1),)))
+            pspec.down, drop_segments=((int(hole), times),)))
     with EmulatedPath(pspec, out) as path:
         _tune(path, s)
         (_run_h2 if protocol == "h2" else _run_h3)(path, s, cfg, out, files, run_id)
