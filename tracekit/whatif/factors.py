@@ -12,7 +12,8 @@
     initcwnd        the server's initial window (segments)
     queue_bytes     the bottleneck's queue (bytes, drop-tail)
     pacing          fq (the sender paces at 2x / 1.2x cwnd/srtt) or none
-    jitter_ms       extra one-way delay, uniform in [0, jitter) (ms)
+    jitter_ms       the round trip's spread: extra delay uniform in
+                    [0, jitter/2) each way, never reordering (ms; the lab's)
     warmup          unmeasured requests before the first on a persistent
                     connection (the lab's level sets 1)
     slow_start_after_idle  1: a persistent connection restarts from the

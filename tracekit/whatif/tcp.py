@@ -5,9 +5,10 @@ The sender (the server) sends `n` segments of `mss` bytes to the receiver
 with a second state as in Gilbert-Elliott: after a loss the next packet is
 lost with probability `burst`), then a drop-tail FIFO of `queue_bytes`
 drained at `rate` bytes/s (the bottleneck), then the one-way delay
-`rtt / 2`. The receiver acknowledges every segment at once (a cumulative
-ACK and the segment it got: its SACK block); ACKs come back after
-`rtt / 2` and are lost with `loss_up`.
+`rtt / 2` (with jitter, uniform [0, jitter/2) more each way, never before
+the packet ahead: the lab's forwarder). The receiver acknowledges every
+segment at once (a cumulative ACK and the segment it got: its SACK block);
+ACKs come back after `rtt / 2` and are lost with `loss_up`.
 
 The sender, as Linux does it in outline:
 - window: slow start (+1 segment per segment acknowledged) below ssthresh,
@@ -59,7 +60,8 @@ class Path:
     loss: float = 0.0       # downstream (data) loss probability
     burst: float = 0.0      # P(loss | previous packet lost), 0: independent
     loss_up: float = 0.0    # upstream (ACK, SYN, request) loss probability
-    jitter: float = 0.0     # s, uniform extra one-way delay (never reordering)
+    jitter: float = 0.0     # s, the round trip's spread: uniform [0, jitter/2) each way,
+    #                         an arrival never before the one ahead of it (the lab's forwarder)
     header: int = 52        # wire bytes on top of the payload
 
 
@@ -120,6 +122,7 @@ class Transfer:
         self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
+        self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
         self.round_end, self.round_app_limited, self.max_pipe, self.rs_losses = 0, False, 0, 0
@@ -142,8 +145,10 @@ class Transfer:
         if backlog + self.wire > p.queue_bytes:
             return  # tail drop at the bottleneck
         self.q_free = max(now, self.q_free) + self.wire / p.rate
-        extra = p.jitter * self.rng.random() if p.jitter else 0.0
-        self._at(self.q_free + p.rtt / 2 + extra, "data", s)
+        t = self.q_free + p.rtt / 2
+        if p.jitter:  # the lab's: jitter/2 each way, held behind the packet before
+            t = self.last_data = max(t + p.jitter / 2 * self.rng.random(), self.last_data)
+        self._at(t, "data", s)
 
     def _at(self, t, kind, arg):
         self.seq += 1
@@ -168,7 +173,10 @@ class Transfer:
                 self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
-        self._at(self.now + self.p.rtt / 2, "ack", (self.rcv_cum, s, self.rcv_edge))
+        t = self.now + self.p.rtt / 2
+        if self.p.jitter:
+            t = self.last_ack = max(t + self.p.jitter / 2 * self.rng.random(), self.last_ack)
+        self._at(t, "ack", (self.rcv_cum, s, self.rcv_edge))
 
     # -- the sender -----------------------------------------------------------
     def _send_segment(self, s, retx):
