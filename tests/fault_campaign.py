@@ -13,10 +13,15 @@ holds there), or S's write raises DuckDB's "No space left on device". Then:
   a store analysed without a fault.
 
     python tests/fault_campaign.py            # every step, both faults: its table
+    python tests/fault_campaign.py --random 40 --seed 1
+        # kill -9 at 40 random moments of the same analyze instead: each drawn
+        # uniformly over the time a fault-free analyze took in this run (a
+        # moment after its commit leaves the new run's tables; both are right)
 """
 
 import argparse
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -127,6 +132,64 @@ def one(base, work, table, fault, after):
     return problems
 
 
+def at_random(base, work, at, after, before):
+    """Problems (empty when right) for kill -9 `at` seconds into the analyze."""
+    db = work / "s.duckdb"
+    shutil.copy(base, db)
+    proc = subprocess.Popen(TRACEKIT + ["analyze", "--db", str(db)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        proc.communicate(timeout=at)
+        ended = f"it ended first (exit {proc.returncode})"
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        ended = "killed"
+    problems = []
+    seen = tables_state(db)
+    if any(n.endswith("__building") for n in seen):
+        problems.append("a half-built table is visible")
+    store_wide = ("requests", "bounds", "request_phases", "attribution")
+    now = {n: seen.get(n) for n in store_wide}
+    if now not in ({n: before.get(n) for n in store_wide}, {n: after.get(n) for n in store_wide}):
+        problems.append("the store-wide tables are a mix of two runs")
+    r = run(TRACEKIT + ["analyze", "--db", str(db)])
+    if r.returncode != 0:
+        problems.append(f"the next analyze: exit {r.returncode}: {r.stderr.strip()[-200:]}")
+    elif tables_state(db) != after:
+        diff = sorted(n for n in after if tables_state(db).get(n) != after[n])
+        problems.append(f"the next analyze differs from a clean one in {diff}")
+    return ended, problems
+
+
+def random_campaign(n, seed):
+    """[(moment s, how it ended, problems)] for `n` kills at random moments."""
+    out = []
+    draw = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        base = tmp / "base.duckdb"
+        run(TRACEKIT + ["ingest", *map(str, INPUTS), "--db", str(base)], check=True)
+        run(TRACEKIT + ["analyze", "--db", str(base)], check=True)
+        (tmp / "more.jsonl").write_text(MORE)
+        run(TRACEKIT + ["ingest", str(tmp / "more.jsonl"), str(MORE_CAPTURE), "--db", str(base)],
+            check=True)
+        before = tables_state(base)
+        ref = tmp / "ref.duckdb"
+        shutil.copy(base, ref)
+        started = time.monotonic()
+        run(TRACEKIT + ["analyze", "--db", str(ref)], check=True)
+        took = time.monotonic() - started
+        after = tables_state(ref)
+        for k in range(n):
+            at = draw.uniform(0, took)
+            work = tmp / f"r{k}"
+            work.mkdir()
+            out.append((at, *at_random(base, work, at, after, before)))
+            shutil.rmtree(work)
+    return out, took
+
+
 def campaign(only=None, faults=("kill", "full")):
     """[(step, fault, problems)]."""
     out = []
@@ -154,7 +217,16 @@ def campaign(only=None, faults=("kill", "full")):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", nargs="*", help="only these steps (default: every one)")
+    ap.add_argument("--random", type=int, metavar="N", help="kill -9 at N random moments instead")
+    ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    if a.random:
+        results, took = random_campaign(a.random, a.seed)
+        print(f"fault-free analyze: {took:.2f} s; kill -9 at {a.random} moments drawn over it "
+              f"(seed {a.seed})\n\n| moment s | the process | problems |\n| ---: | --- | --- |")
+        for at, ended, problems in sorted(results):
+            print(f"| {at:.2f} | {ended} | {'; '.join(problems) or 'ok'} |")
+        return 1 if any(p for _, _, p in results) else 0
     results = campaign(a.steps)
     print("| step | kill -9 | disk full |\n| --- | --- | --- |")
     by = {}
