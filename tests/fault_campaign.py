@@ -14,9 +14,10 @@ holds there), or S's write raises DuckDB's "No space left on device". Then:
 
     python tests/fault_campaign.py            # every step, both faults: its table
     python tests/fault_campaign.py --random 40 --seed 1
-        # kill -9 at 40 random moments of the same analyze instead: each drawn
-        # uniformly over the time a fault-free analyze took in this run (a
-        # moment after its commit leaves the new run's tables; both are right)
+        # kill -9 at 40 random points of the same analyze instead: the k-th
+        # call of a tracekit function, k drawn uniformly over the calls a
+        # fault-free analyze makes (counted in this run); a state, not a time
+        # (a point after the commit leaves the new run's tables: both right)
 """
 
 import argparse
@@ -132,19 +133,46 @@ def one(base, work, table, fault, after):
     return problems
 
 
-def at_random(base, work, at, after, before):
-    """Problems (empty when right) for kill -9 `at` seconds into the analyze."""
+# the process holds at the argv[2]-th call of a tracekit function (0: never;
+# the count is then written to the flag file argv[1] at exit)
+HOOK_AT = """
+import sys, threading
+from pathlib import Path
+import tracekit
+flag, at = Path(sys.argv.pop(1)), int(sys.argv.pop(1))
+package = str(Path(tracekit.__file__).parent)
+calls = [0]
+def count(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename.startswith(package):
+        calls[0] += 1
+        if calls[0] == at:
+            flag.touch()
+            threading.Event().wait()
+sys.setprofile(count)
+threading.setprofile(count)
+from tracekit.cli import main
+try:
+    main()
+finally:
+    if not at:
+        flag.write_text(str(calls[0]))
+"""
+
+
+def at_call(base, work, at, after, before):
+    """(how it ended, problems: empty when right) for kill -9 at the `at`-th call."""
     db = work / "s.duckdb"
     shutil.copy(base, db)
-    proc = subprocess.Popen(TRACEKIT + ["analyze", "--db", str(db)], stdout=subprocess.DEVNULL,
+    flag = work / "flag"
+    proc = subprocess.Popen([sys.executable, "-c", HOOK_AT, str(flag), str(at), "analyze",
+                             "--db", str(db)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        proc.communicate(timeout=at)
-        ended = f"it ended first (exit {proc.returncode})"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        ended = "killed"
+    deadline = time.monotonic() + 900  # a safety net, not a synchronisation
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ended = "killed" if flag.exists() else f"it ended first (exit {proc.poll()})"
+    proc.kill()
+    proc.communicate()
     problems = []
     seen = tables_state(db)
     if any(n.endswith("__building") for n in seen):
@@ -163,7 +191,8 @@ def at_random(base, work, at, after, before):
 
 
 def random_campaign(n, seed):
-    """[(moment s, how it ended, problems)] for `n` kills at random moments."""
+    """([(call, how it ended, problems)], calls of a fault-free analyze) for `n`
+    kills at random points."""
     out = []
     draw = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,17 +206,18 @@ def random_campaign(n, seed):
         before = tables_state(base)
         ref = tmp / "ref.duckdb"
         shutil.copy(base, ref)
-        started = time.monotonic()
-        run(TRACEKIT + ["analyze", "--db", str(ref)], check=True)
-        took = time.monotonic() - started
+        counted = tmp / "calls"
+        run([sys.executable, "-c", HOOK_AT, str(counted), "0", "analyze", "--db", str(ref)],
+            check=True)
+        calls = int(counted.read_text())
         after = tables_state(ref)
         for k in range(n):
-            at = draw.uniform(0, took)
+            at = draw.randint(1, calls)
             work = tmp / f"r{k}"
             work.mkdir()
-            out.append((at, *at_random(base, work, at, after, before)))
+            out.append((at, *at_call(base, work, at, after, before)))
             shutil.rmtree(work)
-    return out, took
+    return out, calls
 
 
 def campaign(only=None, faults=("kill", "full")):
@@ -217,15 +247,16 @@ def campaign(only=None, faults=("kill", "full")):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", nargs="*", help="only these steps (default: every one)")
-    ap.add_argument("--random", type=int, metavar="N", help="kill -9 at N random moments instead")
+    ap.add_argument("--random", type=int, metavar="N", help="kill -9 at N random points instead")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     if a.random:
-        results, took = random_campaign(a.random, a.seed)
-        print(f"fault-free analyze: {took:.2f} s; kill -9 at {a.random} moments drawn over it "
-              f"(seed {a.seed})\n\n| moment s | the process | problems |\n| ---: | --- | --- |")
+        results, calls = random_campaign(a.random, a.seed)
+        print(f"a fault-free analyze makes {calls:,} calls of tracekit functions; kill -9 at "
+              f"{a.random} of them drawn uniformly (seed {a.seed})\n\n"
+              f"| at call | the process | problems |\n| ---: | --- | --- |")
         for at, ended, problems in sorted(results):
-            print(f"| {at:.2f} | {ended} | {'; '.join(problems) or 'ok'} |")
+            print(f"| {at:,} | {ended} | {'; '.join(problems) or 'ok'} |")
         return 1 if any(p for _, _, p in results) else 0
     results = campaign(a.steps)
     print("| step | kill -9 | disk full |\n| --- | --- | --- |")
