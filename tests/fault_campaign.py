@@ -91,6 +91,17 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
+def next_run(db, after):
+    """Problems of the next `tracekit analyze` of `db`: it fails, or its tables
+    differ from a store analysed without a fault (`after`)."""
+    r = run(TRACEKIT + ["analyze", "--db", str(db)])
+    if r.returncode != 0:
+        return [f"the next analyze: exit {r.returncode}: {r.stderr.strip()[-200:]}"]
+    now = tables_state(db)
+    diff = sorted(n for n in after if now.get(n) != after[n])
+    return [f"the next analyze differs from a clean one in {diff}"] if now != after else []
+
+
 def one(base, work, table, fault, after):
     """Problems (empty when right) for one fault at one step."""
     db = work / "s.duckdb"
@@ -124,12 +135,7 @@ def one(base, work, table, fault, after):
     store_wide = [n for n in ("requests", "bounds", "request_phases", "attribution")]
     if {n: seen.get(n) for n in store_wide} != {n: before.get(n) for n in store_wide}:
         problems.append("the store-wide tables are not those of the last complete run")
-    r = run(TRACEKIT + ["analyze", "--db", str(db)])
-    if r.returncode != 0:
-        problems.append(f"the next analyze: exit {r.returncode}: {r.stderr.strip()[-200:]}")
-    elif tables_state(db) != after:
-        diff = sorted(n for n in after if tables_state(db).get(n) != after[n])
-        problems.append(f"the next analyze differs from a clean one in {diff}")
+    problems += next_run(db, after)
     return problems
 
 
@@ -181,12 +187,7 @@ def at_call(base, work, at, after, before):
     now = {n: seen.get(n) for n in store_wide}
     if now not in ({n: before.get(n) for n in store_wide}, {n: after.get(n) for n in store_wide}):
         problems.append("the store-wide tables are a mix of two runs")
-    r = run(TRACEKIT + ["analyze", "--db", str(db)])
-    if r.returncode != 0:
-        problems.append(f"the next analyze: exit {r.returncode}: {r.stderr.strip()[-200:]}")
-    elif tables_state(db) != after:
-        diff = sorted(n for n in after if tables_state(db).get(n) != after[n])
-        problems.append(f"the next analyze differs from a clean one in {diff}")
+    problems += next_run(db, after)
     return ended, problems
 
 
