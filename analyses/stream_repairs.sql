@@ -32,8 +32,11 @@
 --   holding a packet at a stream_sent event's first_ts) retransmitted
 --   (retransmissions, same direction) before that arrival.
 -- repaired_ns is when the piece arrived: when the hole was filled.
+-- found_by: 'order' when the receiver's order shows it (whatever the
+-- sender's record says), else 'resent'; resent: whether the sender's record
+-- shows the first copy to arrive was a re-send.
 -- Columns: connection, direction, stream_id, offset, length, repaired_ns,
---   ready_ns, bytes, found_by
+--   ready_ns, bytes, found_by, resent
 WITH arrived AS (
     SELECT 'qlog:' || coalesce(fields->>'odcid', log_id || ':' || coalesce(fields->>'qlog_trace', '0'))
             AS connection,
@@ -131,7 +134,8 @@ resent AS (
 final AS (
     SELECT o.connection, o.direction, o.stream_id, o.off AS "offset", o.len AS length,
         o.ts_ns AS repaired_ns, s.ready_ns, s.bytes,
-        CASE WHEN o.repair THEN 'order' ELSE 'resent' END AS found_by
+        CASE WHEN o.repair THEN 'order' ELSE 'resent' END AS found_by,
+        x.off IS NOT NULL AS resent
     FROM ordered o JOIN streams s USING (connection, direction, stream_id)
     LEFT JOIN resent x USING (connection, direction, stream_id, off, len)
     WHERE (o.repair OR x.off IS NOT NULL) AND s.ready_ns IS NOT NULL

@@ -533,10 +533,15 @@ def test_a_tail_loss_is_a_repair_by_the_senders_record(store):
     last chunk, dropped by the forwarder (its drop log) after the server
     sent it, declared lost by the server's qlog and sent again; its re-send's
     arrival is the audio's completion, and the model, given it, puts the
-    audio's completion there. HTTP/2 runs have none (their repairs are
-    checked against tcpdump above)."""
+    audio's completion there. HTTP/2 runs have no tail loss (their repairs
+    are checked against tcpdump above), and every repair the receiver's
+    order found, HTTP/2 and HTTP/3, the sender's record finds too: the
+    client capture's packet carrying it is one the server's capture
+    retransmitted, its qlog packet one that carried a re-send."""
     con, manifests = store
     rows = _repair_rows(con)
+    assert all(r["resent"] for r in rows)
+    assert sum(not r["connection"].startswith("qlog:") for r in rows) == 10
     streams = _streams(con)
     tails = []
     for run, m in manifests.items():
