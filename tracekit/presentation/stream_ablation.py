@@ -17,7 +17,9 @@ a round trip); each piece arrives one way (rtt_ms / 2) after it left the
 link. With loss the model cannot know when each hole is repaired: the run's
 measured repairs (analyses/stream_repairs.sql: when a piece that had been
 missing below bytes already received reached the client -- the client's
-capture for HTTP/2, its qlog for HTTP/3) go in as delivery_times' holes,
+capture for HTTP/2, its qlog for HTTP/3 -- or a piece whose first copy to
+arrive was the sender's re-send, a tail loss included: the server's capture's
+retransmissions, its qlog's earlier send) go in as delivery_times' holes,
 mapped onto the model's streams by offset (`model_holes`); nor how long
 its sender was in loss recovery: the run's recovery periods and the pace
 at which the sender sent new bytes of what was queued in each
