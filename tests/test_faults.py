@@ -95,6 +95,12 @@ from tracekit.cli import main
 main()
 """
 
+def _ctrl_c_reaches_it():
+    """In the child before exec: SIGINT back to its default. A suite started in
+    the background by a shell without job control (`nohup make test &`) has
+    SIGINT ignored, the child would inherit that and never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 def test_ctrl_c_says_one_true_line(tmp_path, big):
     """Interrupted in a state (a batch appended), not at a time (before: 1.5 s,
@@ -108,7 +114,8 @@ def test_ctrl_c_says_one_true_line(tmp_path, big):
     flag = tmp_path / "mid-ingest"
     proc = subprocess.Popen([sys.executable, "-c", HOLD_MID_INGEST, str(flag), "ingest", str(big),
                              str(log), "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_reaches_it)
     deadline = time.monotonic() + 600  # a safety net against a hang, not a synchronisation
     while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -123,6 +123,12 @@ def _spooling(pid, folder):
     except OSError:
         return False
 
+def _ctrl_c_reaches_it():
+    """In the child before exec: SIGINT back to its default. A suite started in
+    the background by a shell without job control (`nohup make test &`) has
+    SIGINT ignored, the child would inherit that and never see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
@@ -134,7 +140,8 @@ def test_a_stream_stopped_midway_leaves_the_store_and_its_folder_as_they_were(tm
     assert ok.returncode == 0
     before, listing = _contents(db), sorted(os.listdir(tmp_path))
     p = subprocess.Popen(TRACEKIT + ["ingest", "-", "--db", str(db)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=_ctrl_c_reaches_it)
     p.stdin.write(_read(PCAP)[:100_000])
     p.stdin.flush()
     while not _spooling(p.pid, tmp_path):  # (the stream stays open: it waits for more)
