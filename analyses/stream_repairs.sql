@@ -37,23 +37,33 @@
 -- shows the first copy to arrive was a re-send.
 -- Columns: connection, direction, stream_id, offset, length, repaired_ns,
 --   ready_ns, bytes, found_by, resent
-WITH arrived AS (
+WITH quic_frames AS (
+    -- the STREAM frames of the qlogs' packets, received and sent; the
+    -- direction is the bytes': a client receives and a server sends s2c
     SELECT 'qlog:' || coalesce(fields->>'odcid', log_id || ':' || coalesce(fields->>'qlog_trace', '0'))
             AS connection,
-        CASE fields->'vantage_point'->>'type' WHEN 'client' THEN 's2c' WHEN 'server' THEN 'c2s' END
-            AS direction,
+        kind = 'quic_packet_sent' AS sent,
+        CASE WHEN (fields->'vantage_point'->>'type' = 'client') = (kind = 'quic_packet_received')
+             THEN 's2c' ELSE 'c2s' END AS direction,
+        fields->'vantage_point'->>'type' IN ('client', 'server') AS known,
         fields->'data'->'header'->>'packet_type' AS space,
         TRY_CAST(fields->'data'->'header'->>'packet_number' AS BIGINT) AS pn,
         ts_ns, unnest(CAST(fields->'data'->'frames' AS JSON[])) AS frame
     FROM events
-    WHERE kind = 'quic_packet_received' AND json_type(fields->'data'->'frames') = 'ARRAY'
+    WHERE kind IN ('quic_packet_received', 'quic_packet_sent')
+        AND json_type(fields->'data'->'frames') = 'ARRAY'
+),
+quic_data AS (
+    SELECT connection, sent, CASE WHEN known THEN direction END AS direction, space, pn, ts_ns,
+        coalesce(frame->>'stream_id', frame->>'id') AS stream_id,
+        coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
+        TRY_CAST(frame->>'length' AS BIGINT) AS len
+    FROM quic_frames WHERE frame->>'frame_type' = 'stream'
 ),
 pieces AS (
-    SELECT connection, direction, coalesce(frame->>'stream_id', frame->>'id') AS stream_id, ts_ns,
-        coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
-        TRY_CAST(frame->>'length' AS BIGINT) AS len, NULL::BIGINT AS conn_off,
+    SELECT connection, direction, stream_id, ts_ns, off, len, NULL::BIGINT AS conn_off,
         space, pn, NULL::VARCHAR AS run
-    FROM arrived WHERE frame->>'frame_type' = 'stream'
+    FROM quic_data WHERE NOT sent
     UNION ALL
     SELECT e.fields->>'connection', coalesce(e.fields->>'direction', 's2c'), e.fields->>'stream_id',
         e.ts_ns, TRY_CAST(e.fields->>'offset' AS BIGINT), TRY_CAST(e.fields->>'length' AS BIGINT),
@@ -77,22 +87,8 @@ ordered AS (
         END AS repair
     FROM firsts
 ),
-quic_sent AS (
-    SELECT 'qlog:' || coalesce(fields->>'odcid', log_id || ':' || coalesce(fields->>'qlog_trace', '0'))
-            AS connection,
-        CASE fields->'vantage_point'->>'type' WHEN 'server' THEN 's2c' WHEN 'client' THEN 'c2s' END
-            AS direction,
-        fields->'data'->'header'->>'packet_type' AS space,
-        TRY_CAST(fields->'data'->'header'->>'packet_number' AS BIGINT) AS pn,
-        ts_ns, unnest(CAST(fields->'data'->'frames' AS JSON[])) AS frame
-    FROM events
-    WHERE kind = 'quic_packet_sent' AND json_type(fields->'data'->'frames') = 'ARRAY'
-),
 quic_sent_data AS (
-    SELECT connection, direction, space, pn, ts_ns,
-        coalesce(frame->>'stream_id', frame->>'id') AS stream_id,
-        coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off, TRY_CAST(frame->>'length' AS BIGINT) AS len
-    FROM quic_sent WHERE frame->>'frame_type' = 'stream'
+    SELECT * FROM quic_data WHERE sent
 ),
 quic_resent AS (
     -- the arriving packet's own send, and an earlier send of bytes of the piece

@@ -27,6 +27,10 @@ def main():
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if not os.path.isfile(args.source):
+        sys.exit(f"{args.source}: no such capture; make it as docs/benchmarks.md says "
+                 f"(editcap -r benchmarks/data/kernel-tcp-mix-128.pcap ... 1-200000) "
+                 f"or give --source")
     compile_kernels()
     tk, env = tracekit_command()  # this tree's tracekit, not the installed one
     with tempfile.TemporaryDirectory() as tmp:

@@ -216,3 +216,30 @@ def test_check_lists_missing_files_and_reads_a_dataset_without_checksums(exporte
     assert r.exit_code == 2 and r.output.splitlines()[-1] == (
         "36 files: 0 ok, 1 damaged, 0 missing, 35 not checksummed"), r.output
     assert f"damaged          {target}  (cannot be read as Parquet (" in r.output, r.output
+
+
+def test_a_reader_of_every_table_reads_each_capture_record_once(exported, monkeypatch):
+    # every file is verified against its capture's record, and every table
+    # checks that no recorded file is missing: with a record read per file and
+    # per table, opening a dataset of N captures read ~2 x tables x N JSON files
+    import builtins
+
+    import duckdb
+
+    from tracekit.store import dataset
+
+    opened = []
+    real_open = builtins.open
+
+    def counting(path, *a, **k):
+        if "_records" in str(path):
+            opened.append(os.path.basename(str(path)))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    con = duckdb.connect()
+    dataset.open_views(con, str(exported))
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert sorted(opened) == ["1.json", "2.json"]
+    (flows,), = con.execute("SELECT count(*) FROM flows").fetchall()
+    assert flows > 0

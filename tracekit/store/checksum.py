@@ -76,9 +76,15 @@ def settle(old, new):
     return {**(old or {}), **new}
 
 
-def record_files(directory, capture_id):
+def record_files(directory, capture_id, records=None):
     """The files of capture `capture_id`'s record ({name: [sum]}), or None
-    (no record, or one written before checksums)."""
+    (no record, or one written before checksums). `records`: a dict the
+    caller keeps to read each record once ({capture_id: files})."""
+    if records is not None:
+        key = int(capture_id)
+        if key not in records:
+            records[key] = record_files(directory, key)
+        return records[key]
     try:
         with open(os.path.join(directory, RECORDS, f"{int(capture_id)}.json")) as f:
             files = json.load(f).get("files")
@@ -101,13 +107,14 @@ def write_sums(directory, path, sums, temporary):
     os.replace(temporary, _sidecar(directory, name))
 
 
-def accepted(directory, path):
+def accepted(directory, path, records=None):
     """The sums accepted for a file of the dataset: a list (empty: a file no
     record lists), or None when it is not checksummed."""
     name = relative(directory, path)
     parts = name.split("/")
     if len(parts) == 3 and parts[1].startswith("capture_id=") and parts[1][11:] != "0":
-        files = record_files(directory, parts[1][11:]) if parts[1][11:].isdigit() else None
+        cid = parts[1][11:]
+        files = record_files(directory, cid, records) if cid.isdigit() else None
         return None if files is None else files.get(name, [])
     try:
         with open(_sidecar(directory, name)) as f:
@@ -117,13 +124,13 @@ def accepted(directory, path):
     return sums if isinstance(sums, list) else None
 
 
-def state(directory, path):
+def state(directory, path, records=None):
     """("ok" | "not checksummed" | "damaged", what was found) of one file."""
     try:
         check_parquet(path)
     except TracekitError as e:
         return "damaged", str(e).split(f"{path}: ", 1)[-1].split(": the dataset is damaged")[0]
-    sums = accepted(directory, path)
+    sums = accepted(directory, path, records)
     if sums is None:
         return "not checksummed", "no checksum recorded"
     got = of(path)
@@ -139,21 +146,21 @@ def state(directory, path):
                        f"bytes)")
 
 
-def verify(directory, path):
+def verify(directory, path, records=None):
     """Refuse, in one line naming it, a file of the dataset that is not sound
     Parquet or not the file recorded."""
-    kind, detail = state(directory, path)
+    kind, detail = state(directory, path, records)
     if kind == "damaged":
         raise TracekitError(f"{path}: {detail}: {HINT}")
 
 
-def refuse_missing(directory, name, capture_ids, found):
+def refuse_missing(directory, name, capture_ids, found, records=None):
     """Refuse, in one line naming it, a file of table `name` that a record of
     `capture_ids` (or a whole-table record) lists and that is not there: a
     reader would silently go without its rows."""
     want = set()
     for cid in capture_ids:
-        files = record_files(directory, cid)
+        files = record_files(directory, cid, records)
         want.update(n for n in files or () if n.startswith(f"{name}/"))
     sums = os.path.join(directory, SUMS)
     for entry in os.listdir(sums) if os.path.isdir(sums) else ():

@@ -239,7 +239,9 @@ def _write_file(con, name, types, directory, folder, where):
         to_parquet(con, name, types, part, where)
         os.makedirs(folder, exist_ok=True)
         final, new = os.path.join(folder, PART.format(i=0) + ".parquet"), checksum.of(part)
-        old = [checksum.of(final)] if os.path.exists(final) else []
+        old = checksum.accepted(directory, final) if os.path.exists(final) else []
+        if old is None:  # written before checksums: what is there now
+            old = [checksum.of(final)]
         checksum.write_sums(directory, final, [new, *old], partial_path(directory, "sums"))
         os.replace(part, final)  # (a kill here: either file is sound)
         checksum.write_sums(directory, final, [new], partial_path(directory, "sums"))
@@ -330,17 +332,20 @@ def _export_partitions(con, name, types, directory):
                 f"PARTITION_BY (capture_id), OVERWRITE_OR_IGNORE, FILENAME_PATTERN '{PART}')")
 
 
-def source(directory, name, entry):
+def source(directory, name, entry, records=None):
     """SQL reading one table of the dataset, its columns in the store's order
-    and of the store's types: its recorded captures and its whole file."""
+    and of the store's types: its recorded captures and its whole file.
+    `records`: a dict kept by a caller reading many tables, so that each
+    capture's record is read once ({} to start)."""
     if first_layout(directory):
         return _first_layout_source(directory, name, entry)
     cols = as_stored(dict(zip(entry["columns"], entry["types"])))
     found = files(directory, name, entry["partitioned"])
+    records = {} if records is None else records
     for path in found:
-        checksum.verify(directory, path)
+        checksum.verify(directory, path, records)
     checksum.refuse_missing(directory, name, recorded(directory) if entry["partitioned"] else (),
-                            found)
+                            found, records)
     if not found:
         return _no_rows(entry)
     listed = "[" + ", ".join(quote(f) for f in found) + "]"
@@ -385,13 +390,14 @@ def unreadable(directory, capture_id=None):
     import duckdb
     where = "**" if capture_id is None else os.path.join("*", f"capture_id={capture_id}")
     con = duckdb.connect()
+    records = {}
     try:
         for path in sorted(glob.glob(os.path.join(glob.escape(directory), where, "*.parquet"),
                                      recursive=True)):
             if any(p.startswith(("_", ".")) for p in os.path.relpath(path, directory).split(os.sep)):
                 continue  # _damaged/, _partial/: never read
             try:
-                checksum.verify(directory, path)
+                checksum.verify(directory, path, records)
                 con.execute("SELECT sum(hash(t)) FROM read_parquet(?) t", [path]).fetchall()
             except TracekitError as e:
                 return str(e)
@@ -460,10 +466,11 @@ def import_into(con, directory):
         raise TracekitError("import fills an empty store; this one holds captures or logs "
                             "(choose a new --db)")
     counts = {}
+    records = {}
     con.execute("BEGIN")
     try:
         for name, entry in manifest.items():
-            sql = source(directory, name, entry)
+            sql = source(directory, name, entry, records)
             staged = name in STAGED
             exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND "
                                  "schema_name = ?", [name, "store" if staged else "main"]
@@ -486,7 +493,9 @@ def import_into(con, directory):
 def open_views(con, directory, skip=()):
     """Views over a dataset's tables in `con` (any DuckDB connection)."""
     directory = os.path.abspath(directory)
+    records = {}
     for name, entry in read_manifest(directory).items():
         if name not in skip:
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS {source(directory, name, entry)}")
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS "
+                        f"{source(directory, name, entry, records)}")
     return con

@@ -229,15 +229,17 @@ def reduce(directory, logs, params=None, client=None, failed=0):
             for name in (*LOG_TABLES, "analysis_runs", "analyses_in_progress",
                          "ingests_in_progress"):
                 con.execute(create_table_sql(name))
+            records = {}  # each capture's record read once
             for name in LOG_TABLES:  # the logs of earlier runs: new ones are numbered after
                 if name in manifest:
                     con.execute(f"INSERT INTO {name} BY NAME "
-                                f"{dataset.source(directory, name, manifest[name])}")
+                                f"{dataset.source(directory, name, manifest[name], records)}")
             entries = {n: {"columns": list(t), "types": list(t.values()), "partitioned": True}
                        for n, t in per_capture.items()}
             for name, entry in entries.items():
                 if name != "analysis_runs":  # the store-wide steps' runs are this DB's own
-                    con.execute(f"CREATE VIEW {name} AS {dataset.source(directory, name, entry)}")
+                    con.execute(f"CREATE VIEW {name} AS "
+                                f"{dataset.source(directory, name, entry, records)}")
             summaries = []
             for parsed, labels, clock_offset_ns in logs:
                 summaries += load_logs(con, parsed, labels, clock_offset_ns)

@@ -156,9 +156,11 @@ def request_task(directory, entries, inputs, group, params=None):
     con = duckdb.connect(config=CONFIG)
     try:
         con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        records = {}  # each capture's record read once
         for name, entry in entries.items():
             if name != "analysis_runs":
-                con.execute(f"CREATE VIEW {name} AS {dataset.source(directory, name, entry)}")
+                con.execute(f"CREATE VIEW {name} AS "
+                            f"{dataset.source(directory, name, entry, records)}")
         ids = [int(c) for c in group if c is not None]
         where = (f"(capture_id IN ({', '.join(map(str, ids)) or 'NULL'}) "
                  f"OR (capture_id IS NULL AND {None in group}))")
