@@ -335,8 +335,7 @@ def _export_partitions(con, name, types, directory):
 def source(directory, name, entry, records=None):
     """SQL reading one table of the dataset, its columns in the store's order
     and of the store's types: its recorded captures and its whole file.
-    `records`: a dict kept by a caller reading many tables, so that each
-    capture's record is read once ({} to start)."""
+    `records`: a dict a caller reading many tables keeps (each record read once)."""
     if first_layout(directory):
         return _first_layout_source(directory, name, entry)
     cols = as_stored(dict(zip(entry["columns"], entry["types"])))
