@@ -86,6 +86,7 @@ pairs (2.2 M data segments: ~64 MB).
 """
 
 import numpy as np
+import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
@@ -119,14 +120,16 @@ SELECT flow_id, last_frame, server_mss IS NOT NULL AS has_c2s, coalesce(server_m
 FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
 """
 
+# a chunk's TCP packets and, apart (matched by frame in numpy: cheaper than the
+# join), the packets' IP sizes and SACK options
 READ_SQL = """
-SELECT t.frame, t.ts_ns, t.flow_id, t.from_client, t.payload_bytes,
-       coalesce(t.acked_bytes, 0) AS acked, coalesce(p.ip_total_bytes, -1) AS ip_bytes,
-       t.ws_duplicate_ack OR p.tcp_sack_left IS NOT NULL AS sacky
-FROM tcp_analysis t
-JOIN (SELECT frame, ip_total_bytes, tcp_sack_left FROM packets
-      WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi) p USING (frame)
-WHERE t.capture_id = $capture_id AND t.frame >= $lo AND t.frame < $hi
+SELECT frame, ts_ns, flow_id, from_client, payload_bytes, coalesce(acked_bytes, 0) AS acked,
+       ws_duplicate_ack
+FROM tcp_analysis WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+"""
+PACKETS_SQL = """
+SELECT frame, coalesce(ip_total_bytes, -1) AS ip_bytes, tcp_sack_left IS NOT NULL AS sack
+FROM packets WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
 """
 
 # The reduction, over what the pass wrote for a batch of ended flows:
@@ -325,14 +328,14 @@ class _Held:
     """Candidate pairs and per-direction state of flows, until their flow is reduced."""
 
     def __init__(self, nflows):
-        self.pairs = []  # per chunk: (flow, kind = 2 * direction + side, bytes, smaller, gap)
+        self.pairs = []  # per chunk: (flow, direction, side, bytes, smaller, gap)
         self.directions = []  # per batch of ended flows: their rows of `st`
         self.ended = np.zeros(nflows, bool)
         self.ended_pairs = 0
 
     def add_pairs(self, out):
         if len(out):
-            self.pairs.append((out[:, 0].copy(), (2 * out[:, 1] + out[:, 2]).astype(np.int8),
+            self.pairs.append((out[:, 0].copy(), out[:, 1].astype(np.int8), out[:, 2].astype(np.int8),
                                out[:, 3].copy(), out[:, 4].astype(np.int32), out[:, 5].copy()))
 
     def end(self, slots, fs, st):
@@ -360,8 +363,7 @@ class _Held:
         self.pairs = kept
         directions, self.directions = self.directions, []
         self.ended_pairs = 0
-        pairs = tuple(np.concatenate(c) for c in zip(*taken)) if taken else None
-        return pairs, directions
+        return taken, directions
 
 
 def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE_ROWS):
@@ -384,22 +386,20 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
     results = []
     for lo in range(1, frames + 1, chunk_frames):
         hi = lo + chunk_frames
-        p = _numpy(con, READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi})
+        p = _read(con, capture_id, lo, hi)
         if len(p["frame"]):
-            order = np.argsort(p["frame"], kind="stable")
-            p = {k: v[order] for k, v in p.items()}
             flow = p["flow_id"].astype(np.int64)
             slot, first = slots.assign(flow)
             if len(fs) < slots.size:
                 extra = max(slots.size, 2 * len(fs)) - len(fs)
                 fs = np.concatenate([fs, np.zeros((extra, 2), np.int64)])
                 st = np.concatenate([st, np.zeros((2 * extra, NSTATE), np.int64)])
-            out = np.zeros((2 * len(flow), NOUT), np.int64)
+            out = np.empty((2 * len(flow), NOUT), np.int64)
             out_m = np.zeros(1, np.int64)
             candidate_pairs(jit, p["ts_ns"].astype(np.int64), flow, slot, first,
                             p["from_client"].astype(bool), p["payload_bytes"].astype(np.int64),
                             p["acked"].astype(np.int64), p["ip_bytes"].astype(np.int64),
-                            p["sacky"].astype(bool), full, fs, st, out, out_m)
+                            p["sacky"], full, fs, st, out, out_m)
             held.add_pairs(out[:out_m[0]])
         held.end(slots.release_through(hi - 1), fs, st)
         if held.ended_pairs >= reduce_rows:
@@ -408,7 +408,6 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
     results.append(_reduce(con, capture_id, *held.take()))
     rows = sum(len(r) for r in results if r is not None)
     if rows:
-        import pyarrow as pa
         table = pa.concat_tables([r for r in results if r is not None])
         writer.register("_bn_rows", table)
         try:
@@ -431,9 +430,41 @@ _EARLY = (Column("capture_id", "INTEGER", ""), Column("flow_id", "BIGINT", ""),
           Column("ts_ns", "BIGINT", ""), Column("ip_bytes", "INTEGER", ""))
 
 
+def _read(con, capture_id, lo, hi):
+    """A chunk's TCP packets in frame order, with their IP bytes and `sacky`."""
+    params = {"capture_id": capture_id, "lo": lo, "hi": hi}
+    p = _frame_order(_numpy(con, READ_SQL, params))
+    q = _frame_order(_numpy(con, PACKETS_SQL, params))
+    qf = q["frame"]
+    if len(qf) and qf[-1] - qf[0] == len(qf) - 1:  # no gap: frame f's row is f - the first
+        at = p["frame"] - qf[0]
+    else:
+        at = np.searchsorted(qf, p["frame"])
+    p["ip_bytes"] = q["ip_bytes"][at]
+    p["sacky"] = p["ws_duplicate_ack"].astype(bool) | q["sack"].astype(bool)[at]
+    return p
+
+
+def _frame_order(p):
+    f = p["frame"]
+    if len(f) < 2 or (f[1:] > f[:-1]).all():
+        return p
+    order = np.argsort(f, kind="stable")
+    return {k: v[order] for k, v in p.items()}
+
+
+def _pairs_table(capture_id, cols):
+    flow, direction, side, nbytes, smaller, gap = cols
+    return numpy_table(_PAIRS, {
+        "capture_id": (np.full(len(flow), capture_id, np.int32), None), "flow_id": (flow, None),
+        "direction": (direction.astype(np.int32), None, DIRECTIONS),
+        "side": (side.astype(np.int32), None, SIDES), "bytes": (nbytes, None),
+        "smaller": (smaller, None), "gap_ns": (gap, None)})
+
+
 def _reduce(con, capture_id, pairs, directions):
     """The `bottleneck` rows (an Arrow table, None if none) of a batch of ended flows."""
-    if pairs is None or not directions:
+    if not pairs or not directions:
         return None
     flow = np.concatenate([d[0] for d in directions])
     direction = np.concatenate([d[1] for d in directions])
@@ -443,11 +474,7 @@ def _reduce(con, capture_id, pairs, directions):
     m = len(flow)
     cid = np.full(m, capture_id, np.int32)
     rel = {
-        "_bn_pairs": numpy_table(_PAIRS, {
-            "capture_id": (np.full(len(pairs[0]), capture_id, np.int32), None),
-            "flow_id": (pairs[0], None), "direction": (pairs[1] // 2, None, DIRECTIONS),
-            "side": (pairs[1] % 2, None, SIDES), "bytes": (pairs[2], None),
-            "smaller": (pairs[3], None), "gap_ns": (pairs[4], None)}),
+        "_bn_pairs": pa.concat_tables([_pairs_table(capture_id, c) for c in pairs]),
         "_bn_directions": numpy_table(_DIRECTIONS, {
             "capture_id": (cid, None), "flow_id": (flow, None),
             "direction": (direction, None, DIRECTIONS), "max_payload": (st[:, RMAX], None),
