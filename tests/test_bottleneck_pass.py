@@ -139,13 +139,15 @@ def test_the_pass_gives_the_rows_of_the_sql_on_crafted_flows(crafted):
 
 
 def test_in_chunks_of_a_few_frames_the_rows_are_the_same(crafted):
-    """Small chunks: flows end and their slots are reused mid-capture, and the
-    ended flows are reduced in several batches."""
+    """Small chunks: flows end and their slots are reused mid-capture, the
+    ended flows are reduced in several batches, and the held pairs are moved
+    into DuckDB (the bound for long flows) several times."""
     writer = crafted.cursor()
     writer.execute("DELETE FROM bottleneck")
     rows = 0
     for (cid,) in crafted.execute("SELECT capture_id FROM captures").fetchall():
-        rows += bottleneck.build(crafted, writer, cid, chunk_frames=97, reduce_rows=50)["bottleneck"]
+        rows += bottleneck.build(crafted, writer, cid, chunk_frames=97, reduce_rows=50,
+                                 spill_rows=300)["bottleneck"]
     assert rows == crafted.execute("SELECT count(*) FROM bottleneck").fetchall()[0][0] >= 6
     assert _differences(crafted, "bottleneck") == ([], [])
 

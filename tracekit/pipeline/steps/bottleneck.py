@@ -59,7 +59,7 @@ time and SACK-ness: a few scalars, no sort. It writes the candidate pairs,
 the per-direction sums the ACKs' IP bytes per payload byte need, the
 largest payload, and the first full-sized segments the `early` test reads.
 What is a definition -- modes, quantiles, rounding, `known` -- stays SQL
-(REDUCE_SQL), run by DuckDB over those relations, so that its semantics are
+(bottleneck_sql.py), run by DuckDB over those relations, so that its semantics are
 DuckDB's exactly (round half away from zero, linearly interpolated
 quantiles, arg_min by the unrounded rate, confidence rounded before `known`
 tests it) and readable in one place. tests/bottleneck_reference.sql keeps
@@ -79,10 +79,15 @@ appears.
 Memory. Candidate pairs are held until their flow ends (FlowSlots:
 `flows.last_frame`), then reduced by DuckDB in batches of ended flows (when
 they hold REDUCE_ROWS pairs, and at the end). So what is held grows with
-the candidate pairs of the flows open at once (~29 bytes each, at most one
+the candidate pairs of the flows open at once (30 bytes each, at most one
 per data segment and one per ACK) plus less than REDUCE_ROWS of ended
-flows, not with the capture: a capture of one long flow holds all its
-pairs (2.2 M data segments: ~64 MB).
+flows, not with the number of flows or captures: on the 2.86 M-packet mixed
+capture, whose bulk flows last the whole capture, 2,213,002 pairs (66 MB)
+at the end, reduced at once (analyze's peak memory, set elsewhere, did not
+grow); its tiled copies (benchmarks/scaling.py) hold one copy's. Beyond
+SPILL_ROWS (~120 MB; one flow of N packets has up to ~N pairs) the held
+pairs move into a temporary table of DuckDB's, which analyze's memory limit
+keeps in bounds by spilling to disk, as the SQL's sorts did.
 """
 
 import numpy as np
@@ -90,17 +95,18 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
-from ...store.arrow import numpy_table
-from ...store.schema import DERIVED, Column
+from ...store.schema import DERIVED
+from . import bottleneck_sql
+from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
 
 TABLES = ("bottleneck",)
 READS = ("flows", "packets", "rtt_summary", "tcp_analysis")
 SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
+SOURCES = (bottleneck_sql,)  # code whose change rebuilds the table
 CHUNK_FRAMES = 122_880
 REDUCE_ROWS = 1 << 20  # pairs of ended flows held before they are reduced
+SPILL_ROWS = 1 << 22  # pairs held in memory before they move into DuckDB (~120 MB)
 EARLY = 10  # the direction's first full-sized segments the `early` test reads
-DIRECTIONS = ("c2s", "s2c")
-SIDES = ("arrivals", "acks")
 
 # per slot and direction (row 2 * slot + d; d = 0 the client sends, 1 the server)
 (HAS_FULL, FULL, RMAX, NDATA, SUM_PAY, SUM_IP, CNT_IP, D_PREV, D_TS, D_PAY, A_PREV, A_TS,
@@ -131,105 +137,6 @@ PACKETS_SQL = """
 SELECT frame, coalesce(ip_total_bytes, -1) AS ip_bytes, tcp_sack_left IS NOT NULL AS sack
 FROM packets WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
 """
-
-# The reduction, over what the pass wrote for a batch of ended flows:
-# _bn_pairs (candidate pairs), _bn_directions (per flow direction with data:
-# largest payload, IP and payload bytes), _bn_early (its first full-sized
-# segments, k = 1..10).
-REDUCE_SQL = """
-WITH mss AS (  -- the direction's full size: the receiver's MSS option, else the largest payload
-    SELECT d.capture_id, d.flow_id, d.direction,
-        coalesce(CASE d.direction WHEN 's2c' THEN f.client_mss ELSE f.server_mss END - 60,
-                 d.max_payload) AS full_bytes,
-        d.sum_ip / d.sum_payload AS ip_per_payload
-    FROM _bn_directions d JOIN flows f USING (capture_id, flow_id)
-    WHERE f.capture_id = $capture_id
-),
-
-arrivals AS (  -- consecutive data segments of the direction, both full-sized
-    SELECT p.capture_id, p.flow_id, p.direction, 'arrivals' AS side, p.bytes AS ip_bytes, p.gap_ns
-    FROM _bn_pairs p JOIN mss m USING (capture_id, flow_id, direction)
-    WHERE p.side = 'arrivals' AND p.smaller >= m.full_bytes
-),
-
-acks AS (  -- consecutive ACKs of the direction's data, neither SACK-y
-    SELECT p.capture_id, p.flow_id, p.direction, 'acks' AS side,
-        round(p.bytes * m.ip_per_payload) AS ip_bytes, p.gap_ns
-    FROM _bn_pairs p JOIN mss m USING (capture_id, flow_id, direction)
-    WHERE p.side = 'acks'
-),
-
-early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized segments
-            -- (a fresh connection's initial window, sent back to back), over their span
-    SELECT capture_id, flow_id, direction, max(early_bps) AS early_bps
-    FROM (SELECT capture_id, flow_id, direction, k,
-              (sum(ip_bytes) OVER w - ip_bytes) * 8e9
-                  / nullif(ts_ns - first_value(ts_ns) OVER w, 0) AS early_bps,
-              count(*) OVER w AS n
-          FROM (SELECT e.* FROM _bn_early e JOIN mss m USING (capture_id, flow_id, direction))
-          WHERE k <= 10
-          WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY k
-                       ROWS BETWEEN 4 PRECEDING AND CURRENT ROW))
-    WHERE n = 5 GROUP BY ALL
-),
-
-pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
-    SELECT capture_id, flow_id, direction, side, ip_bytes * 8e9 / gap_ns AS rate_bps,
-        round(ln(ip_bytes * 8e9 / gap_ns) / ln(1.05))::BIGINT AS bin
-    FROM (SELECT * FROM arrivals UNION ALL SELECT * FROM acks)
-    WHERE gap_ns > 0 AND ip_bytes > 0
-),
-
-bins AS (  -- pairs within 10 % (two bins) of each bin
-    SELECT capture_id, flow_id, direction, side, bin,
-        sum(n) OVER w AS near, max(n) OVER w AS peak, n,
-        sum(n) OVER (PARTITION BY capture_id, flow_id, direction, side) AS total
-    FROM (SELECT capture_id, flow_id, direction, side, bin, count(*) AS n FROM pairs GROUP BY ALL)
-    WINDOW w AS (PARTITION BY capture_id, flow_id, direction, side ORDER BY bin
-                 RANGE BETWEEN 2 PRECEDING AND 2 FOLLOWING)
-),
-
-modes AS (  -- the fastest well-supported mode: the bottleneck's spacing (slower modes are
-            -- the sender's own spacing between its bursts)
-    SELECT capture_id, flow_id, direction, side, max(bin) AS bin
-    FROM bins WHERE n = peak AND near >= greatest(30, 0.1 * total) GROUP BY ALL
-),
-
-per_side AS (
-    SELECT p.capture_id, p.flow_id, p.direction, p.side, count(*) AS pairs,
-        count(*) FILTER (abs(p.bin - m.bin) <= 2) AS modal_pairs,
-        median(p.rate_bps) FILTER (abs(p.bin - m.bin) <= 2) AS rate_bps,
-        quantile_cont(p.rate_bps, 0.25) FILTER (abs(p.bin - m.bin) <= 2) AS p25_bps,
-        quantile_cont(p.rate_bps, 0.75) FILTER (abs(p.bin - m.bin) <= 2) AS p75_bps
-    FROM pairs p JOIN modes m USING (capture_id, flow_id, direction, side)
-    GROUP BY ALL
-),
-
-chosen AS (  -- the side the capture point can read (rtt_summary's vantage)
-    SELECT s.*, modal_pairs / pairs AS confidence,
-        CASE WHEN coalesce(v.vantage, 'unknown') NOT IN ('client', 'server') THEN TRUE
-             WHEN (v.vantage = 'client') = (s.direction = 's2c') THEN s.side = 'arrivals'
-             ELSE s.side = 'acks' END AS readable
-    FROM per_side s
-    LEFT JOIN (SELECT capture_id, flow_id, any_value(vantage) AS vantage FROM rtt_summary
-               WHERE capture_id = $capture_id GROUP BY ALL) v USING (capture_id, flow_id)
-),
-
-estimate AS (  -- the slowest well-supported side of each flow direction
-    SELECT capture_id, flow_id, direction, arg_min(side, rate_bps) AS side,
-        arg_min(pairs, rate_bps) AS pairs, arg_min(modal_pairs, rate_bps) AS modal_pairs,
-        round(min(rate_bps))::BIGINT AS rate_bps, round(arg_min(p25_bps, rate_bps))::BIGINT AS p25_bps,
-        round(arg_min(p75_bps, rate_bps))::BIGINT AS p75_bps,
-        round(arg_min(confidence, rate_bps), 3) AS confidence
-    FROM chosen WHERE readable GROUP BY ALL
-)
-
--- known: enough agreeing pairs, and not slower than the sender's pacing allows
-SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
-        AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
-FROM estimate f LEFT JOIN early e USING (capture_id, flow_id, direction)
-"""
-
 
 def _open(k, full, has_full, st):
     """A flow's first packet: direction row k starts afresh."""
@@ -329,7 +236,9 @@ class _Held:
 
     def __init__(self, nflows):
         self.pairs = []  # per chunk: (flow, direction, side, bytes, smaller, gap)
-        self.directions = []  # per batch of ended flows: their rows of `st`
+        self.rows = 0  # pairs in self.pairs
+        self.spilled = False  # some were moved into DuckDB (bottleneck_sql.spill)
+        self.directions = []  # per batch of ended flows: (flow ids, their rows of `st`)
         self.ended = np.zeros(nflows, bool)
         self.ended_pairs = 0
 
@@ -337,6 +246,11 @@ class _Held:
         if len(out):
             self.pairs.append((out[:, 0].copy(), out[:, 1].astype(np.int8), out[:, 2].astype(np.int8),
                                out[:, 3].copy(), out[:, 4].astype(np.int32), out[:, 5].copy()))
+            self.rows += len(out)
+
+    def spill(self, con, capture_id):
+        bottleneck_sql.spill(con, capture_id, self.pairs)
+        self.pairs, self.rows, self.spilled = [], 0, True
 
     def end(self, slots, fs, st):
         """The flows in `slots` ended: keep their state (their slots are reused)."""
@@ -345,11 +259,10 @@ class _Held:
         self.ended[fs[slots, FLOW_ID]] = True
         self.ended_pairs += int(fs[slots, NPAIRS].sum())
         rows = np.stack([2 * slots, 2 * slots + 1], axis=1).ravel()
-        self.directions.append((np.repeat(fs[slots, FLOW_ID], 2), np.tile([0, 1], len(slots)),
-                                st[rows].copy()))
+        self.directions.append((fs[slots, FLOW_ID].copy(), st[rows].copy()))
 
-    def take(self):
-        """(pairs, directions) of the ended flows, which are then no longer held."""
+    def reduce(self, con, capture_id):
+        """The rows of the flows that ended (bottleneck_sql.reduce); they are no longer held."""
         taken, kept = [], []
         for cols in self.pairs:
             done = self.ended[cols[0]]
@@ -360,13 +273,25 @@ class _Held:
                 kept.append(tuple(c[~done] for c in cols))
             else:
                 kept.append(cols)
-        self.pairs = kept
-        directions, self.directions = self.directions, []
+        self.pairs, self.rows = kept, sum(len(c[0]) for c in kept)
         self.ended_pairs = 0
-        return taken, directions
+        if not self.directions:
+            return None
+        ended = np.concatenate([d[0] for d in self.directions])
+        st = np.concatenate([d[1] for d in self.directions])
+        self.directions = []
+        flow, direction = np.repeat(ended, 2), np.tile(np.arange(2), len(ended))
+        data = st[:, NDATA] > 0  # a direction without data has no full size, no pairs
+        st = st[data]
+        d = {"flow": flow[data], "direction": direction[data], "max_payload": st[:, RMAX],
+             "sum_ip": np.where(st[:, CNT_IP] > 0, st[:, SUM_IP], -1),
+             "sum_payload": st[:, SUM_PAY], "early_n": st[:, E_N],
+             "early_ts": st[:, E_TS:E_TS + EARLY], "early_ip": st[:, E_IP:E_IP + EARLY]}
+        return bottleneck_sql.reduce(con, capture_id, taken, d, self.spilled, ended)
 
 
-def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE_ROWS):
+def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE_ROWS,
+          spill_rows=SPILL_ROWS):
     """Write the `bottleneck` rows of one capture through `writer`; {table: rows}."""
     f = _numpy(con, FLOWS_SQL, {"capture_id": capture_id})
     nflows = int(f["flow_id"].max()) + 1 if len(f["flow_id"]) else 0
@@ -380,32 +305,13 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
                              [capture_id]).fetchall()
     jit = use_jit(min(frames, chunk_frames) * PYTHON_COST)
     slots = FlowSlots(last)
-    fs = np.zeros((0, 2), np.int64)
-    st = np.zeros((0, NSTATE), np.int64)
     held = _Held(nflows)
     results = []
-    for lo in range(1, frames + 1, chunk_frames):
-        hi = lo + chunk_frames
-        p = _read(con, capture_id, lo, hi)
-        if len(p["frame"]):
-            flow = p["flow_id"].astype(np.int64)
-            slot, first = slots.assign(flow)
-            if len(fs) < slots.size:
-                extra = max(slots.size, 2 * len(fs)) - len(fs)
-                fs = np.concatenate([fs, np.zeros((extra, 2), np.int64)])
-                st = np.concatenate([st, np.zeros((2 * extra, NSTATE), np.int64)])
-            out = np.empty((2 * len(flow), NOUT), np.int64)
-            out_m = np.zeros(1, np.int64)
-            candidate_pairs(jit, p["ts_ns"].astype(np.int64), flow, slot, first,
-                            p["from_client"].astype(bool), p["payload_bytes"].astype(np.int64),
-                            p["acked"].astype(np.int64), p["ip_bytes"].astype(np.int64),
-                            p["sacky"], full, fs, st, out, out_m)
-            held.add_pairs(out[:out_m[0]])
-        held.end(slots.release_through(hi - 1), fs, st)
-        if held.ended_pairs >= reduce_rows:
-            results.append(_reduce(con, capture_id, *held.take()))
-    held.end(slots.slot_of[slots.active], fs, st)
-    results.append(_reduce(con, capture_id, *held.take()))
+    try:
+        _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, slots, full,
+              held, results)
+    finally:
+        bottleneck_sql.drop_spilled(con)
     rows = sum(len(r) for r in results if r is not None)
     if rows:
         table = pa.concat_tables([r for r in results if r is not None])
@@ -416,18 +322,6 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
         finally:
             writer.unregister("_bn_rows")
     return {"bottleneck": rows}
-
-
-_PAIRS = (Column("capture_id", "INTEGER", ""), Column("flow_id", "BIGINT", ""),
-          Column("direction", "VARCHAR", ""), Column("side", "VARCHAR", ""),
-          Column("bytes", "BIGINT", ""), Column("smaller", "INTEGER", ""),
-          Column("gap_ns", "BIGINT", ""))
-_DIRECTIONS = (Column("capture_id", "INTEGER", ""), Column("flow_id", "BIGINT", ""),
-               Column("direction", "VARCHAR", ""), Column("max_payload", "BIGINT", ""),
-               Column("sum_ip", "BIGINT", ""), Column("sum_payload", "BIGINT", ""))
-_EARLY = (Column("capture_id", "INTEGER", ""), Column("flow_id", "BIGINT", ""),
-          Column("direction", "VARCHAR", ""), Column("k", "BIGINT", ""),
-          Column("ts_ns", "BIGINT", ""), Column("ip_bytes", "INTEGER", ""))
 
 
 def _read(con, capture_id, lo, hi):
@@ -453,47 +347,32 @@ def _frame_order(p):
     return {k: v[order] for k, v in p.items()}
 
 
-def _pairs_table(capture_id, cols):
-    flow, direction, side, nbytes, smaller, gap = cols
-    return numpy_table(_PAIRS, {
-        "capture_id": (np.full(len(flow), capture_id, np.int32), None), "flow_id": (flow, None),
-        "direction": (direction.astype(np.int32), None, DIRECTIONS),
-        "side": (side.astype(np.int32), None, SIDES), "bytes": (nbytes, None),
-        "smaller": (smaller, None), "gap_ns": (gap, None)})
-
-
-def _reduce(con, capture_id, pairs, directions):
-    """The `bottleneck` rows (an Arrow table, None if none) of a batch of ended flows."""
-    if not pairs or not directions:
-        return None
-    flow = np.concatenate([d[0] for d in directions])
-    direction = np.concatenate([d[1] for d in directions])
-    st = np.concatenate([d[2] for d in directions])
-    data = st[:, NDATA] > 0  # a direction without data has no full size, no pairs
-    flow, direction, st = flow[data], direction[data], st[data]
-    m = len(flow)
-    cid = np.full(m, capture_id, np.int32)
-    rel = {
-        "_bn_pairs": pa.concat_tables([_pairs_table(capture_id, c) for c in pairs]),
-        "_bn_directions": numpy_table(_DIRECTIONS, {
-            "capture_id": (cid, None), "flow_id": (flow, None),
-            "direction": (direction, None, DIRECTIONS), "max_payload": (st[:, RMAX], None),
-            "sum_ip": (st[:, SUM_IP], st[:, CNT_IP] == 0), "sum_payload": (st[:, SUM_PAY], None)}),
-    }
-    n_early = st[:, E_N]
-    keep = np.arange(EARLY)[None, :] < n_early[:, None]
-    ip = st[:, E_IP:E_IP + EARLY][keep]
-    rel["_bn_early"] = numpy_table(_EARLY, {
-        "capture_id": (np.full(int(keep.sum()), capture_id, np.int32), None),
-        "flow_id": (np.repeat(flow, n_early), None),
-        "direction": (np.repeat(direction, n_early), None, DIRECTIONS),
-        "k": (np.broadcast_to(np.arange(1, EARLY + 1), keep.shape)[keep], None),
-        "ts_ns": (st[:, E_TS:E_TS + EARLY][keep], None),
-        "ip_bytes": (ip.astype(np.int32), ip < 0)})
-    for name, table in rel.items():
-        con.register(name, table)
-    try:
-        return con.sql(REDUCE_SQL, params={"capture_id": capture_id}).to_arrow_table()
-    finally:
-        for name in rel:
-            con.unregister(name)
+def _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, slots, full, held,
+          results):
+    """The capture's chunks through the kernel; each batch of ended flows reduced into `results`."""
+    fs = np.zeros((0, 2), np.int64)
+    st = np.zeros((0, NSTATE), np.int64)
+    for lo in range(1, frames + 1, chunk_frames):
+        hi = lo + chunk_frames
+        p = _read(con, capture_id, lo, hi)
+        if len(p["frame"]):
+            flow = p["flow_id"].astype(np.int64)
+            slot, first = slots.assign(flow)
+            if len(fs) < slots.size:
+                extra = max(slots.size, 2 * len(fs)) - len(fs)
+                fs = np.concatenate([fs, np.zeros((extra, 2), np.int64)])
+                st = np.concatenate([st, np.zeros((2 * extra, NSTATE), np.int64)])
+            out = np.empty((2 * len(flow), NOUT), np.int64)
+            out_m = np.zeros(1, np.int64)
+            candidate_pairs(jit, p["ts_ns"].astype(np.int64), flow, slot, first,
+                            p["from_client"].astype(bool), p["payload_bytes"].astype(np.int64),
+                            p["acked"].astype(np.int64), p["ip_bytes"].astype(np.int64),
+                            p["sacky"], full, fs, st, out, out_m)
+            held.add_pairs(out[:out_m[0]])
+        held.end(slots.release_through(hi - 1), fs, st)
+        if held.ended_pairs >= reduce_rows:
+            results.append(held.reduce(con, capture_id))
+        if held.rows > spill_rows:
+            held.spill(con, capture_id)
+    held.end(slots.slot_of[slots.active], fs, st)
+    results.append(held.reduce(con, capture_id))
