@@ -138,10 +138,13 @@ def test_the_pass_gives_the_rows_of_the_sql_on_crafted_flows(crafted):
     assert _differences(crafted, "bottleneck") == ([], [])
 
 
-def test_in_chunks_of_a_few_frames_the_rows_are_the_same(crafted):
+@pytest.mark.parametrize("jit", ["never", "always"])
+def test_in_chunks_of_a_few_frames_the_rows_are_the_same(crafted, monkeypatch, jit):
     """Small chunks: flows end and their slots are reused mid-capture, the
     ended flows are reduced in several batches, and the held pairs are moved
-    into DuckDB (the bound for long flows) several times."""
+    into DuckDB (the bound for long flows) several times; the kernel as
+    Python and compiled."""
+    monkeypatch.setenv("TRACEKIT_JIT", jit)
     writer = crafted.cursor()
     writer.execute("DELETE FROM bottleneck")
     rows = 0
