@@ -107,6 +107,11 @@ CHUNK_FRAMES = 122_880
 REDUCE_ROWS = 1 << 20  # pairs of ended flows held before they are reduced
 SPILL_ROWS = 1 << 22  # pairs held in memory before they move into DuckDB (~120 MB)
 EARLY = 10  # the direction's first full-sized segments the `early` test reads
+# A mode needs at least 30 pairs (bottleneck_sql.REDUCE_SQL's `modes`: change both
+# together): a flow direction's side with fewer candidates has no row, so it is
+# not handed to DuckDB, and a capture whose flows all have fewer than 31
+# packets each way is not read at all (the reduction's query costs ~20 ms).
+MIN_PAIRS = 30
 
 # per slot and direction (row 2 * slot + d; d = 0 the client sends, 1 the server)
 (HAS_FULL, FULL, RMAX, NDATA, SUM_PAY, SUM_IP, CNT_IP, D_PREV, D_TS, D_PAY, A_PREV, A_TS,
@@ -121,7 +126,8 @@ NSTATE = E_IP + EARLY
 NOUT = 6
 
 FLOWS_SQL = """
-SELECT flow_id, last_frame, server_mss IS NOT NULL AS has_c2s, coalesce(server_mss - 60, 0) AS full_c2s,
+SELECT flow_id, last_frame, greatest(packets_c2s, packets_s2c) AS most,
+       server_mss IS NOT NULL AS has_c2s, coalesce(server_mss - 60, 0) AS full_c2s,
        client_mss IS NOT NULL AS has_s2c, coalesce(client_mss - 60, 0) AS full_s2c
 FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
 """
@@ -275,6 +281,8 @@ class _Held:
                 kept.append(cols)
         self.pairs, self.rows = kept, sum(len(c[0]) for c in kept)
         self.ended_pairs = 0
+        if not self.spilled:
+            taken = _enough(taken, len(self.ended))
         if not self.directions:
             return None
         ended = np.concatenate([d[0] for d in self.directions])
@@ -294,6 +302,8 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
           spill_rows=SPILL_ROWS):
     """Write the `bottleneck` rows of one capture through `writer`; {table: rows}."""
     f = _numpy(con, FLOWS_SQL, {"capture_id": capture_id})
+    if not (f["most"] > MIN_PAIRS).any():  # no flow direction can have MIN_PAIRS pairs
+        return {"bottleneck": 0}
     nflows = int(f["flow_id"].max()) + 1 if len(f["flow_id"]) else 0
     fid = f["flow_id"].astype(np.int64)
     last = np.full(nflows, -1, np.int64)
@@ -376,3 +386,20 @@ def _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, s
             held.spill(con, capture_id)
     held.end(slots.slot_of[slots.active], fs, st)
     results.append(held.reduce(con, capture_id))
+
+
+def _enough(chunks, nflows):
+    """The pairs of the flow directions' sides with at least MIN_PAIRS of them."""
+    if not chunks:
+        return chunks
+    counts = np.zeros(4 * nflows, np.int64)
+    for flow, direction, side, *_ in chunks:
+        counts += np.bincount(4 * flow + 2 * direction + side, minlength=4 * nflows)
+    out = []
+    for cols in chunks:
+        keep = counts[4 * cols[0] + 2 * cols[1] + cols[2]] >= MIN_PAIRS
+        if keep.all():
+            out.append(cols)
+        elif keep.any():
+            out.append(tuple(c[keep] for c in cols))
+    return out

@@ -78,7 +78,7 @@ bins AS (  -- pairs within 10 % (two bins) of each bin
 modes AS (  -- the fastest well-supported mode: the bottleneck's spacing (slower modes are
             -- the sender's own spacing between its bursts)
     SELECT capture_id, flow_id, direction, side, max(bin) AS bin
-    FROM bins WHERE n = peak AND near >= greatest(30, 0.1 * total) GROUP BY ALL
+    FROM bins WHERE n = peak AND near >= greatest(30, 0.1 * total) GROUP BY ALL  -- 30: MIN_PAIRS
 ),
 
 per_side AS (
