@@ -321,7 +321,8 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
         _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, slots, full,
               held, results)
     finally:
-        bottleneck_sql.drop_spilled(con)
+        if held.spilled:
+            bottleneck_sql.drop_spilled(con)
     rows = sum(len(r) for r in results if r is not None)
     if rows:
         table = pa.concat_tables([r for r in results if r is not None])
