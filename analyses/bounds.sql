@@ -29,7 +29,7 @@
 --                    (`no_response`, T_c too)
 --   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
 --                    else the request's own flow's, measured from the dispersion
---                    of its segments or ACKs (analyses/bottleneck.sql, `known`
+--                    of its segments or ACKs (steps/bottleneck.py, `known`
 --                    only; rate_source `trains`), else the median of the known
 --                    rates of the other flows of the same capture and path
 --                    (`capture_trains`): one run's evidence, never the store's,
@@ -82,7 +82,7 @@ path_rtt AS (
     WHERE s.path_rtt_ns > 0 GROUP BY ALL
 ),
 
-own_rate AS (  -- the bottleneck of the request's own flow (analyses/bottleneck.sql): the
+own_rate AS (  -- the bottleneck of the request's own flow (steps/bottleneck.py): the
                -- response's direction, else the request's
     SELECT capture_id, flow_id, arg_min(rate_bps, direction <> 's2c') / 8.0 AS rate_Bps
     FROM bottleneck WHERE known GROUP BY ALL

@@ -162,7 +162,7 @@ def test_the_bottleneck_rate_and_the_quickack_factor_are_what_was_configured(tmp
         kernel += [i["tcpi_delivery_rate"] * 8 for i in infos[1:]]  # measured requests, warm
     assert all(x <= b for x, b in zip(kernel, bounds)), (kernel, bounds)
     # and so did tracekit, from the dispersion of the flow's segment pairs
-    # (analyses/bottleneck.sql): what bounds uses when no bottleneck_mbps label is given;
+    # (tracekit/pipeline/steps/bottleneck.py): what bounds uses when no bottleneck_mbps label is given;
     # held against the kernel's own measurement of the same run (seen: within 2 %
     # on a quiet machine), to 5 % plus what the machine's absence can stretch
     # or squeeze an interval by

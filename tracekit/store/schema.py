@@ -7,6 +7,8 @@ cannot disagree. Names are the contract of docs/architecture.md; units are in th
 
 from typing import NamedTuple
 
+from .schema_rates import BOTTLENECK
+
 
 class Column(NamedTuple):
     name: str
@@ -393,11 +395,10 @@ TABLES = {"captures": CAPTURES, "interfaces": INTERFACES, "packets": PACKETS, "f
           "ingests_in_progress": INGESTS_IN_PROGRESS,
           "analyses_in_progress": ANALYSES_IN_PROGRESS, "analysis_runs": ANALYSIS_RUNS,
           "tls_decrypted": TLS_DECRYPTED, "event_logs": EVENT_LOGS, "events": EVENTS}
-# Tables `tracekit analyze` builds in code (the SQL-built ones document
-# themselves in their analyses/*.sql header).
+# Tables `tracekit analyze` builds in code (SQL-built ones: their analyses/*.sql header).
 DERIVED = {"tcp_analysis": TCP_ANALYSIS, "tcp_events": TCP_EVENTS, "flights": FLIGHTS, "exchanges": EXCHANGES,
            "tls_messages": TLS_MESSAGES,
-           "stalls": STALLS, "request_phases": REQUEST_PHASES}
+           "stalls": STALLS, "request_phases": REQUEST_PHASES, "bottleneck": tuple(Column(*c) for c in BOTTLENECK)}
 
 # Decode status codes (packets.decode_status), documented in the README.
 DECODE_STATUS_DOC = {

@@ -1,7 +1,8 @@
--- bottleneck: per flow and direction, the bottleneck's rate from the dispersion of segment pairs.
+-- bottleneck, as plain SQL: the reference tests/test_bottleneck_pass.py checks
+-- tracekit/pipeline/steps/bottleneck.py against (the step was this query until
+-- #31; now a compiled pass finds the pairs and DuckDB reduces them). Not a step.
 --
--- Step: capture.
--- Sources: flows, packets, rtt_summary, tcp_analysis.
+-- Reads: flows, packets, rtt_summary, tcp_analysis.
 --
 -- Parameters: $first, $last (the captures capture_id BETWEEN them).
 -- Definitions. Two segments that queue behind each other at the bottleneck
