@@ -221,3 +221,18 @@ def test_rtt_summary_quantiles_equal_numpys(db):
             uneven += want != round(want)
             assert abs(got - want) <= 0.5, (cid, flow, direction, q)
     assert uneven > 0  # some quantile falls between two samples: the interpolation is tested
+
+
+def test_small_captures_of_a_code_step_share_a_transaction_and_a_large_one_goes_alone():
+    """A transaction per capture cost a code step ~15 ms a capture (27 small
+    captures: its line 0.06 -> 0.5 s); small ones go together, up to
+    SMALL_BATCH_PACKETS, a large one (written in many transactions) alone;
+    SQL steps take runs of consecutive ids up to BATCH_PACKETS."""
+    from tracekit.pipeline import analyze as a
+    from tracekit.pipeline.steps import stalls
+    from tracekit.pipeline.stepkinds import CodeStep, SqlStep
+    big = a.ONE_TRANSACTION_PACKETS + 1
+    sizes = {1: 10, 2: 20, 3: big, 4: 30, 5: a.SMALL_BATCH_PACKETS - 20, 6: 50, 8: 5}
+    code = list(a._batches(list(sizes), sizes, CodeStep(stalls)))
+    assert code == [[1, 2], [3], [4], [5], [6, 8]]
+    assert list(a._batches(list(sizes), sizes, SqlStep("handshakes"))) == [[1, 2, 3, 4, 5, 6], [8]]

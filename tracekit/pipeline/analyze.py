@@ -48,6 +48,7 @@ from .stepkinds import (
     CodeStep,
     CodeStoreStep,
     PartitionedStoreStep,
+    ONE_TRANSACTION_PACKETS,
     SqlStep,
     StepResult,
     StoreStep,
@@ -56,6 +57,7 @@ from .stepkinds import (
 )
 
 BATCH_PACKETS = 2_000_000  # SQL steps: consecutive captures per query, up to this many packets
+SMALL_BATCH_PACKETS = 250_000  # code steps: small captures per transaction, up to this many
 ANALYZE_MEMORY_LIMIT = "256MB"  # DuckDB's share while analysing: peak RSS stays under 1 GiB
 
 
@@ -258,12 +260,12 @@ def _build_batches(con, writer, step, version, captures, pending, result, progre
 
 
 def _batches(pending, captures, step):
-    """Consecutive capture ids, up to BATCH_PACKETS packets a batch (code steps: one each)."""
+    """Consecutive capture ids, up to BATCH_PACKETS packets a batch; code steps:
+    captures small enough for one transaction together, a larger one alone."""
     batch, size = [], 0
     for cid in pending:
         n = captures[cid]
-        if batch and (not isinstance(step, SqlStep) or cid != batch[-1] + 1
-                      or size + n > BATCH_PACKETS):
+        if batch and not _joins(step, batch, cid, captures, size + n):
             yield batch
             batch, size = [], 0
         batch.append(cid)
@@ -272,9 +274,19 @@ def _batches(pending, captures, step):
         yield batch
 
 
+def _joins(step, batch, cid, captures, size):
+    """Whether capture `cid` joins `batch` (`size`: their packets together)."""
+    if isinstance(step, CodeStep):  # (a batch of a code step holds small captures only)
+        return (max(captures[batch[-1]], captures[cid]) <= ONE_TRANSACTION_PACKETS
+                and size <= SMALL_BATCH_PACKETS)
+    return isinstance(step, SqlStep) and cid == batch[-1] + 1 and size <= BATCH_PACKETS
+
+
 def _write_batch(con, writer, step, version, batch):
     """Build one batch on `writer`; `con` reads committed tables."""
     if isinstance(step, CodeStep):
+        if len(batch) > 1:
+            return step.build_small(con, writer, batch, version)
         return {cid: step.build_one(con, writer, cid, version) for cid in batch}
     t0 = time.perf_counter()
     writer.execute("BEGIN")

@@ -115,6 +115,33 @@ class CodeStep:
         return out[self.table]
 
 
+    def build_small(self, con, writer, batch, version):
+        """Build captures each small enough for one transaction, all in one
+        ({capture: rows}): a transaction per capture cost ~15 ms, more than
+        a small capture's pass. A failure rolls them all back (the caller
+        then builds them one by one, to keep the others)."""
+        writer.execute("BEGIN")
+        try:
+            out, runs = {}, []
+            for capture_id in batch:
+                t0 = time.perf_counter()
+                for table in self.tables:  # rows an earlier build left
+                    writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?",
+                                   [capture_id])
+                out[capture_id] = self.module.build(con, writer, capture_id,
+                                                    **self.params)[self.table]
+                runs.append([self.table, capture_id, version, out[capture_id],
+                             time.perf_counter() - t0])
+            writer.executemany("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
+                               runs)
+            writer.execute("COMMIT")
+        except BaseException:
+            if in_transaction(writer):
+                writer.execute("ROLLBACK")
+            raise
+        return out
+
+
 class SqlStep:
     """A table built by analyses/<table>.sql over a range of captures."""
 
