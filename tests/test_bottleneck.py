@@ -1,4 +1,4 @@
-"""The bottleneck rate (analyses/bottleneck.sql) against rates someone set.
+"""The bottleneck rate (tracekit/pipeline/steps/bottleneck.py) against rates someone set.
 
 The lab's reference runs cross a path the emulator serves at 50 Mbit/s (IP
 bytes); a path made here by hand -- two namespaces, a veth pair, a tbf token
