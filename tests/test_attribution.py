@@ -178,11 +178,20 @@ def _store_folder(store):
                               "WHERE database_name = current_database()").fetchone()[0]).parent
 
 
-def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
+@pytest.mark.parametrize("spill", [True, False])
+def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch, spill):
     """request_phases runs in partitions of flows (bounded memory), each reading
-    its own rows from a scratch folder: many partitions give the rows of one,
-    and the folder is gone afterwards."""
-    from tracekit.pipeline.steps import phases
+    its own rows from a scratch folder (many partitions) or straight from the
+    tables (few): many partitions give the rows of one either way, and the
+    folder is gone afterwards."""
+    from tracekit.pipeline.steps import phases, phases_sql
+    monkeypatch.setattr(phases_sql, "DIRECT_PARTS", 0 if spill else 10 ** 6)
+    read = {"spilled": 0, "direct": 0}
+    for name in read:  # (which way each partition's rows came)
+        def counted(*args, real=getattr(phases_sql, name), name=name):
+            read[name] += 1
+            return real(*args)
+        monkeypatch.setattr(phases_sql, name, counted)
     whole = store.execute("SELECT * FROM request_phases ORDER BY ALL").fetchall()
     totals = store.execute("SELECT sum(gap_clocked_ns), sum(gap_beyond_ns), "
                            "sum(down_loss_recovery_ns), sum(len(loss_rounds)) "
@@ -195,6 +204,7 @@ def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     folder = _store_folder(store)
     phases.build_all(store, "request_phases_parts")
     assert not list(folder.glob(".tracekit-phases-*"))  # its scratch folder is gone
+    assert read == {"spilled": int(spill), "direct": int(not spill)}
     assert store.execute("SELECT * FROM request_phases_parts ORDER BY ALL").fetchall() == whole
     store.execute("DROP TABLE request_phases_parts")
 

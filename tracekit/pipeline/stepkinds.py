@@ -267,8 +267,11 @@ class CodeStoreStep:
         self.table = module.TABLES[0]
         self.tables = tuple(module.TABLES)
 
-    def version(self):
-        return hashlib.sha256(inspect.getsource(self.module).encode()).hexdigest()[:16]
+    def version(self):  # its module's source and the modules in its `SOURCES`
+        digest = hashlib.sha256(inspect.getsource(self.module).encode())
+        for m in getattr(self.module, "SOURCES", ()):
+            digest.update(inspect.getsource(m).encode())
+        return digest.hexdigest()[:16]
 
     def write_all(self, con, target):
         return self.module.build_all(con, target)
