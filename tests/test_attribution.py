@@ -160,15 +160,27 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert median_span([fresh], "tunnel", "connect_tcp") < 1e6
 
 
-def test_attribution_in_parts_equals_one_part(store, monkeypatch):
-    """Attribution runs in parts of requests (bounded memory at any store size):
-    three parts give the same rows as one, tunnel spans included."""
+@pytest.mark.parametrize("bucketed", [True, False])
+def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
+    """Attribution runs in parts of requests (bounded memory at any store size),
+    each reading bucketed copies of the request tables (many parts) or the
+    tables filtered (few): three parts give the same rows as one either way,
+    tunnel spans included."""
     from tracekit.pipeline.analyze import PartitionedStoreStep
     whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
     assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
+    monkeypatch.setattr(PartitionedStoreStep, "DIRECT_PARTS", 0 if bucketed else 3)
+    views, real = [], PartitionedStoreStep._bucket_views
+
+    def spied(self, con, parts):
+        part_view = real(self, con, parts)
+        views.append(part_view("requests", 0))
+        return part_view
+    monkeypatch.setattr(PartitionedStoreStep, "_bucket_views", spied)
     PartitionedStoreStep("attribution").write_all(store, "attribution")
+    assert len(views) == 1 and ("_bucketed_requests" in views[0]) == bucketed
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
 
