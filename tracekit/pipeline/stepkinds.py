@@ -260,14 +260,25 @@ class PartitionedStoreStep(StoreStep):
     def _bucket_views(self, con, parts):
         """The query of a part's rows of a table (`part_view(table, part)`)."""
         if parts <= self.DIRECT_PARTS:
-            (db,), = con.execute("SELECT current_database()").fetchall()
-            db = db.replace('"', '""')
-            return lambda t, part: (f'SELECT * FROM "{db}".main.{t} '
+            source = {t: _source(con, t) for t in self.PART_TABLES}  # (before views replace them)
+            return lambda t, part: (f"SELECT * FROM {source[t]} "
                                     f"WHERE hash(request_key) % {parts} = {part}")
         for t in self.PART_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
                         f"hash(request_key) % {parts} AS _bucket FROM {t} ORDER BY _bucket")
         return lambda t, part: f"SELECT * EXCLUDE (_bucket) FROM _bucketed_{t} WHERE _bucket = {part}"
+
+
+def _source(con, table):
+    """What `table` names now, as a query's FROM: a temporary view's query (an
+    analyze reads the tables it is rebuilding through views of their names:
+    storewide.py), else the store's table."""
+    views = con.execute("SELECT sql FROM duckdb_views() WHERE temporary AND view_name = ?",
+                        [table]).fetchall()
+    if views:  # 'CREATE TEMP VIEW <table> AS <query>;'
+        return "(" + views[0][0].split(" AS ", 1)[1].strip().rstrip(";") + ")"
+    (db,), = con.execute("SELECT current_database()").fetchall()
+    return '"{}".main.{}'.format(db.replace('"', '""'), table)
 
 
 class CodeStoreStep:
