@@ -266,7 +266,8 @@ class PartitionedStoreStep(StoreStep):
         for t in self.PART_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
                         f"hash(request_key) % {parts} AS _bucket FROM {t} ORDER BY _bucket")
-        return lambda t, part: f"SELECT * EXCLUDE (_bucket) FROM _bucketed_{t} WHERE _bucket = {part}"
+        return lambda t, part: (f"SELECT * EXCLUDE (_bucket) FROM _bucketed_{t} "
+                                f"WHERE _bucket = {part}")
 
 
 def _source(con, table):
