@@ -160,15 +160,38 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert median_span([fresh], "tunnel", "connect_tcp") < 1e6
 
 
-def test_attribution_in_parts_equals_one_part(store, monkeypatch):
-    """Attribution runs in parts of requests (bounded memory at any store size):
-    three parts give the same rows as one, tunnel spans included."""
+@pytest.mark.parametrize("bucketed", [True, False])
+def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
+    """Attribution runs in parts of requests (bounded memory at any store size),
+    each reading bucketed copies of the request tables (many parts) or the
+    tables filtered (few): three parts give the same rows as one either way,
+    tunnel spans included."""
     from tracekit.pipeline.analyze import PartitionedStoreStep
     whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
     assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
-    PartitionedStoreStep("attribution").write_all(store, "attribution")
+    monkeypatch.setattr(PartitionedStoreStep, "DIRECT_PARTS", 0 if bucketed else 3)
+    views, real = [], PartitionedStoreStep._bucket_views
+
+    def spied(self, con, parts):
+        part_view = real(self, con, parts)
+        views.append(part_view("requests", 0))
+        return part_view
+    monkeypatch.setattr(PartitionedStoreStep, "_bucket_views", spied)
+    # as within an analyze: the request tables read through temporary views of
+    # their names (of what this run built; here the stored ones are hidden)
+    tables = PartitionedStoreStep.PART_TABLES
+    for t in tables:
+        store.execute(f"ALTER TABLE {t} RENAME TO {t}_hidden")
+        store.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {t}_hidden")
+    try:
+        PartitionedStoreStep("attribution").write_all(store, "attribution")
+    finally:
+        for t in tables:
+            store.execute(f"DROP VIEW IF EXISTS temp.{t}")
+            store.execute(f"ALTER TABLE {t}_hidden RENAME TO {t}")
+    assert len(views) == 1 and ("_bucketed_requests" in views[0]) == bucketed
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
 
@@ -178,11 +201,20 @@ def _store_folder(store):
                               "WHERE database_name = current_database()").fetchone()[0]).parent
 
 
-def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
+@pytest.mark.parametrize("spill", [True, False])
+def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch, spill):
     """request_phases runs in partitions of flows (bounded memory), each reading
-    its own rows from a scratch folder: many partitions give the rows of one,
-    and the folder is gone afterwards."""
-    from tracekit.pipeline.steps import phases
+    its own rows from a scratch folder (many partitions) or straight from the
+    tables (few): many partitions give the rows of one either way, and the
+    folder is gone afterwards."""
+    from tracekit.pipeline.steps import phases, phases_sql
+    monkeypatch.setattr(phases_sql, "DIRECT_PARTS", 0 if spill else 10 ** 6)
+    read = {"spilled": 0, "direct": 0}
+    for name in read:  # (which way each partition's rows came)
+        def counted(*args, real=getattr(phases_sql, name), name=name):
+            read[name] += 1
+            return real(*args)
+        monkeypatch.setattr(phases_sql, name, counted)
     whole = store.execute("SELECT * FROM request_phases ORDER BY ALL").fetchall()
     totals = store.execute("SELECT sum(gap_clocked_ns), sum(gap_beyond_ns), "
                            "sum(down_loss_recovery_ns), sum(len(loss_rounds)) "
@@ -195,6 +227,7 @@ def test_request_phases_in_partitions_equal_one_partition(store, monkeypatch):
     folder = _store_folder(store)
     phases.build_all(store, "request_phases_parts")
     assert not list(folder.glob(".tracekit-phases-*"))  # its scratch folder is gone
+    assert read == {"spilled": int(spill), "direct": int(not spill)}
     assert store.execute("SELECT * FROM request_phases_parts ORDER BY ALL").fetchall() == whole
     store.execute("DROP TABLE request_phases_parts")
 

@@ -20,7 +20,7 @@ life without overlapping), so the cost is the size of the inputs plus the
 overlaps actually found.
 """
 
-import os
+import contextlib
 import tempfile
 
 import numpy as np
@@ -28,66 +28,18 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...store.arrow import numpy_array, string_array
-from ...store.db import settings
 from ...store.schema import create_table_sql
 from ...store.writer import AppendWriter
+from . import phases_sql
+from .phases_sql import PACKET_COLUMNS, PACKETS_SQL, PARTS_SQL, _fetch, flow_parts  # noqa: F401
 from .stalls import STATES
 
 TABLES = ("request_phases",)
 READS = ("bounds", "flows", "packets", "recovery_rounds", "requests", "stalls")
 SCOPE = "store"  # built over the whole store (tracekit.pipeline.dag)
+SOURCES = (phases_sql,)  # code whose change rebuilds the table
 
-INSTANTS_SQL = """
-WITH r AS (
-    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.vantage,
-        b.rtt_ns, f.protocol = 'udp' AS quic, f.client_mss,
-        q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
-        q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
-    FROM requests q JOIN bounds b USING (request_key)
-    LEFT JOIN flows f USING (capture_id, flow_id)
-),
-cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
-cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
-cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2)
-SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
-           + coalesce(flow_id, 0) AS flow_key,
-       capture_id IS NOT NULL AS has_flow, vantage, coalesce(quic, false) AS quic,
-       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d,
-       coalesce(m.part, $no_flow) AS part
-FROM cut3 LEFT JOIN _phase_flows m USING (capture_id, flow_id)
-"""
-
-RUNS_SQL = """
-SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.direction = 'c2s' AS c2s,
-       s.start_ns, s.end_ns, list_position($states, s.state) - 1 AS state, m.part
-FROM stalls s JOIN _phase_flows m USING (capture_id, flow_id)
-"""
-
-# each download loss stretch (a loss_recovery or rto_wait run of the server's
-# data) belongs to the recovery round that had begun when it began
-LOSS_ROUNDS_SQL = """
-SELECT s.capture_id * 4294967296 + s.flow_id AS flow_key, s.start_ns, s.end_ns,
-       rr.episode, rr.round, m.part
-FROM (SELECT * FROM stalls WHERE direction = 's2c' AND state IN ('loss_recovery', 'rto_wait')) s
-JOIN _phase_flows m USING (capture_id, flow_id)
-ASOF JOIN (SELECT capture_id, flow_id, episode, round, first_ts_ns FROM recovery_rounds
-           WHERE direction = 's2c') rr
-  ON rr.capture_id = s.capture_id AND rr.flow_id = s.flow_id AND s.start_ns >= rr.first_ts_ns
-"""
-
-# the server's data packets on flows seen from the client (or QUIC, whose ACKs
-# are encrypted), with what the ACK clock needs: the previous data packet of the
-# server (time, size), the client's last packet before, the full segment size
 NO_CLIENT = -9223372036854775807  # no packet of the client's yet
-PACKETS_SQL = """
-SELECT t.capture_id * 4294967296 + t.flow_id AS flow_key, t.frame, t.ts_ns, t.from_client,
-       t.payload_bytes, m.client_mss IS NOT NULL AS has_mss,
-       coalesce(m.client_mss - 40, 0) AS full_bytes, m.part
-FROM packets t JOIN _phase_flows m USING (capture_id, flow_id)
-WHERE m.pauses AND (t.payload_bytes > 0 OR t.from_client)
-"""
-PACKET_COLUMNS = ("flow_key", "frame", "ts_ns", "from_client", "payload_bytes", "has_mss",
-                  "full_bytes")
 
 
 @kernel
@@ -248,23 +200,11 @@ def download_gaps(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_pre
             j += 1
 
 
-def _fetch(con, sql, params=None):
-    return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}
-
-
 def _i64(a):
     return np.asarray(a).astype(np.int64)
 
 
 PART_RUNS = 500_000  # stall runs and data packets a partition holds at most (bounded memory)
-
-PARTS_SQL = """
-SELECT s.capture_id, s.flow_id, count(*) + any_value(f.packets_s2c) AS runs
-FROM stalls s JOIN flows f USING (capture_id, flow_id)
-WHERE (s.capture_id, s.flow_id) IN (SELECT (capture_id, flow_id) FROM requests)
-GROUP BY ALL ORDER BY ALL
-"""
-
 
 def partitions(con):
     """(capture_id, first flow, last flow) ranges of at most PART_RUNS stall runs and
@@ -292,32 +232,34 @@ def build_all(con, target="request_phases"):
     """Create `request_phases` (under the name `target`) from the whole store, a
     partition at a time, each committed on its own; return its rows.
 
-    Each input (the requests' instants, the stall runs, the download loss
-    stretches, the packets the download gaps need) is read once and written
-    out by partition (DuckDB's partitioned COPY into a scratch folder beside
-    the store): a partition then reads its own rows only. Filtering the
-    tables by a partition's flows would scan them whole for each partition
-    (their rows are in time order, every flow's spread over all of them):
-    a cost that grows with the square of the capture. A thread appends the
-    rows in whole row groups while the next partition is built (2.9 M
-    packets, 11 partitions: the step alone 6.6 -> 4.5-4.8 s, within an
-    analyze 4.75 -> 4.32 s; 125 MB more held)."""
+    A partition gets its rows of each input (the requests' instants, the
+    stall runs, the download loss stretches, the packets the download gaps
+    need) straight from the tables when there are few partitions, else from
+    a scratch folder beside the store each input was written out to by
+    partition once (phases_sql.py says why and what each costs). A thread
+    appends the rows in whole row groups while the next partition is built
+    (2.9 M packets, 11 partitions: the step alone 6.6 -> 4.5-4.8 s, within
+    an analyze 4.75 -> 4.32 s; 125 MB more held)."""
     con.execute(f"DROP TABLE IF EXISTS {target}")
     con.execute(create_table_sql("request_phases").replace(
         "CREATE TABLE IF NOT EXISTS request_phases", f"CREATE TABLE {target}", 1))
     parts = partitions(con)
     rows = 0
-    with tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=_scratch_dir(con)) as tmp:
+    spilling = len(parts) > phases_sql.DIRECT_PARTS
+    with (tempfile.TemporaryDirectory(prefix=".tracekit-phases-", dir=phases_sql.scratch_dir(con))
+          if spilling else contextlib.nullcontext()) as tmp:
         writer = AppendWriter(con.cursor())  # appends while the next partition is built
         try:
-            _spill(con, parts, tmp)
+            flow_parts(con, parts)
+            if spilling:
+                phases_sql.spill(con, parts, tmp)
+            read = phases_sql.spilled(con, tmp) if spilling else phases_sql.direct(con, parts)
             writer.start()
             for k, part in enumerate(parts):
-                if _part_files(tmp, "instants", k) is None:  # no request (of no flow)
-                    continue
-                table = _partition(con, part, lambda name: _part_files(tmp, name, k))
-                writer.put(target, table)
-                rows += table.num_rows
+                table = _partition(con, part, read(k))
+                if table is not None:  # (None: no request, of no flow)
+                    writer.put(target, table)
+                    rows += table.num_rows
             writer.finish()
         finally:
             if writer.is_alive():
@@ -328,68 +270,17 @@ def build_all(con, target="request_phases"):
     return rows
 
 
-def _scratch_dir(con):
-    """The store's folder (where DuckDB spills too), or the system's for a store in memory."""
-    (path,), = con.execute("SELECT path FROM duckdb_databases() "
-                           "WHERE database_name = current_database()").fetchall()
-    return os.path.dirname(os.path.abspath(path)) if path else None
+def _read(rows, columns):
+    """A partition's rows of one input; None: each column empty."""
+    return {c: np.zeros(0, np.int64) for c in columns} if rows is None else rows
 
 
-def _spill(con, parts, tmp):
-    """Each input written to tmp/<name>/part=<k>/."""
-    flow_parts(con, parts)
-    # each partition's rows written out every 64 k rows rather than DuckDB's
-    # 512 k: the stall runs of 29 M packets (101 partitions) took 9.4 s to
-    # write with the default, 4.1 s so
-    with settings(con, partitioned_write_flush_threshold=65536):
-        for name, sql, params in (("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}),
-                                  ("runs", RUNS_SQL, {"states": list(STATES)}),
-                                  ("loss", LOSS_ROUNDS_SQL, {}), ("packets", PACKETS_SQL, {})):
-            path = os.path.join(tmp, name).replace("'", "''")
-            con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet, PARTITION_BY (part), "
-                        f"COMPRESSION uncompressed)", params)
-
-
-def flow_parts(con, parts):
-    """Each flow with requests and its partition (temp._phase_flows), with whether
-    its download gaps are wanted (seen from the client, or QUIC) and the MSS
-    its client announced."""
-    con.execute("CREATE OR REPLACE TEMP TABLE _phase_parts "
-                "(capture_id INTEGER, lo BIGINT, hi BIGINT, part INTEGER)")
-    rows = [(cid, lo, hi, k) for k, (cid, lo, hi) in enumerate(parts) if cid is not None]
-    if rows:  # (none when no request has a flow: an event log alone, or only UDP)
-        con.executemany("INSERT INTO _phase_parts VALUES (?, ?, ?, ?)", rows)
-    con.execute("""
-        CREATE OR REPLACE TEMP TABLE _phase_flows AS
-        WITH rf AS (
-            SELECT capture_id, flow_id, bool_or(vantage <> 'server') AS not_server
-            FROM requests WHERE capture_id IS NOT NULL GROUP BY ALL
-        )
-        SELECT rf.capture_id, rf.flow_id, p.part,
-            rf.not_server OR coalesce(f.protocol = 'udp', false) AS pauses, f.client_mss
-        FROM rf LEFT JOIN flows f USING (capture_id, flow_id)
-        JOIN _phase_parts p ON p.capture_id = rf.capture_id AND rf.flow_id BETWEEN p.lo AND p.hi""")
-
-
-def _part_files(tmp, name, k):
-    """A partition's files of one input (read_parquet's argument), or None: no rows."""
-    folder = os.path.join(tmp, name, f"part={k}")
-    quoted = folder.replace("'", "''")
-    return f"read_parquet('{quoted}/*.parquet', hive_partitioning = false)" \
-        if os.path.isdir(folder) else None
-
-
-def _read(con, files, columns):
-    """A partition's rows of one input; no files: each column empty."""
-    if files is None:
-        return {c: np.zeros(0, np.int64) for c in columns}
-    return _fetch(con, f"SELECT * FROM {files}")
-
-
-def _partition(con, part, files):
-    """The `request_phases` rows of one partition as an Arrow table; `files(name)`
-    names its rows of each input."""
-    r = _fetch(con, f"SELECT * FROM {files('instants')}")
+def _partition(con, part, rows):
+    """The `request_phases` rows of one partition as an Arrow table (None: it
+    has no request); `rows(name)` gives its rows of each input."""
+    r = rows("instants")
+    if r is None:
+        return None
     n = len(r["request_key"])
     jit = use_jit(n * PYTHON_COST)
     key = _i64(r["flow_key"])
@@ -402,7 +293,7 @@ def _partition(con, part, files):
     no_flow = part[0] is None
     if n and not no_flow:
         # upload and download: state totals
-        runs = _read(con, files("runs"), ("flow_key", "c2s", "start_ns", "end_ns", "state"))
+        runs = _read(rows("runs"), ("flow_key", "c2s", "start_ns", "end_ns", "state"))
         runs_c2s = runs["c2s"].astype(bool)
         runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
         runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
@@ -417,7 +308,7 @@ def _partition(con, part, files):
                            tmp)
             out[order] = tmp
         # download loss stretches by recovery round
-        lr = _read(con, files("loss"), ("flow_key", "start_ns", "end_ns", "episode", "round"))
+        lr = _read(rows("loss"), ("flow_key", "start_ns", "end_ns", "episode", "round"))
         lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
         lo_ord = np.lexsort((llo, lk))
         empty = np.zeros(0, np.int64)
@@ -430,7 +321,7 @@ def _partition(con, part, files):
         pair_episode = _i64(lr["episode"])[lo_ord][pj]
         pair_round = _i64(lr["round"])[lo_ord][pj]
         # the download's gaps seen from the client, by what explains them
-        pk = pauses(_read(con, files("packets"), PACKET_COLUMNS))
+        pk = pauses(_read(rows("packets"), PACKET_COLUMNS))
         pkk, pts, pprev = pk["flow_key"], pk["ts_ns"], pk["prev_ns"]
         po = np.lexsort((pprev, pkk))
         s2c = ~runs_c2s
