@@ -169,7 +169,7 @@ class Transfer:
             if r is not None:  # the window it offers: never a right edge moved back
                 held = self.rcv_got - self.rcv_cum
                 r.on_data(self.now, self.rcv_cum - before,
-                          self.rcv_top - self.rcv_cum if held else 0, self.p.rtt)
+                          self.rcv_top - self.rcv_cum if held else 0, self.p.rtt, held)
                 self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
