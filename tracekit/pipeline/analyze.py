@@ -230,16 +230,22 @@ def _build_capture_step(con, writer, step, version, captures, failed, progress):
 
 
 def _build_batches(con, writer, step, version, captures, pending, result, progress):
-    total, done = sum(captures[c] for c in pending), 0
-    for batch in _batches(pending, captures, step):
+    total, done, before = sum(captures[c] for c in pending), {}, 0
+    for cid in pending:  # the packets of the step's captures built before each
+        done[cid], before = before, before + captures[cid]
+
+    def report(cid):
         if progress and getattr(progress, "takes_share", False):
             # (the step's share done, in packets of its pending captures: for an ETA)
-            progress(step.table, batch[0], done, total)
+            progress(step.table, cid, done[cid], total)
         elif progress:
-            progress(step.table, batch[0])
-        done += sum(captures[c] for c in batch)
+            progress(step.table, cid)
+    for batch in _batches(pending, captures, step):
+        each = isinstance(step, CodeStep) and len(batch) > 1  # a code step's: capture by capture
+        if not each:
+            report(batch[0])
         try:
-            counts = _write_batch(con, writer, step, version, batch)
+            counts = _write_batch(con, writer, step, version, batch, report if each else None)
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
             _unless_storage_failed(e)
             if len(batch) > 1:  # find the capture it cannot take, keep the others
@@ -282,11 +288,12 @@ def _joins(step, batch, cid, captures, size):
     return isinstance(step, SqlStep) and cid == batch[-1] + 1 and size <= BATCH_PACKETS
 
 
-def _write_batch(con, writer, step, version, batch):
-    """Build one batch on `writer`; `con` reads committed tables."""
+def _write_batch(con, writer, step, version, batch, report=None):
+    """Build one batch on `writer`; `con` reads committed tables (`report`:
+    called with each capture of a code step's batch as it starts)."""
     if isinstance(step, CodeStep):
         if len(batch) > 1:
-            return step.build_small(con, writer, batch, version)
+            return step.build_small(con, writer, batch, version, report)
         return {cid: step.build_one(con, writer, cid, version) for cid in batch}
     t0 = time.perf_counter()
     writer.execute("BEGIN")

@@ -115,7 +115,7 @@ class CodeStep:
         return out[self.table]
 
 
-    def build_small(self, con, writer, batch, version):
+    def build_small(self, con, writer, batch, version, report=None):
         """Build captures each small enough for one transaction, all in one
         ({capture: rows}): a transaction per capture cost ~15 ms, more than
         a small capture's pass. A failure rolls them all back (the caller
@@ -124,6 +124,8 @@ class CodeStep:
         try:
             out, runs = {}, []
             for capture_id in batch:
+                if report:
+                    report(capture_id)
                 t0 = time.perf_counter()
                 for table in self.tables:  # rows an earlier build left
                     writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?",
