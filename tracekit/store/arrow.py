@@ -44,6 +44,11 @@ def _col(values, null, typ):
     return pa.Array.from_buffers(typ, n, [_validity(null), data])
 
 
+def fetch_numpy(con, sql, params=None):
+    """{column: numpy array} of a query's result (the steps' reads)."""
+    return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}
+
+
 def numpy_array(values, null=None, typ=pa.int64()):
     """An Arrow array of a numpy column (`null` a mask or None), without
     pyarrow's array(), which imports pandas (half a second) to probe it."""

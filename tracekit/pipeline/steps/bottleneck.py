@@ -95,6 +95,7 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
+from ...store.arrow import fetch_numpy as _numpy
 from ...store.schema import DERIVED
 from . import bottleneck_sql
 from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
@@ -233,8 +234,6 @@ def candidate_pairs(ts, flow, slot, first, from_client, payload, acked, ip, sack
             st[k, A_SACKY] = 1 if sacky[j] else 0
 
 
-def _numpy(con, sql, params):
-    return {k: np.asarray(v) for k, v in con.execute(sql, params).fetchnumpy().items()}
 
 
 class _Held:

@@ -19,6 +19,7 @@ import os
 
 import numpy as np
 
+from ...store.arrow import fetch_numpy as _fetch
 from ...store.db import settings
 from .stalls import STATES
 
@@ -181,5 +182,3 @@ def _split(r, parts):
             else None for k in range(parts)]
 
 
-def _fetch(con, sql, params=None):
-    return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}

@@ -53,7 +53,7 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import numpy_table
+from ...store.arrow import fetch_numpy as _numpy, numpy_table
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 
@@ -365,8 +365,6 @@ def finish_flows(slots, fs, st, pm, fb, tail, busy, start, end, duration, packet
             st[k, R_STATE] = -1
 
 
-def _numpy(con, sql, params):
-    return {k: np.asarray(v) for k, v in con.execute(sql, params).fetchnumpy().items()}
 
 
 def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
