@@ -81,26 +81,28 @@ class CodeStep:
     def build_one(self, con, writer, capture_id, version):
         """Build one capture; return its rows.
 
-        A large capture is written in many short transactions (one big one
-        keeps every row in memory until it commits): a row in
-        `analyses_in_progress` hides it from the tables' views meanwhile, and
-        the last transaction removes that row as it records the build.
+        A small capture is built in one transaction (`build_small`). A large
+        one is written in many short transactions (one big one keeps every
+        row in memory until it commits): a row in `analyses_in_progress`
+        hides it from the tables' views meanwhile, and the last transaction
+        removes that row as it records the build. Either way a failure
+        leaves no row of the capture behind.
         """
         (packets,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
                                   [capture_id]).fetchall()
-        small = packets <= ONE_TRANSACTION_PACKETS  # then one transaction is cheaper
-        for table in self.tables:  # rows an earlier build left
-            writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?", [capture_id])
-        if small:
-            writer.execute("BEGIN")
-        else:
-            writer.execute("INSERT INTO analyses_in_progress VALUES (?, ?, now())",
-                           [self.table, capture_id])
+        if packets <= ONE_TRANSACTION_PACKETS:  # then one transaction is cheaper
+            try:
+                return self.build_small(con, writer, [capture_id], version)[capture_id]
+            except BaseException:
+                self._discard(writer, capture_id)
+                raise
+        self._discard(writer, capture_id)  # rows an earlier build left
+        writer.execute("INSERT INTO analyses_in_progress VALUES (?, ?, now())",
+                       [self.table, capture_id])
         t0 = time.perf_counter()
         try:
             out = self.module.build(con, writer, capture_id, **self.params)
-            if not small:
-                writer.execute("BEGIN")
+            writer.execute("BEGIN")
             writer.execute("DELETE FROM analyses_in_progress WHERE analysis = ? AND capture_id = ?",
                            [self.table, capture_id])
             writer.execute("INSERT INTO analysis_runs VALUES (?, ?, ?, ?, ?, now(), NULL)",
@@ -110,10 +112,15 @@ class CodeStep:
         except BaseException:
             if in_transaction(writer):
                 writer.execute("ROLLBACK")
-            discard_analysis(writer, self.table, capture_id)
+            self._discard(writer, capture_id)
             raise
         return out[self.table]
 
+    def _discard(self, writer, capture_id):
+        """Delete the capture's rows of every table of the step."""
+        for table in self.tables:
+            writer.execute(f"DELETE FROM {storage(table)} WHERE capture_id = ?", [capture_id])
+        discard_analysis(writer, self.table, capture_id)
 
     def build_small(self, con, writer, batch, version, report=None):
         """Build captures each small enough for one transaction, all in one
