@@ -17,6 +17,12 @@ applied as updates at the end.
 flag, a retransmission's trigger, recovery and verdicts...), the event
 columns (`tcp_events`, schema.EVENT_COLUMNS); the view `tcp_analysis` joins
 them back. The sparse columns no longer cost an append of every packet.
+Narrower was measured and not taken (#31, mixed capture, step 5.8 CPU s,
+benchmarks/tcp_analysis_step.py): leaving out the 5 columns that copy
+`packets` saves 0.5 s, the 7 ACK facts (set on 45 % of packets) 1.0 s
+before writing them elsewhere (0.45 s), but a view that joins `packets`
+and those facts back costs 0.35-0.5 s on every full read of it, and
+analyze reads it many times.
 """
 
 import numpy as np
@@ -42,18 +48,24 @@ NONE = np.iinfo(np.int64).min  # "no value" where any int64 is a value
 DENSE = tuple(c for c in TCP_ANALYSIS if c.name not in EVENT_COLUMNS)
 
 # TCP packets that carry a full header and belong to a flow, one frame range
+TCP_PACKETS = """
+FROM packets
+WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+  AND protocol = 6 AND flow_id IS NOT NULL AND tcp_flags IS NOT NULL"""
 PACKETS_SQL = """
 SELECT frame, ts_ns, flow_id, from_client, tcp_seq, tcp_ack, tcp_flags,
        payload_bytes, tcp_window, tcp_window_shift, coalesce(tcp_window_bytes, -1) AS window_bytes,
        coalesce(tcp_tsval, -1) AS tsval, coalesce(tcp_tsecr, -1) AS tsecr,
-       coalesce(ip_id, -1) AS ip_id, coalesce(len(tcp_sack_left), 0) AS sack_n,
+       coalesce(ip_id, -1) AS ip_id""" + TCP_PACKETS
+# their SACK edges, read apart: only the few packets with SACK blocks (a list
+# read of every packet cost half of the read: 0.4 of 0.8 CPU s on 2.9 M packets)
+SACK_SQL = """
+SELECT frame, coalesce(len(tcp_sack_left), 0) AS sack_n,
        coalesce(tcp_sack_left[1], 0) AS sl1, coalesce(tcp_sack_left[2], 0) AS sl2,
        coalesce(tcp_sack_left[3], 0) AS sl3, coalesce(tcp_sack_left[4], 0) AS sl4,
        coalesce(tcp_sack_right[1], 0) AS sr1, coalesce(tcp_sack_right[2], 0) AS sr2,
-       coalesce(tcp_sack_right[3], 0) AS sr3, coalesce(tcp_sack_right[4], 0) AS sr4
-FROM packets
-WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
-  AND protocol = 6 AND flow_id IS NOT NULL AND tcp_flags IS NOT NULL
+       coalesce(tcp_sack_right[3], 0) AS sr3, coalesce(tcp_sack_right[4], 0) AS sr4""" + TCP_PACKETS + """
+  AND (tcp_sack_left IS NOT NULL OR tcp_sack_right IS NOT NULL)
 """
 
 FLOWS_SQL = """
@@ -65,36 +77,47 @@ FRAMES_SQL = "SELECT packets FROM captures WHERE capture_id = $capture_id"
 
 def read_chunk(con, capture_id, lo, hi):
     """The TCP packets of frames [lo, hi) as int64 numpy columns in frame order
-    (SACK edges as (n, 4), up to the 4 blocks a TCP header holds). Read with
-    fetchnumpy: pyarrow's to_numpy() imports pandas (half a second)."""
-    cols = con.execute(PACKETS_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi}).fetchnumpy()
-    cols = {k: np.asarray(v) for k, v in cols.items()}
-    frame = cols["frame"]
+    (SACK edges as (n, 4), up to the 4 blocks a TCP header holds; 0 where a
+    packet has fewer: `sack_n` says how many). Read with fetchnumpy: pyarrow's
+    to_numpy() imports pandas (half a second)."""
+    args = {"capture_id": capture_id, "lo": lo, "hi": hi}
+    cols = con.execute(PACKETS_SQL, args).fetchnumpy()
+    frame = np.asarray(cols["frame"])
     order = None
     if len(frame) > 1 and (np.diff(frame) < 0).any():
         order = np.argsort(frame, kind="stable")
     out = {}
     for name, col in cols.items():
-        if name[:2] in ("sl", "sr") and name[2:].isdigit():
-            continue
-        out[name] = col.astype(bool if name == "from_client" else np.int64)
-    out["sack_l"] = np.stack([cols[f"sl{k}"] for k in range(1, 5)], axis=1).astype(np.int64)
-    out["sack_r"] = np.stack([cols[f"sr{k}"] for k in range(1, 5)], axis=1).astype(np.int64)
-    if order is not None:
-        out = {k: v[order] for k, v in out.items()}
+        col = np.asarray(col).astype(bool if name == "from_client" else np.int64, copy=False)
+        out[name] = col if order is None else col[order]
+    n = len(frame)
+    out["sack_n"] = np.zeros(n, np.int64)
+    out["sack_l"] = np.zeros((n, 4), np.int64)
+    out["sack_r"] = np.zeros((n, 4), np.int64)
+    sack = con.execute(SACK_SQL, args).fetchnumpy()
+    if len(sack["frame"]):  # (frames are unique in a capture: each is found)
+        at = np.searchsorted(out["frame"], np.asarray(sack["frame"]))
+        out["sack_n"][at] = sack["sack_n"]
+        for k in range(4):
+            out["sack_l"][at, k] = sack[f"sl{k + 1}"]
+            out["sack_r"][at, k] = sack[f"sr{k + 1}"]
     return out
 
 
 def relative_sack(p, w):
     """SACK edges in the acknowledged side's relative (64-bit) sequence space:
     each edge is the number nearest to the packet's relative ACK with the
-    edge's low 32 bits (RFC 1982), so blocks that straddle 2^32 stay whole."""
-    ack32 = p["tcp_ack"][:, None] & M32
-    rel_ack = w["rel_ack"][:, None]
+    edge's low 32 bits (RFC 1982), so blocks that straddle 2^32 stay whole.
+    Only packets with SACK blocks (the kernels read no others' edges)."""
+    rows = np.flatnonzero(p["sack_n"])
+    ack32 = p["tcp_ack"][rows, None] & M32
+    rel_ack = w["rel_ack"][rows, None]
     out = []
     for raw in (p["sack_l"], p["sack_r"]):
-        d = (raw - ack32) & M32
-        out.append(rel_ack + np.where(d >= 1 << 31, d - (1 << 32), d))
+        d = (raw[rows] - ack32) & M32
+        edges = np.zeros_like(raw)
+        edges[rows] = rel_ack + np.where(d >= 1 << 31, d - (1 << 32), d)
+        out.append(edges)
     return out
 
 
@@ -160,27 +183,49 @@ def copies(p, rto_min_ns):
     the same seq, ACK, length, flags, IP id and TSval, at the same instant, or
     with a non-zero IP id sooner than any retransmission timer. A capture (or
     the network) duplicated them, or the capture saw them twice one hop apart
-    (TTL one lower, other packets between). The chunk is sorted once by a
-    64-bit hash of those fields (stable: frame order within a hash), and each
-    packet held against the one before it in that order, field by field."""
+    (TTL one lower, other packets between). The chunk is sorted by a 64-bit
+    hash of those fields (frame order within a hash), and each packet held
+    against the one before it in that order, field by field -- only where
+    the two hashes are equal (packets with equal fields have equal hashes),
+    so the fields are gathered for the few candidates, not the chunk."""
     fields = [p["flow_id"], p["from_client"], p["tcp_seq"], p["tcp_ack"], p["tcp_flags"],
               p["payload_bytes"], p["ip_id"], p["tsval"]]
-    h = np.zeros(len(p["frame"]), np.uint64)
+    n = len(p["frame"])
+    h = np.zeros(n, np.uint64)
     with np.errstate(over="ignore"):
         for x in fields:
-            h = (h ^ np.asarray(x).astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+            x = np.asarray(x)
+            h ^= x.view(np.uint64) if x.dtype == np.int64 else x.astype(np.uint64)
+            h *= np.uint64(0x9E3779B97F4A7C15)
             h ^= h >> np.uint64(29)
-    order = np.argsort(h, kind="stable")
-    same = np.ones(max(len(order) - 1, 0), bool)
+    order = _stable_argsort(h)
+    hs = h[order]
+    cand = np.flatnonzero(hs[1:] == hs[:-1])  # pairs (order[k], order[k + 1])
+    out = np.zeros(n, bool)
+    if not len(cand):
+        return out
+    a, b = order[cand], order[cand + 1]
+    same = np.ones(len(cand), bool)
     for x in fields:
-        y = np.asarray(x)[order]
-        same &= y[1:] == y[:-1]
-    ts = p["ts_ns"][order]
-    dt = ts[1:] - ts[:-1]
-    ipid = np.asarray(p["ip_id"])[order][1:]
-    out = np.zeros(len(order), bool)
-    out[order[1:][same & ((dt == 0) | ((ipid > 0) & (dt < rto_min_ns)))]] = True
+        x = np.asarray(x)
+        same &= x[a] == x[b]
+    dt = p["ts_ns"][b] - p["ts_ns"][a]
+    ipid = np.asarray(p["ip_id"])[b]
+    out[b[same & ((dt == 0) | ((ipid > 0) & (dt < rto_min_ns)))]] = True
     return out
+
+
+def _stable_argsort(h):
+    """np.argsort(h, kind="stable") of uint64 keys: numpy's default sort (much
+    faster on 64-bit keys) and then, within each run of equal keys (copies,
+    collisions: few), the positions put back in ascending order."""
+    order = np.argsort(h)
+    hs = h[order]
+    tie = hs[1:] == hs[:-1]
+    if tie.any():
+        idx = np.flatnonzero(np.concatenate(([False], tie)) | np.concatenate((tie, [False])))
+        order[idx] = order[idx][np.lexsort((order[idx], hs[idx]))]
+    return order
 
 
 def tracekit_chunk(state, p, w, slot, first, params):
