@@ -23,8 +23,11 @@ through the same reading:
   in it, and the episodes;
 - rate after recovery: new segments sent in the 200 ms after an episode ends;
 - per 200 ms bin from the first send (`--bins`): new segments, resends,
-  and the most in flight (highest sent less the cumulative ACK) the sender
-  had.
+  the most in flight (highest sent less the cumulative ACK) the sender
+  had, and the pacing rate its sends imply: sends less than 0.5 ms apart
+  are one unit, a unit's segments over the gap to the next unit (gaps of
+  0.5-50 ms) is the rate, median in the bin, in segments per 200 ms (BBR
+  paces at 2.89 x its bandwidth estimate in Startup).
 """
 
 import argparse
@@ -40,7 +43,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 SRC = os.path.join(ROOT, "captures", "chapter-case")
-MSS, DELAY, BIN = 1448, 0.101, 0.2
+MSS, DELAY, BIN, WIRE = 1448, 0.101, 0.2, 1500
 
 
 def _tshark(pcap):
@@ -93,7 +96,7 @@ def kernel_traces(run):
     return out
 
 
-def replay_traces(loss, draws, seed=7, rwnd=None):
+def replay_traces(loss, draws, seed=7, rwnd=None, jitter=0.0):
     """[(sends, acks, done, n)] of the replay on the cell's path."""
     from tracekit.whatif import tcp
 
@@ -113,7 +116,7 @@ def replay_traces(loss, draws, seed=7, rwnd=None):
 
     rng, out = random.Random(seed), []
     for _ in range(draws):
-        path = tcp.Path(rtt=0.2, rate=333e6 / 8, queue_bytes=8325000, loss=loss)
+        path = tcp.Path(rtt=0.2, rate=333e6 / 8, queue_bytes=8325000, loss=loss, jitter=jitter)
         conn = tcp.Conn(cc="bbr", initcwnd=10)
         if rwnd:
             from tracekit.whatif.receiver import Receiver
@@ -161,6 +164,18 @@ def reading(sends, acks, done, n):
     rate = [sum(1 for x in news if e < x <= e + BIN) for e in after if e + BIN < done]
     f.update(rto=rto, episodes=len(episodes), recovery=sum(episodes),
              after=float(np.mean(rate)) if rate else np.nan)
+    units = []
+    for t, _, _ in sends:
+        if units and t - units[-1][1] < 0.0005:
+            units[-1][1:] = [t, units[-1][2] + 1]
+        else:
+            units.append([t, t, 1])
+    rates = collections.defaultdict(list)
+    for u, v in zip(units, units[1:]):
+        if 0.0005 < v[0] - u[0] < 0.05:
+            rates[int((u[0] - t0) / BIN)].append(u[2] * BIN / (v[0] - u[0]))
+    for k, r in rates.items():
+        bins[k].append(float(np.median(r)))
     return f, bins
 
 
@@ -177,9 +192,11 @@ def summary(name, rows, nbins=None):
     if nbins:
         line = []
         for k in range(nbins):
-            v = np.array([r[1].get(k, [0, 0, 0]) for r in rows], dtype=float)
-            line.append(f"{v[:, 0].mean():.1f}+{v[:, 1].mean():.1f}r/{np.median(v[:, 2]):.0f}")
-        print("   bins new+resent/in flight:", " ".join(line))
+            v = np.array([r[1].get(k, [0, 0, 0])[:3] for r in rows], dtype=float)
+            pace = [r[1][k][3] for r in rows if len(r[1].get(k, ())) > 3]
+            line.append(f"{v[:, 0].mean():.1f}+{v[:, 1].mean():.1f}r/{np.median(v[:, 2]):.0f}"
+                        f"/{np.median(pace) if pace else np.nan:.0f}")
+        print("   bins new+resent/in flight/paced at:", " ".join(line))
 
 
 def main(argv=None):
@@ -188,6 +205,7 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--bins", type=int, default=0)
     ap.add_argument("--off", default="", help="replay rules to switch off: REO_TIMER,DELIVERED_ROUNDS")
+    ap.add_argument("--jitter", type=float, default=0.0, help="the replay's jitter, s (the lab's: 0.004)")
     ap.add_argument("--rwnd", default="", metavar="FIRST,CLAMP",
                     help="replay the client's receive window (segments), as rcv_window=client")
     args = ap.parse_args(argv)
@@ -209,7 +227,8 @@ def main(argv=None):
           f" rwnd-limited {np.mean([e['tcpi_rwnd_limited_us'] for e in info]) / 1e3:.0f} ms")
     summary("kernel", kern, args.bins)
     rwnd = tuple(map(float, args.rwnd.split(","))) if args.rwnd else None
-    summary("replay", [reading(*t) for t in replay_traces(args.loss, args.draws, rwnd=rwnd)],
+    summary("replay", [reading(*t) for t in replay_traces(args.loss, args.draws, rwnd=rwnd,
+                                                       jitter=args.jitter)],
             args.bins)
 
 
