@@ -413,3 +413,28 @@ def test_a_retransmission_sent_in_recovery_ends_bbrs_round():
     and the conservation round ran on (1 round)."""
     _, c = _bbr_sends(10, script=[0.99, 0.99, 0.0])
     assert c.rounds == 2
+
+
+def test_bbr_recovery_ending_with_a_loss_still_marked_goes_on_as_linux():
+    """Segment 2 of the initial window lost, then its retransmission and
+    segment 12 (sent in recovery) too. When the cumulative ACK passes the
+    recovery point (12) segment 12 is still marked lost: Linux leaves
+    Recovery and enters it again on that ACK (tcp_fastretrans_alert: lost_out
+    makes tcp_time_to_recover true), so BBR sees no exit -- its window is
+    neither restored nor cut by a new round of packet conservation. The
+    replay had left recovery and, at 14 % loss, cut again at the next loss:
+    its window ended at 97 segments (median) where the kernel's tcp_info
+    reads 151 (docs/whatif.md, sixth round)."""
+    class Watched(Transfer):
+        def _on_ack(self, arg):
+            super()._on_ack(arg)
+            self.states.append((self.cum, self.in_recovery, self.recovery_point))
+
+    c = Conn(cc="bbr")
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=1e9, queue_bytes=10_000_000, loss=0.5)
+    tr = Watched(c, path, 40, MSS, Scripted([0.99, 0.99, 0.0] + [0.99] * 9 + [0.0, 0.0]))
+    tr.states = []
+    tr.run()
+    cum, recovering, point = next(s for s in tr.states if s[0] >= 12)
+    assert recovering and point > 12

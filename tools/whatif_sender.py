@@ -91,7 +91,9 @@ def kernel_traces(run):
             if r[2] == "9200" and int(r[7], 16) & 0x10 and not int(r[6]):
                 c = (int(r[5]) - 1 + MSS - 1) // MSS
                 hole = bool(r[8]) and max(int(x) for x in r[8].split(",")) > int(r[5])
-                acks.append((float(r[0]) + DELAY, c, hole))
+                blocks = [((int(a) - 1) // MSS, (int(b) - 1 + MSS - 1) // MSS)
+                          for a, b in zip(r[8].split(","), r[9].split(","))] if r[8] else []
+                acks.append((float(r[0]) + DELAY, c, hole, blocks))
         out[int(port)] = (sends, acks, done, n)
     return out
 
@@ -111,7 +113,7 @@ def replay_traces(loss, draws, seed=7, rwnd=None, jitter=0.0):
 
         def _on_ack(self, arg):
             cum, s, _ = arg
-            self.log_acks.append((self.now, cum, s > cum))
+            self.log_acks.append((self.now, cum, s > cum, [(s, s + 1)] if s >= cum else []))
             super()._on_ack(arg)
 
     rng, out = random.Random(seed), []
@@ -139,7 +141,7 @@ def reading(sends, acks, done, n):
     # the sender's cumulative ACK over time, and recovery episodes
     ai, cum, hi, rto = 0, 0, -1, 0
     rec_start, rec_point, in_rec, episodes, after = None, 0, False, [], []
-    events = sorted([(t, 0, s, r) for t, s, r in sends] + [(t, 1, c, h) for t, c, h in acks])
+    events = sorted([(t, 0, s, r) for t, s, r in sends] + [(t, 1, c, h) for t, c, h, _ in acks])
     last_send, bins = t0, collections.defaultdict(lambda: [0, 0, 0])
     for t, kind, a, b in events:
         if t > done + 0.3:

@@ -60,7 +60,7 @@ RTO_MIN = 0.2
 INITIAL_RTO = 1.0
 CUBIC_C = 0.4
 MAX_TIME = 120.0
-REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = True  # Linux's rules (the docstring)
+REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = CHAINED_RECOVERY = True  # Linux's (docstring)
 
 
 @dataclass
@@ -133,6 +133,7 @@ class Transfer:
         self.prr_prior = self.prr_delivered = self.prr_out = 0
         self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
         self.rack_rtt, self.reo_at = 0.0, -1.0
+        self.marked, self.lost_out = [False] * n, 0  # marked lost, not yet delivered (lost_out)
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
         self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
@@ -302,6 +303,7 @@ class Transfer:
             if not self.sacked[s]:
                 self.c.tot_lost += not self.lost[s]
                 self.lost[s] = True
+                self._mark(s)
                 heapq.heappush(self.retx_queue, s)
         self.pipe = 0
         if c.cc == "bbr":  # an RTO ends a round and a long-term interval (bbr_set_state)
@@ -343,6 +345,7 @@ class Transfer:
             self.order_head += 1
             if s >= self.cum and not self.sacked[s] and not self.lost[s] and self.sent_at[s] == t:
                 self.lost[s] = True
+                self._mark(s)
                 self.pipe -= 1
                 self.c.tot_lost += 1
                 self.rs_losses += 1
@@ -353,9 +356,15 @@ class Transfer:
                     self.in_recovery, self.recovery_point = True, self.nxt
                     self._window_cut()
 
+    def _mark(self, s):
+        if not self.marked[s]:
+            self.marked[s], self.lost_out = True, self.lost_out + 1
+
     def _deliver(self, s):
         """Segment s newly acknowledged (cumulatively or selectively)."""
         c = self.c
+        if self.marked[s]:
+            self.marked[s], self.lost_out = False, self.lost_out - 1
         if not self.lost[s]:
             self.pipe -= 1
         self.lost[s] = False
@@ -414,11 +423,16 @@ class Transfer:
             self.tlp_done = False
         self._mark_rack_losses()
         if self.in_recovery and self.cum >= self.recovery_point:
-            if c.cc == "bbr":
-                c.cwnd = max(c.cwnd, c.prior_cwnd)
-            elif not self.loss_state:  # tcp_end_cwnd_reduction
-                c.cwnd = c.ssthresh
-            self.in_recovery = self.loss_state = False
+            if (CHAINED_RECOVERY and c.cc == "bbr" and self.lost_out
+                    and not self.loss_state):  # leaves and re-enters on this ACK: BBR sees
+                self.recovery_point = self.nxt  # no exit (no restore, no new conservation)
+                c.prior_cwnd = max(c.prior_cwnd, c.cwnd)  # bbr_save_cwnd in Recovery
+            else:
+                if c.cc == "bbr":
+                    c.cwnd = max(c.cwnd, c.prior_cwnd)
+                elif not self.loss_state:  # tcp_end_cwnd_reduction
+                    c.cwnd = c.ssthresh
+                self.in_recovery = self.loss_state = False
         if newly and (not self.in_recovery or self.loss_state):
             self._grow(newly)  # after an RTO Linux slow-starts from one segment
         elif newly and c.cc != "bbr":
