@@ -36,14 +36,15 @@ The sender, as Linux does it in outline:
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
-  2 BDP, and does not reduce its rate on random loss -- except through
+  2 BDP, and does not reduce its rate on random loss -- a recovery that
+  ends with a segment still marked lost goes on without a new conservation
+  round or a restore, as Linux re-enters Recovery on that ACK -- except through
   Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
   when a segment sent after it began is delivered, a retransmission
   included (counted in segments delivered, as bbr_update_bw).
 
-The four rules added in docs/whatif.md's sixth round are switches here
-(REO_TIMER, DELIVERED_ROUNDS, IW_BURST, TSO_UNITS; on: Linux's behaviour),
-for tools/whatif_sender.py to compare the replay with and without each.
+The sixth round's five rules (docs/whatif.md) are switches below, on as Linux
+has them, for tools/whatif_sender.py to compare the replay without each.
 
 `Conn` carries the state across the transfers of one persistent connection
 (slow start after idle off, as the lab's persistent level sets it).
