@@ -28,6 +28,13 @@ through the same reading:
   are one unit, a unit's segments over the gap to the next unit (gaps of
   0.5-50 ms) is the rate, median in the bin, in segments per 200 ms (BBR
   paces at 2.89 x its bandwidth estimate in Startup).
+
+`--rates` prints, per bin, the pacing rate BBR would set from the trace
+itself: tcp_rate.c's delivery-rate samples (the most recently sent segment
+an ACK delivers, over the longer of its send and ACK phases, none under
+min_rtt) and BBR's maximum over 10 rounds (rounds in segments delivered),
+x 2.89, never lowered in Startup -- on the kernel's rebuilt trace (its
+sends, the client's ACKs with their SACK blocks) and on the replay's.
 """
 
 import argparse
@@ -181,6 +188,51 @@ def reading(sends, acks, done, n):
     return f, bins
 
 
+def bbr_pacing(sends, acks, min_rtt=0.2005):
+    """{bin: [pacing rate after each valid sample, segments per 200 ms]}."""
+    t0 = sends[0][0]
+    ev = sorted([(t, 0, s, None) for t, s, _ in sends] + [(t, 1, c, b) for t, c, _, b in acks],
+                key=lambda e: (e[0], e[1]))
+    info, out, done = {}, set(), set()
+    delivered, d_time, first_tx, cum, next_round, rnd = 0, t0, t0, 0, 0, 0
+    samples, rate, res = {}, 2.89 * 10 / min_rtt, collections.defaultdict(list)
+    for t, kind, a, blocks in ev:
+        if kind == 0:
+            if not out:
+                first_tx = d_time = t
+            info[a] = (t, delivered, d_time, first_tx)
+            out.add(a)
+            continue
+        new = {x for x in range(cum, a) if x not in done and x in info}
+        new |= {x for lo, hi in blocks for x in range(max(lo, a), hi) if x not in done and x in info}
+        cum = max(cum, a)
+        if not new:
+            continue
+        done |= new
+        out -= new
+        tx, prior, prior_t, prior_first = info[max(new, key=lambda x: (info[x][0], x))]
+        first_tx = max(first_tx, tx)
+        delivered, d_time = delivered + len(new), t
+        interval = max(tx - prior_first, t - prior_t)
+        if interval < min_rtt:
+            continue
+        if prior >= next_round:
+            next_round, rnd = delivered, rnd + 1
+        samples[rnd] = max(samples.get(rnd, 0.0), (delivered - prior) / interval)
+        rate = max(rate, 2.89 * max(v for r, v in samples.items() if r > rnd - 10))
+        res[int((t - t0) / BIN)].append(rate * BIN)
+    return res
+
+
+def print_rates(name, traces, nbins):
+    per = collections.defaultdict(list)
+    for tr in traces:
+        for k, v in bbr_pacing(tr[0], tr[1]).items():
+            per[k].append(np.median(v))
+    print(f"   {name} trace, BBR's pacing from its samples:",
+          " ".join(f"{np.median(per[k]) if per[k] else np.nan:.0f}" for k in range(nbins)))
+
+
 def summary(name, rows, nbins=None):
     keys = ["transfer", "sends", "retx", "rto", "episodes", "recovery", "after"]
     a = {k: np.array([r[0][k] for r in rows], dtype=float) for k in keys}
@@ -207,6 +259,7 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--bins", type=int, default=0)
     ap.add_argument("--off", default="", help="replay rules to switch off: REO_TIMER,DELIVERED_ROUNDS")
+    ap.add_argument("--rates", action="store_true", help="BBR's pacing from the trace's rate samples")
     ap.add_argument("--jitter", type=float, default=0.0, help="the replay's jitter, s (the lab's: 0.004)")
     ap.add_argument("--rwnd", default="", metavar="FIRST,CLAMP",
                     help="replay the client's receive window (segments), as rcv_window=client")
@@ -217,10 +270,11 @@ def main(argv=None):
     with open(os.path.join(SRC, "chapter-case.runs.json")) as f:
         runs = [r["run"] for r in json.load(f) if r["factors"] == {
             "loss_down": args.loss, "path": "direct", "connection": "fresh"}]
-    kern, info = [], []
+    kern, info, ktr = [], [], []
     for run in runs:
         for tr in kernel_traces(run).values():
             kern.append(reading(*tr))
+            ktr.append(tr)
         with open(os.path.join(SRC, run, "server-events.jsonl")) as f:
             info += [e for e in map(json.loads, f) if e["kind"] == "tcp_info"]
     print(f"loss {args.loss}: {len(kern)} kernel transfers; tcp_info: retrans"
@@ -228,10 +282,13 @@ def main(argv=None):
           f" {np.median([e['tcpi_snd_cwnd'] for e in info]):.0f},"
           f" rwnd-limited {np.mean([e['tcpi_rwnd_limited_us'] for e in info]) / 1e3:.0f} ms")
     summary("kernel", kern, args.bins)
+    if args.rates:
+        print_rates("kernel", ktr, args.bins or 9)
     rwnd = tuple(map(float, args.rwnd.split(","))) if args.rwnd else None
-    summary("replay", [reading(*t) for t in replay_traces(args.loss, args.draws, rwnd=rwnd,
-                                                       jitter=args.jitter)],
-            args.bins)
+    rtr = replay_traces(args.loss, args.draws, rwnd=rwnd, jitter=args.jitter)
+    summary("replay", [reading(*t) for t in rtr], args.bins)
+    if args.rates:
+        print_rates("replay", rtr, args.bins or 9)
 
 
 if __name__ == "__main__":
