@@ -194,7 +194,8 @@ def test_the_receive_window_binds_where_the_kernels_tcp_info_says(suite):
     Linux's first offer for tcp_rmem 131072 (63 x 1,024 B), and the replay
     is held by it only where the server's tcpi_rwnd_limited_us is not zero --
     never on the lossless fresh connections (0 us in all 9), on some with
-    5 % loss (so the replay under the window is slower there)."""
+    5 % loss (so the replay without the window, `unlimited`, is faster
+    there than the default replay, which has it)."""
     import duckdb
 
     from tracekit.whatif.engine import whatif
@@ -205,13 +206,14 @@ def test_the_receive_window_binds_where_the_kernels_tcp_info_says(suite):
             FROM events e JOIN (SELECT DISTINCT run, labels FROM requests) r USING (run)
             WHERE e.kind = 'tcp_info' AND r.labels['connection'] = 'fresh'
             GROUP BY 1""").fetchall())
-        lossless = whatif(con, where, {"loss_down": 0.0}, {"rcv_window": "client"}, draws=20)
-        lossy = whatif(con, where, {"loss_down": 0.05}, {"rcv_window": "client"}, draws=60)
+        lossless = whatif(con, where, {"loss_down": 0.0}, {"rcv_window": "unlimited"}, draws=20)
+        lossy = whatif(con, where, {"loss_down": 0.05}, {"rcv_window": "unlimited"}, draws=60)
     assert limited == {"0.0": 0, "0.05": 6}
     first, clamp = lossless.calibration.rcv_window
     assert first == pytest.approx(63 * 1024 / MSS) and first < clamp
+    assert lossless.calibration.rcv_model  # replayed by default
     assert lossless.saving == 0.0
-    assert lossy.saving < 0
+    assert lossy.saving > 0
 
 
 def test_a_hole_holds_the_receivers_window_closed_form():
@@ -355,3 +357,86 @@ def test_jitter_never_reorders_so_rack_resends_only_what_was_lost():
     # on the chapter case's 40 fresh requests: mean 9.9), 39.9 at 14 % (41.1)
     for p in (0.036, 0.14):
         assert _retransmissions(p).mean() == pytest.approx(245 * p / (1 - p), rel=0.25)
+
+
+class _Logged(Transfer):
+    """A replay that notes every transmission: (time, segment)."""
+
+    def _send_segment(self, s, retx):
+        self.sends.append((self.now, s))
+        super()._send_segment(s, retx)
+
+
+def _bbr_sends(n, script=(), rate=1e9):
+    c = Conn(cc="bbr")
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=rate, queue_bytes=10_000_000, loss=0.5 if script else 0.0)
+    tr = _Logged(c, path, n, MSS, Scripted(script))
+    tr.sends = []
+    tr.run()
+    return tr, c
+
+
+def test_bbr_sends_its_initial_window_unpaced_then_two_segment_units():
+    """Linux paces no delay after a connection's first 10 data segments
+    (tcp_update_skb_after_send, "as the original sch_fq"), and a paced sender
+    puts about 1 ms of its rate, at least 2 segments, in one skb
+    (tcp_tso_autosize): the chapter case's kernel sends its first flight
+    within 2 ms and then pairs of segments (client captures,
+    tools/whatif_sender.py). The replay had paced the first flight and sent
+    single segments. On a fast path (serialisation ~0) BBR's first pacing
+    rate is 2.89 x 10 segments a round trip, so the second pair leaves
+    2 segments at that rate after the first."""
+    tr, _ = _bbr_sends(40)
+    t = dict((s, t) for t, s in reversed(tr.sends))
+    assert [t[s] for s in range(10)] == [0.0] * 10
+    assert t[10] == t[11] == pytest.approx(RTT, rel=1e-4)
+    assert t[12] == t[13] == pytest.approx(t[10] + 2 * RTT / (2.89 * 10), rel=1e-4)
+
+
+def test_rack_reordering_timer_resends_without_waiting_for_more_acks():
+    """Segment 8 of 10 lost: one SACK above it (fewer than 3), so RACK allows
+    min_rtt / 4 of reordering and, with no later ACK to look again,
+    Linux's reordering timer (tcp_rack_reo_timeout) marks it lost at its
+    send time + the latest RTT + min_rtt / 4. The replay had waited for the
+    tail loss probe, 2 srtt after the last ACK."""
+    tr, _ = _bbr_sends(10, script=[0.99] * 8 + [0.0])
+    resent = [t for t, s in tr.sends if s == 8][1]
+    assert resent == pytest.approx(RTT + RTT / 4, rel=1e-3)
+
+
+def test_a_retransmission_sent_in_recovery_ends_bbrs_round():
+    """Segment 2 of 10 lost, found at the third SACK above it; BBR starts a
+    round there (packet conservation). Linux ends it when a segment sent
+    after that point is delivered -- the retransmission counts
+    (bbr_update_bw: prior_delivered >= next_rtt_delivered), so the round
+    counter reads 2 after the transfer. The replay had ended rounds only on
+    segments above the highest sent, so the retransmission did not count
+    and the conservation round ran on (1 round)."""
+    _, c = _bbr_sends(10, script=[0.99, 0.99, 0.0])
+    assert c.rounds == 2
+
+
+def test_bbr_recovery_ending_with_a_loss_still_marked_goes_on_as_linux():
+    """Segment 2 of the initial window lost, then its retransmission and
+    segment 12 (sent in recovery) too. When the cumulative ACK passes the
+    recovery point (12) segment 12 is still marked lost: Linux leaves
+    Recovery and enters it again on that ACK (tcp_fastretrans_alert: lost_out
+    makes tcp_time_to_recover true), so BBR sees no exit -- its window is
+    neither restored nor cut by a new round of packet conservation. The
+    replay had left recovery and, at 14 % loss, cut again at the next loss:
+    its window ended at 97 segments (median) where the kernel's tcp_info
+    reads 151 (docs/whatif.md, sixth round)."""
+    class Watched(Transfer):
+        def _on_ack(self, arg):
+            super()._on_ack(arg)
+            self.states.append((self.cum, self.in_recovery, self.recovery_point))
+
+    c = Conn(cc="bbr")
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=1e9, queue_bytes=10_000_000, loss=0.5)
+    tr = Watched(c, path, 40, MSS, Scripted([0.99, 0.99, 0.0] + [0.99] * 9 + [0.0, 0.0]))
+    tr.states = []
+    tr.run()
+    cum, recovering, point = next(s for s in tr.states if s[0] >= 12)
+    assert recovering and point > 12

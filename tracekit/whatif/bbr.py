@@ -1,5 +1,6 @@
-"""BBR's long-term ("policer") bandwidth, as Linux's tcp_bbr.c has it
-(bbr_lt_bw_sampling), for the replay (whatif/tcp.py).
+"""BBR for the replay (whatif/tcp.py): its round trips and window
+(bbr_round, bbr_window), and its long-term ("policer") bandwidth, as Linux's
+tcp_bbr.c has it (bbr_lt_bw_sampling).
 
 Two consecutive sampling intervals of 4-16 rounds, each ended by a loss
 with lost/delivered >= 50/256 (about 20 %), whose delivery rates agree
@@ -12,6 +13,8 @@ write finds the connection idle); an RTO ends a round and an interval. At
 crosses 20 % often.
 """
 
+STARTUP_GAIN = 2.89
+PROBE_GAINS = (1.25, 0.75, 1, 1, 1, 1, 1, 1)
 LT_LOSS = 50 / 256      # lost/delivered that marks an interval as policed
 LT_MAX_ROUNDS = 48      # ProbeBW rounds the long-term bandwidth is used
 
@@ -62,3 +65,42 @@ def _lt_interval(tr):
     c = tr.c
     c.lt.update(sampling=True, rounds=0, t=tr.now, lost=c.tot_lost,
                 delivered=c.tot_delivered)
+
+
+def bbr_round(tr, app_limited):
+    """A round trip ended (transfer `tr`): the bandwidth filter's window of 10
+    rounds, Startup's exit (the bandwidth not grown by 25 % in 3 rounds), ProbeBW's cycle."""
+    c = tr.c
+    c.bw_samples = {r: v for r, v in c.bw_samples.items() if r > c.rounds - 10}
+    c.btlbw = max(c.bw_samples.values(), default=c.btlbw)
+    if c.bbr_mode == "startup" and not app_limited:
+        if c.btlbw >= 1.25 * c.full_bw:
+            c.full_bw, c.full_bw_rounds = c.btlbw, 0
+        else:
+            c.full_bw_rounds += 1
+            if c.full_bw_rounds >= 3:
+                c.bbr_mode = "drain"
+    elif c.bbr_mode == "probe":
+        c.cycle += 1
+
+
+def bbr_window(tr, acked):
+    """BBR's window on an ACK of `acked` segments: packet conservation for the
+    first round of recovery, else growing by what is acked towards gain x BDP."""
+    c = tr.c
+    if tr.in_recovery and c.rounds == tr.conserve_round:
+        c.cwnd = max(c.cwnd, tr.pipe + acked)
+        return
+    if bbr_bw(c) <= 0:
+        c.cwnd += acked
+        return
+    bdp = bbr_bw(c) * min(c.min_rtt, 10.0) / tr.wire
+    if c.bbr_mode == "drain" and tr.pipe <= bdp:
+        c.bbr_mode = "probe"
+    gain = STARTUP_GAIN if c.bbr_mode == "startup" else 2.0
+    target = gain * bdp + 3
+    if c.bbr_mode != "startup":
+        c.cwnd = min(c.cwnd + acked, target)
+    elif c.cwnd < target or tr.delivered < c.initcwnd:
+        c.cwnd += acked
+    c.cwnd = max(c.cwnd, 4.0)

@@ -81,7 +81,7 @@ class Calibration:
     reuse_s: float          # persistent: request sent this long after its start
     jitter_s: float = 0.0
     rcv_window: tuple | None = None  # (first, clamp) segments the client offers; None: unknown
-    rcv_model: bool = False  # replay the client's receive window (factor rcv_window=client)
+    rcv_model: bool = False  # replay the client's receive window (rcv_window=client: the default)
     sources: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)
 
@@ -149,6 +149,7 @@ def calibrate(con, where):
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
                              _overflow_flights(con, flows, rtt) if est.get("queue_drops") else [])
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
+    cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
     return cal
 
 

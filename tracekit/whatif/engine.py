@@ -311,9 +311,8 @@ def explain(cal):
         ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing", "")),
         ("server_ms", f"{cal.server_s * 1e3:.1f}", "request round trip - RTT - processing"),
         ("connect_ms", f"{cal.connect_s * 1e3:.2f}", "fresh: request sent after handshake"),
-        ("rcv_window", ("modelled: " if cal.rcv_model else "not modelled (--assume "
-                        "rcv_window=client): ") + ("unknown" if not cal.rcv_window else
-                                                  "%.1f, clamp %.1f segments" % cal.rcv_window),
+        ("rcv_window", ("modelled: " if cal.rcv_model else "not modelled: ")
+         + ("unknown" if not cal.rcv_window else "%.1f, clamp %.1f segments" % cal.rcv_window),
          cal.sources.get("rcv_window", "")),
     ]
     for k, v in cal.estimates.items():

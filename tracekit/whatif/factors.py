@@ -20,8 +20,8 @@
                     initial window after each pause; 0 keeps it (the lab's
                     persistent level)
     rcv_window      client (the client's receive window replayed as Linux
-                    6.16+ offers it, calibrated from its ACKs) or unlimited
-                    (the default: see docs/whatif.md for why)
+                    6.16+ offers it, calibrated from its ACKs: the default
+                    where the ACKs show it) or unlimited (docs/whatif.md)
     path            direct; tunnel (kcptun with FEC sized for the loss, as
                     the lab's fec = "auto") or tunnel-arq (kcptun, ARQ only):
                     --set only, the calibration needs a direct path's runs

@@ -16,7 +16,9 @@ The sender, as Linux does it in outline:
   Reno-friendly estimate) or Reno (+1 per window); it grows only while
   tcp_is_cwnd_limited (window-limited once in a window counts for it);
 - loss detection by RACK (a segment is lost once one sent after it is
-  delivered: with per-segment ACKs, fast retransmit); an episode sets
+  delivered: with per-segment ACKs, fast retransmit; while its reordering
+  window, min_rtt / 4, holds a segment back, a timer looks again when it
+  expires: tcp_rack_reo_timeout); an episode sets
   ssthresh = beta x cwnd (Reno 0.5) and PRR (RFC 6937) sends in
   proportion to what is delivered until the recovery point, then cwnd =
   ssthresh;
@@ -26,13 +28,23 @@ The sender, as Linux does it in outline:
   expiry, marks everything outstanding lost and slow-starts from one
   segment (Linux's Loss state: no PRR);
 - pacing (`Conn.pacing`: fq; BBR always paces): 2 x cwnd / srtt in slow
-  start, 1.2 x after;
+  start, 1.2 x after; none after a connection's first 10 segments (they
+  leave as one burst: tcp_update_skb_after_send); new data leaves in units
+  of about 1 ms at the pacing rate, at least 2 segments (tcp_tso_autosize),
+  each unit paced as one (whatif/pacing.py);
 - BBR, approximately: the bottleneck bandwidth is the windowed maximum of
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
-  2 BDP, and does not reduce its rate on random loss -- except through
-  Linux's long-term ("policer") bandwidth (whatif/bbr.py).
+  2 BDP, and does not reduce its rate on random loss -- a recovery that
+  ends with a segment still marked lost goes on without a new conservation
+  round or a restore, as Linux re-enters Recovery on that ACK -- except through
+  Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
+  when a segment sent after it began is delivered, a retransmission
+  included (counted in segments delivered, as bbr_update_bw).
+
+The sixth round's five rules (docs/whatif.md) are switches below, on as Linux
+has them, for tools/whatif_sender.py to compare the replay without each.
 
 `Conn` carries the state across the transfers of one persistent connection
 (slow start after idle off, as the lab's persistent level sets it).
@@ -41,15 +53,15 @@ The sender, as Linux does it in outline:
 import heapq
 from dataclasses import dataclass, field
 
-from .bbr import bbr_bw as _bbr_bw, lt_sampling
+from .bbr import bbr_round, bbr_window, lt_sampling
+from .pacing import pacing_rate, tso_unit
 from .recovery import prr
 
 RTO_MIN = 0.2
 INITIAL_RTO = 1.0
 CUBIC_C = 0.4
-STARTUP_GAIN = 2.89
-PROBE_GAINS = (1.25, 0.75, 1, 1, 1, 1, 1, 1)
 MAX_TIME = 120.0
+REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = CHAINED_RECOVERY = True  # Linux's (docstring)
 
 
 @dataclass
@@ -90,6 +102,7 @@ class Conn:
     lt: dict = field(default_factory=dict)  # BBR's long-term bandwidth sampling
     tot_delivered: int = 0
     tot_lost: int = 0
+    segs_out: int = 0   # data segments the connection has sent (tcpi_data_segs_out)
     rcv: object = None  # the client's receive window (whatif/receiver.py); None: unlimited
 
     def __post_init__(self):
@@ -120,6 +133,8 @@ class Transfer:
         self.loss_state = False  # after an RTO (Linux's Loss state: slow start, no PRR)
         self.prr_prior = self.prr_delivered = self.prr_out = 0
         self.rack_ts, self.tlp_done, self.conserve_round = -1.0, False, -1
+        self.rack_rtt, self.reo_at = 0.0, -1.0
+        self.marked, self.lost_out = [False] * n, 0  # marked lost, not yet delivered (lost_out)
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
         self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
@@ -194,27 +209,12 @@ class Transfer:
         self.pipe += 1
         self.max_pipe = max(self.max_pipe, self.pipe)
         self._emit(s)
+        c.segs_out += 1
+        if IW_BURST and c.segs_out <= 10:
+            return  # Linux paces no delay after the first 10 (tcp_update_skb_after_send)
         if c.cc == "bbr" or c.pacing:
-            rate = self._pacing_rate()
+            rate = pacing_rate(self)
             self.next_send = self.now + self.wire / rate if rate else self.now
-
-    def _pacing_rate(self):
-        c = self.c
-        if c.cc != "bbr":  # Linux's own: 200 % of cwnd/srtt in slow start, 120 % after
-            if not c.pacing:
-                return 0.0
-            ratio = 2.0 if c.cwnd < c.ssthresh / 2 else 1.2
-            return ratio * max(c.cwnd, self.pipe) * self.wire / c.srtt if c.srtt else 0.0
-        initial = STARTUP_GAIN * c.initcwnd * self.wire / max(c.srtt or self.p.rtt, 1e-4)
-        gain = {"startup": STARTUP_GAIN, "drain": 1 / STARTUP_GAIN}.get(
-            c.bbr_mode, PROBE_GAINS[c.cycle % len(PROBE_GAINS)])
-        if c.lt.get("use") and c.bbr_mode == "probe":
-            gain = 1.0
-        rate = gain * _bbr_bw(c)
-        if c.bbr_mode == "startup":  # never lowered before the pipe is full
-            rate = max(rate, c.pace_rate or initial)
-        c.pace_rate = rate
-        return rate
 
     def _try_send(self):
         sent = len(self.order)
@@ -240,8 +240,13 @@ class Transfer:
             if self.retx_queue:
                 self._send_segment(heapq.heappop(self.retx_queue), True)
             elif self.nxt < min(self.n, self.snd_edge):
-                self.nxt += 1
-                self._send_segment(self.nxt - 1, False)
+                unit = min(tso_unit(self) if TSO_UNITS else 1, int(c.cwnd) - self.pipe,
+                           min(self.n, self.snd_edge) - self.nxt)
+                for _ in range(unit):
+                    self.nxt += 1
+                    self._send_segment(self.nxt - 1, False)
+                if unit > 1 and self.next_send > self.now:  # paced as one skb of `unit` segments
+                    self.next_send = self.now + unit * (self.next_send - self.now)
             else:
                 return
             self._arm_timer()
@@ -278,6 +283,14 @@ class Transfer:
         self.timer_gen += 1
         self._at(self.now + self._rto(), "rto", self.timer_gen)
 
+    def _on_reo(self, _):
+        """RACK's reordering timer (tcp_rack_reo_timeout)."""
+        self.reo_at = -1.0
+        lost = self.c.tot_lost
+        self._mark_rack_losses()
+        if self.c.tot_lost > lost:
+            self._try_send()
+
     def _on_rto(self, gen):
         if gen != self.timer_gen or self.cum >= self.nxt:
             return
@@ -291,6 +304,7 @@ class Transfer:
             if not self.sacked[s]:
                 self.c.tot_lost += not self.lost[s]
                 self.lost[s] = True
+                self._mark(s)
                 heapq.heappush(self.retx_queue, s)
         self.pipe = 0
         if c.cc == "bbr":  # an RTO ends a round and a long-term interval (bbr_set_state)
@@ -306,7 +320,7 @@ class Transfer:
             # the window to restore: an RTO during recovery keeps the larger (bbr_save_cwnd)
             c.prior_cwnd = max(c.prior_cwnd, c.cwnd) if recovering else c.cwnd
             c.cwnd = max(self.pipe + 1, 4)
-            self.round_end = self.nxt  # the round starts now (the next packet sent ends it)
+            self.round_end = self.delivered if DELIVERED_ROUNDS else self.nxt
             self.conserve_round = c.rounds
             return
         beta = 0.5 if c.cc == "reno" else 0.7
@@ -321,14 +335,18 @@ class Transfer:
         in recovery or once three segments above the hole are SACKed)."""
         dupthresh = self.delivered - self.cum >= 3 or self.in_recovery
         reo = 0.0 if dupthresh or not self.c.srtt else self.c.min_rtt / 4
-        order, cut = self.order, self.rack_ts - reo
+        order, cut = self.order, self.now - self.rack_rtt - reo
         while self.order_head < self.rack_idx:
             t, s = order[self.order_head]
-            if reo and t >= cut:
+            if reo and t > cut + 1e-9:  # not yet: RACK's reordering timer (tcp_rack_reo_timeout)
+                if REO_TIMER and self.reo_at < self.now:
+                    self.reo_at = t + self.rack_rtt + reo
+                    self._at(self.reo_at, "reo", None)
                 return
             self.order_head += 1
             if s >= self.cum and not self.sacked[s] and not self.lost[s] and self.sent_at[s] == t:
                 self.lost[s] = True
+                self._mark(s)
                 self.pipe -= 1
                 self.c.tot_lost += 1
                 self.rs_losses += 1
@@ -339,9 +357,15 @@ class Transfer:
                     self.in_recovery, self.recovery_point = True, self.nxt
                     self._window_cut()
 
+    def _mark(self, s):
+        if not self.marked[s]:
+            self.marked[s], self.lost_out = True, self.lost_out + 1
+
     def _deliver(self, s):
         """Segment s newly acknowledged (cumulatively or selectively)."""
         c = self.c
+        if self.marked[s]:
+            self.marked[s], self.lost_out = False, self.lost_out - 1
         if not self.lost[s]:
             self.pipe -= 1
         self.lost[s] = False
@@ -350,6 +374,7 @@ class Transfer:
         self.delivered_time = self.now
         if self.order_idx[s] > self.rack_idx:
             self.rack_idx, self.rack_ts = self.order_idx[s], self.sent_at[s]
+            self.rack_rtt = self.now - self.sent_at[s]
         if c.cc == "bbr":
             # Linux's delivery rate: over the longer of the send and the ACK
             # intervals, none shorter than min_rtt (tcp_rate_gen)
@@ -361,14 +386,15 @@ class Transfer:
                 c.btlbw = sample
             if sample > c.bw_samples.get(c.rounds, 0.0):
                 c.bw_samples[c.rounds] = sample
-        if s >= self.round_end:
+        if (self.deliv_at_send[s][0] >= self.round_end if DELIVERED_ROUNDS
+                else s >= self.round_end):
             c.rounds += 1
-            self.round_end = self.nxt
+            self.round_end = self.delivered if DELIVERED_ROUNDS else self.nxt
             self.max_pipe = self.pipe
             limited = self.round_app_limited
             self.round_app_limited = self.nxt >= self.n
             if c.cc == "bbr":
-                self._bbr_round(limited)
+                bbr_round(self, limited)
 
     def _on_ack(self, arg):
         cum, s, edge = arg
@@ -398,11 +424,16 @@ class Transfer:
             self.tlp_done = False
         self._mark_rack_losses()
         if self.in_recovery and self.cum >= self.recovery_point:
-            if c.cc == "bbr":
-                c.cwnd = max(c.cwnd, c.prior_cwnd)
-            elif not self.loss_state:  # tcp_end_cwnd_reduction
-                c.cwnd = c.ssthresh
-            self.in_recovery = self.loss_state = False
+            if (CHAINED_RECOVERY and c.cc == "bbr" and self.lost_out
+                    and not self.loss_state):  # leaves and re-enters on this ACK: BBR sees
+                self.recovery_point = self.nxt  # no exit (no restore, no new conservation)
+                c.prior_cwnd = max(c.prior_cwnd, c.cwnd)  # bbr_save_cwnd in Recovery
+            else:
+                if c.cc == "bbr":
+                    c.cwnd = max(c.cwnd, c.prior_cwnd)
+                elif not self.loss_state:  # tcp_end_cwnd_reduction
+                    c.cwnd = c.ssthresh
+                self.in_recovery = self.loss_state = False
         if newly and (not self.in_recovery or self.loss_state):
             self._grow(newly)  # after an RTO Linux slow-starts from one segment
         elif newly and c.cc != "bbr":
@@ -410,7 +441,7 @@ class Transfer:
         if c.cc == "bbr":
             if newly:
                 lt_sampling(self, c.rounds != rounds, self.deliv_at_send[s][0] == 0)
-            self._bbr_window(newly)
+            bbr_window(self, newly)
         self._try_send()
         if newly:
             self._arm_timer()
@@ -442,45 +473,13 @@ class Transfer:
         else:
             c.cwnd += 0.01 * acked / c.cwnd
 
-    def _bbr_round(self, app_limited):
-        c = self.c
-        c.bw_samples = {r: v for r, v in c.bw_samples.items() if r > c.rounds - 10}
-        c.btlbw = max(c.bw_samples.values(), default=c.btlbw)
-        if c.bbr_mode == "startup" and not app_limited:
-            if c.btlbw >= 1.25 * c.full_bw:
-                c.full_bw, c.full_bw_rounds = c.btlbw, 0
-            else:
-                c.full_bw_rounds += 1
-                if c.full_bw_rounds >= 3:
-                    c.bbr_mode = "drain"
-        elif c.bbr_mode == "probe":
-            c.cycle += 1
-
-    def _bbr_window(self, acked):
-        c = self.c
-        if self.in_recovery and c.rounds == self.conserve_round:
-            c.cwnd = max(c.cwnd, self.pipe + acked)
-            return
-        if _bbr_bw(c) <= 0:
-            c.cwnd += acked
-            return
-        bdp = _bbr_bw(c) * min(c.min_rtt, 10.0) / self.wire
-        if c.bbr_mode == "drain" and self.pipe <= bdp:
-            c.bbr_mode = "probe"
-        gain = STARTUP_GAIN if c.bbr_mode == "startup" else 2.0
-        target = gain * bdp + 3
-        if c.bbr_mode != "startup":
-            c.cwnd = min(c.cwnd + acked, target)
-        elif c.cwnd < target or self.delivered < c.initcwnd:
-            c.cwnd += acked
-        c.cwnd = max(c.cwnd, 4.0)
-
     def run(self):
         if not self.c.lt.get("use"):  # the idle before a response: application-limited
             self.c.lt.clear()
         self._try_send()
         handlers = {"data": self._on_data, "ack": self._on_ack, "tlp": self._on_tlp,
-                    "rto": self._on_rto, "pace": lambda _: self._try_send()}
+                    "rto": self._on_rto, "pace": lambda _: self._try_send(),
+                    "reo": self._on_reo}
         while self.events and self.done is None:
             t, _, kind, arg = heapq.heappop(self.events)
             if t > MAX_TIME:
