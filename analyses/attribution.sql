@@ -163,13 +163,11 @@ arrivals AS (
 
 tunneled AS (  -- requests carried by a local tunnel: their flow ends on this host (loopback)
                -- or behind a SOCKS5 proxy, and a capture of their run holds the
-               -- tunnel's own UDP flow across the WAN
-    SELECT q.request_key, q.capture_id, q.labels['run'] AS run_label, ph.b_ns, ph.c_ns
-    FROM requests q JOIN bounds b USING (request_key)
-    JOIN request_phases ph USING (request_key)
-    JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
-    WHERE q.flow_id IS NOT NULL
-      AND (f.server_addr IN ('127.0.0.1', '::1') OR q.proxy_done_ns IS NOT NULL)
+               -- tunnel's own UDP flow across the WAN (by the request and its flow alone:
+               -- bounds and request_phases hold a row of every request)
+    SELECT q.request_key, q.capture_id, q.labels['run'] AS run_label
+    FROM requests q JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+    WHERE (f.server_addr IN ('127.0.0.1', '::1') OR q.proxy_done_ns IS NOT NULL)
       AND q.labels['run'] IS NOT NULL
 ),
 
@@ -189,7 +187,7 @@ tunnel_packets AS (  -- the tunnel's datagrams (UDP flows of 10 packets or more 
 tunnel_marks AS (  -- the request's first datagram out after its last byte, the last
                    -- datagram in before its first response byte
     SELECT t.request_key, up.ts_ns AS t_up, down.ts_ns AS t_down
-    FROM tunneled t
+    FROM (SELECT t.*, ph.b_ns, ph.c_ns FROM tunneled t JOIN request_phases ph USING (request_key)) t
     ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE from_client) up
       ON up.run_label = t.run_label AND up.ts_ns >= t.b_ns
     ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE NOT from_client) down
@@ -438,19 +436,16 @@ spans_wide AS (
     FROM trips3
 ),
 
-spans_rows AS (  -- loss recovery as its rows (one a recovery round, or one outside them)
+spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside them
     SELECT * EXCLUDE (rounds, shares),
         CASE WHEN loss_total <> 0 THEN coalesce(nullif(list_filter(list_transform(rounds,
-            lambda r, k: struct_pack(span_order := 13, span := 'loss_recovery',
-                phase := 'download',
+            lambda r, k: struct_pack(
                 ns := CASE WHEN k = 1 THEN loss_total - (list_sum(shares) - shares[1])
-                           ELSE shares[k] END::HUGEINT,
-                irreducible := false,
+                           ELSE shares[k] END::BIGINT,
                 detail := 'episode ' || r.episode || ' round ' || r.round)),
             lambda x: x.ns IS NOT NULL), []),
-            [struct_pack(span_order := 13, span := 'loss_recovery', phase := 'download',
-                         ns := loss_total::HUGEINT, irreducible := false,
-                         detail := 'outside a recorded round')]) END AS loss_spans
+            [struct_pack(ns := loss_total, detail := 'outside a recorded round')]) END
+            AS loss_rows
     FROM spans_wide
 ),
 
@@ -486,6 +481,7 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('download_transfer', 11, 'download_transfer', 'download', true, 'S_d / B'),
         ('window_waiting', 12, 'window_waiting', 'download', false, 'the sender waited for ACKs'),
         ('pacing', 12, 'pacing', 'download', false, 'the sender''s pacing released new data after a pause'),
+        ('loss_recovery', 13, 'loss_recovery', 'download', false, NULL),
         ('receiver_limited', 14, 'receiver_limited', 'download', false, 'the client''s receive window was full'),
         ('server_idle', 15, 'server_idle', 'download', false, 'the application had not written the bytes'),
         ('sender_wait', 15, 'sender_wait', 'download', false,
@@ -505,11 +501,36 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
-long AS (  -- (what each span's detail needs kept beside it: no join back to spans_wide)
-    UNPIVOT (SELECT * EXCLUDE (duration_ns, loss_total) FROM spans_rows)
-    ON COLUMNS(* EXCLUDE (request_key, from_client_side, rate_known, processing_source,
-                          rtt_source, loss_spans))
-    INTO NAME col VALUE ns
+long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
+           -- same stream, so that nothing reads the wide rows twice), with what each
+           -- span's detail needs kept beside it; a span of no time is left out (as final),
+           -- download_transfer kept
+    SELECT * FROM (
+        SELECT request_key, from_client_side, rate_known, processing_source, rtt_source,
+            unnest(list_concat(list_transform(loss_rows, lambda x: 'loss_recovery'), [
+                'connect_tcp', 'connect_tls', 'connect_quic', 'connect_proxy',
+                'setup_client_idle', 'setup_propagation', 'upload_transfer',
+                'upload_loss_recovery', 'upload_waiting', 'upload_pacing',
+                'upload_client_idle', 'upload_unexplained', 'propagation', 'processing',
+                'download_processing', 'wait_upload_transfer', 'wait_download_transfer',
+                'tunnel_queueing', 'wait_tunnel_transit', 'wait_unexplained',
+                'download_transfer', 'window_waiting', 'pacing', 'receiver_limited',
+                'server_idle', 'download_tunnel_transit', 'sender_wait',
+                'download_unexplained', 'tail_propagation', 'tail_download_transfer',
+                'tail_queueing', 'tail_client_idle', 'tail_unexplained'])) AS col,
+            unnest(list_concat(list_transform(loss_rows, lambda x: x.ns), [
+                connect_tcp, connect_tls, connect_quic, connect_proxy, setup_client_idle,
+                setup_propagation, upload_transfer, upload_loss_recovery, upload_waiting,
+                upload_pacing, upload_client_idle, upload_unexplained, propagation,
+                processing, download_processing, wait_upload_transfer,
+                wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
+                wait_unexplained, download_transfer, window_waiting, pacing,
+                receiver_limited, server_idle, download_tunnel_transit, sender_wait,
+                download_unexplained, tail_propagation, tail_download_transfer,
+                tail_queueing, tail_client_idle, tail_unexplained])) AS ns,
+            unnest(list_transform(loss_rows, lambda x: x.detail)) AS loss_detail
+        FROM spans_rows)
+    WHERE col = 'loss_recovery' OR ns IS NOT NULL AND (ns <> 0 OR col = 'download_transfer')
 ),
 
 lookup AS (  -- the catalogue as one row of lists, read by position: a join on the span's
@@ -520,11 +541,12 @@ lookup AS (  -- the catalogue as one row of lists, read by position: a join on t
     FROM catalogue
 ),
 
-spans AS (  -- (loss recovery: its rows, carried on its column's row)
+spans AS (
     SELECT c.request_key, c.span_order, c.span, c.phase, c.ns,
         c.irreducible AND (c.span NOT IN ('download_transfer', 'upload_transfer') OR c.rate_known)
             AS irreducible,
-        CASE WHEN c.span = 'download_transfer' AND NOT c.rate_known
+        CASE WHEN c.span = 'loss_recovery' THEN c.loss_detail
+             WHEN c.span = 'download_transfer' AND NOT c.rate_known
                  THEN 'B unknown: the transfer and the window waiting together'
              WHEN c.span = 'download_transfer' AND c.from_client_side AND c.phase = 'download'
                  THEN 'S_d / B, out of the gaps the ACK clock explains'
@@ -536,14 +558,11 @@ spans AS (  -- (loss recovery: its rows, carried on its column's row)
                  THEN 'the server''s events: the model was still generating'
              WHEN c.span = 'server_idle'
                  THEN 'at the sender: nothing in flight and nothing sent with the window open'
-             ELSE c.detail END AS detail,
-        c.loss_spans
-    FROM (SELECT l.request_key, l.ns, l.from_client_side, l.rate_known, l.processing_source,
-                 l.rtt_source, CASE WHEN l.col = 'loss_recovery' THEN l.loss_spans END AS loss_spans,
+             ELSE c.detail END AS detail
+    FROM (SELECT l.request_key, l.ns::HUGEINT AS ns, l.from_client_side, l.rate_known,
+                 l.processing_source, l.rtt_source, l.loss_detail,
                  unnest(k.entries[list_position(k.cols, l.col)])
-          FROM long l, lookup k
-          WHERE l.ns <> 0 OR l.col = 'download_transfer') c  -- (as final keeps)
-    WHERE c.span IS NOT NULL OR c.loss_spans IS NOT NULL
+          FROM long l, lookup k) c
 ),
 
 no_packets AS (
@@ -554,12 +573,9 @@ no_packets AS (
 ),
 
 final AS (
-    SELECT request_key, unnest(CASE WHEN loss_spans IS NOT NULL THEN loss_spans
-        ELSE [struct_pack(span_order, span, phase, ns := ns::HUGEINT, irreducible, detail)] END,
-        recursive := true)
-    FROM spans
-    WHERE loss_spans IS NOT NULL
-       OR ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
+    SELECT * FROM spans
+    WHERE ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
+        OR span = 'loss_recovery'
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail
