@@ -136,13 +136,21 @@ inst AS (  -- one row per request, read once by one stream; the joins hold narro
           FROM request_phases) ph USING (request_key)
 ),
 
-remote_requests AS (  -- inst's requests with `remote` (few: the server's log, R known)
+server_requests AS MATERIALIZED (  -- requests seen at the server on a TCP flow (few)
+    SELECT q.request_key, q.capture_id, q.flow_id
+    FROM requests q JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+    WHERE q.vantage = 'server' AND f.protocol = 'tcp'
+),
+
+remote_requests AS (  -- inst's requests with `remote` (R known): their bounds and phases
+                      -- looked up by key, not joined whole
     SELECT q.request_key, q.capture_id, q.flow_id, ph.d_ns
-    FROM requests q JOIN bounds b USING (request_key)
-    JOIN request_phases ph USING (request_key)
-    JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
-    WHERE q.flow_id IS NOT NULL AND q.vantage = 'server' AND coalesce(b.rtt_ns, 0) > 0
-      AND f.protocol = 'tcp'
+    FROM server_requests q
+    JOIN (SELECT request_key, rtt_ns FROM bounds
+          WHERE request_key IN (SELECT request_key FROM server_requests)) b USING (request_key)
+    JOIN (SELECT request_key, d_ns FROM request_phases
+          WHERE request_key IN (SELECT request_key FROM server_requests)) ph USING (request_key)
+    WHERE coalesce(b.rtt_ns, 0) > 0
 ),
 
 response_end AS (  -- at the server: the response's highest byte, and the client's first
@@ -445,7 +453,17 @@ spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside t
                 detail := 'episode ' || r.episode || ' round ' || r.round)),
             lambda x: x.ns IS NOT NULL), []),
             [struct_pack(ns := loss_total, detail := 'outside a recorded round')]) END
-            AS loss_rows
+            AS loss_rows,
+        [
+                connect_tcp, connect_tls, connect_quic, connect_proxy, setup_client_idle,
+                setup_propagation, upload_transfer, upload_loss_recovery, upload_waiting,
+                upload_pacing, upload_client_idle, upload_unexplained, propagation,
+                processing, download_processing, wait_upload_transfer,
+                wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
+                wait_unexplained, download_transfer, window_waiting, pacing,
+                receiver_limited, server_idle, download_tunnel_transit, sender_wait,
+                download_unexplained, tail_propagation, tail_download_transfer,
+                tail_queueing, tail_client_idle, tail_unexplained] AS span_ns
     FROM spans_wide
 ),
 
@@ -501,13 +519,8 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
-long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
-           -- same stream, so that nothing reads the wide rows twice), with what each
-           -- span's detail needs kept beside it; a span of no time is left out (as final),
-           -- download_transfer kept
-    SELECT * FROM (
-        SELECT request_key, from_client_side, rate_known, processing_source, rtt_source,
-            unnest(list_concat(list_transform(loss_rows, lambda x: 'loss_recovery'), [
+span_cols AS (  -- the spans' columns, in the order of their times' list (spans_rows)
+    SELECT [
                 'connect_tcp', 'connect_tls', 'connect_quic', 'connect_proxy',
                 'setup_client_idle', 'setup_propagation', 'upload_transfer',
                 'upload_loss_recovery', 'upload_waiting', 'upload_pacing',
@@ -517,19 +530,22 @@ long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, 
                 'download_transfer', 'window_waiting', 'pacing', 'receiver_limited',
                 'server_idle', 'download_tunnel_transit', 'sender_wait',
                 'download_unexplained', 'tail_propagation', 'tail_download_transfer',
-                'tail_queueing', 'tail_client_idle', 'tail_unexplained'])) AS col,
-            unnest(list_concat(list_transform(loss_rows, lambda x: x.ns), [
-                connect_tcp, connect_tls, connect_quic, connect_proxy, setup_client_idle,
-                setup_propagation, upload_transfer, upload_loss_recovery, upload_waiting,
-                upload_pacing, upload_client_idle, upload_unexplained, propagation,
-                processing, download_processing, wait_upload_transfer,
-                wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
-                wait_unexplained, download_transfer, window_waiting, pacing,
-                receiver_limited, server_idle, download_tunnel_transit, sender_wait,
-                download_unexplained, tail_propagation, tail_download_transfer,
-                tail_queueing, tail_client_idle, tail_unexplained])) AS ns,
-            unnest(list_transform(loss_rows, lambda x: x.detail)) AS loss_detail
-        FROM spans_rows)
+                'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols
+),
+
+long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
+           -- same stream, so that nothing reads the wide rows twice), with what each
+           -- span's detail needs kept beside it; a span of no time is left out (as final),
+           -- download_transfer kept (most requests have no loss recovery: no list to join)
+    SELECT * FROM (
+        SELECT r.request_key, r.from_client_side, r.rate_known, r.processing_source, r.rtt_source,
+            unnest(CASE WHEN r.loss_rows IS NULL THEN n.cols
+                ELSE list_concat(list_transform(r.loss_rows, lambda x: 'loss_recovery'), n.cols)
+                END) AS col,
+            unnest(CASE WHEN r.loss_rows IS NULL THEN r.span_ns
+                ELSE list_concat(list_transform(r.loss_rows, lambda x: x.ns), r.span_ns) END) AS ns,
+            unnest(list_transform(r.loss_rows, lambda x: x.detail)) AS loss_detail
+        FROM spans_rows r, span_cols n)
     WHERE col = 'loss_recovery' OR ns IS NOT NULL AND (ns <> 0 OR col = 'download_transfer')
 ),
 
