@@ -8,7 +8,7 @@
 -- Built over the whole store, in parts of requests (by a hash of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
 -- only), so that memory is bounded by a part, not by the store: the step
--- (tracekit/pipeline/analyze.py, PartitionedStoreStep) runs this query once per part
+-- (tracekit/pipeline/stepkinds.py, PartitionedStoreStep) runs this query once per part
 -- with requests, bounds and request_phases holding that part's rows. Sources: requests, bounds, handshakes, events,
 -- request_phases (the four instants and what the transport did in each phase:
 -- tracekit/pipeline/steps/phases.py, from stalls and recovery_rounds).
@@ -102,7 +102,7 @@ inst AS (  -- one row per request, read once by one stream; the joins hold narro
     SELECT q.*, b.* EXCLUDE (request_key), ph.* EXCLUDE (request_key),
         -- at the server, timed by the client (bounds: R > 0 there): a trip each way
         q.at_server AND coalesce(b.rtt_ns, 0) > 0 AND q.tcp AS remote
-    FROM (SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
+    FROM (SELECT q.request_key, q.start_ns, q.end_ns,
               q.vantage = 'server' AS at_server, f.syn_ts_ns, f.ack_ts_ns,
               f.protocol = 'udp' AS quic, f.protocol = 'tcp' AS tcp,
               q.proxy_start_ns, q.proxy_done_ns, m.model_end_ns, h.handshakes,
@@ -392,7 +392,7 @@ trips3 AS (
 ),
 
 spans_wide AS (
-    SELECT request_key, duration_ns,
+    SELECT request_key,
         tcp_ns AS connect_tcp, tls_ns AS connect_tls, quic_ns AS connect_quic,
         proxy_ns AS connect_proxy,
         (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
