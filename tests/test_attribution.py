@@ -202,6 +202,22 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
 
+def test_analyze_gives_attribution_in_parts_this_runs_request_tables(store, monkeypatch):
+    """Within an analyze, attribution's parts read the request tables this run
+    is building (storewide passes them), not the stored ones: with requests
+    missing from the stored tables (an older analyze's), the rebuilt
+    attribution still has every request's spans, as one part gives them."""
+    from tracekit.pipeline.analyze import PartitionedStoreStep
+    whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
+    (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
+    monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
+    store.execute("DELETE FROM analysis_runs WHERE capture_id = 0")  # the store steps again
+    for t in PartitionedStoreStep.PART_TABLES:  # (what the stored tables lack)
+        store.execute(f"DELETE FROM {t} WHERE hash(request_key) % 2 = 0")
+    analyze(store)
+    assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
+
+
 def test_attribution_span_names_match_their_times():
     """attribution.sql lists the spans' names (span_cols) and their times
     (spans_rows' span_ns) in two places: the same columns in the same order,
