@@ -8,7 +8,7 @@
 -- Built over the whole store, in parts of requests (by a hash of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
 -- only), so that memory is bounded by a part, not by the store: the step
--- (tracekit/pipeline/analyze.py, PartitionedStoreStep) runs this query once per part
+-- (tracekit/pipeline/stepkinds.py, PartitionedStoreStep) runs this query once per part
 -- with requests, bounds and request_phases holding that part's rows. Sources: requests, bounds, handshakes, events,
 -- request_phases (the four instants and what the transport did in each phase:
 -- tracekit/pipeline/steps/phases.py, from stalls and recovery_rounds).
@@ -86,70 +86,97 @@
 -- flagged when its unexplained time exceeds 20 ms, or 10 % of it and the noise
 -- floor (two clock ticks, its path's RTT spread: analyses/views/attribute.sql).
 -- Columns: request_key, span_order, span, phase, ns, irreducible, detail
-WITH inst AS (
-    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.duration_ns,
-        q.run, q.labels['run'] AS run_label, q.request, b.rtt_ns, b.rtt_source, b.processing_ns, b.processing_source,
-        b.upload_ns, b.download_ns, b.rate_bps IS NOT NULL AS rate_known, q.vantage,
-        ph.* EXCLUDE (request_key, capture_id, flow_id), f.syn_ts_ns, f.ack_ts_ns,
-        f.protocol = 'udp' AS quic,
-        q.proxy_start_ns, q.proxy_done_ns,
+WITH model AS (  -- when the server's model finished each request (its events)
+    SELECT run, request, max(ts_ns) AS model_end_ns
+    FROM events WHERE kind = 'model_end' AND request IS NOT NULL GROUP BY ALL
+),
+
+hs AS (  -- each flow's TLS and QUIC handshakes, as one list (a few flows)
+    SELECT capture_id, flow_id,
+        list(struct_pack(protocol, hs_start := start_ns, hs_end := done_ns)) AS handshakes
+    FROM handshakes WHERE protocol IN ('tls', 'quic') GROUP BY ALL
+),
+
+inst AS (  -- one row per request, read once by one stream; the joins hold narrow rows (what
+           -- the spans need of a request, of its bounds, the sums of its phases' states)
+    SELECT q.*, b.* EXCLUDE (request_key), ph.* EXCLUDE (request_key),
         -- at the server, timed by the client (bounds: R > 0 there): a trip each way
-        q.vantage = 'server' AND coalesce(b.rtt_ns, 0) > 0 AND f.protocol = 'tcp' AS remote,
-        -- a sender that paces: BBR, or a pacing label (fq, SO_MAX_PACING_RATE)
-        coalesce(lower(q.labels['congestion']) LIKE 'bbr%', false)
-            OR coalesce(lower(q.labels['pacing']) NOT IN ('off', '0', 'false', 'no', 'none'), false)
-            AS paces
-    FROM requests q JOIN bounds b USING (request_key)
-    JOIN request_phases ph USING (request_key)
-    LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
-    WHERE q.flow_id IS NOT NULL
+        q.at_server AND coalesce(b.rtt_ns, 0) > 0 AND q.tcp AS remote
+    FROM (SELECT q.request_key, q.start_ns, q.end_ns,
+              q.vantage = 'server' AS at_server, f.syn_ts_ns, f.ack_ts_ns,
+              f.protocol = 'udp' AS quic, f.protocol = 'tcp' AS tcp,
+              q.proxy_start_ns, q.proxy_done_ns, m.model_end_ns, h.handshakes,
+              -- a sender that paces: BBR, or a pacing label (fq, SO_MAX_PACING_RATE)
+              coalesce(lower(q.labels['congestion']) LIKE 'bbr%', false)
+                  OR coalesce(lower(q.labels['pacing']) NOT IN ('off', '0', 'false', 'no', 'none'),
+                              false) AS paces
+          FROM requests q
+          LEFT JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+          LEFT JOIN model m ON m.request = q.request AND m.run IS NOT DISTINCT FROM q.run
+          LEFT JOIN hs h ON h.capture_id = q.capture_id AND h.flow_id = q.flow_id
+          WHERE q.flow_id IS NOT NULL) q
+    JOIN (SELECT request_key, rtt_ns, rtt_source, processing_ns, processing_source, upload_ns,
+                 download_ns, rate_bps IS NOT NULL AS rate_known FROM bounds) b USING (request_key)
+    JOIN (SELECT request_key, a_ns, b_ns, c_ns, d_ns,
+              -- upload
+              up_loss_recovery_ns + up_rto_wait_ns AS up_loss,
+              up_slow_start_ns + up_congestion_limited_ns + up_receive_window_limited_ns
+                  + up_zero_window_ns AS up_window,
+              up_pacing_idle_ns AS up_pacing,
+              up_application_limited_ns AS up_idle,
+              -- download at the sender
+              down_slow_start_ns + down_congestion_limited_ns AS s_window,
+              down_receive_window_limited_ns + down_zero_window_ns AS s_receiver,
+              down_loss_recovery_ns + down_rto_wait_ns AS s_loss,
+              down_pacing_idle_ns AS s_pacing,
+              down_application_limited_ns AS s_idle,
+              -- download seen from the client: the gaps
+              gap_clocked_ns, gap_loss_ns, gap_receiver_ns, gap_short_ns, gap_beyond_ns,
+              CASE WHEN len(loss_rounds) > 0 THEN loss_rounds END AS loss_rounds
+          FROM request_phases) ph USING (request_key)
+),
+
+server_requests AS MATERIALIZED (  -- requests seen at the server on a TCP flow (few)
+    SELECT q.request_key, q.capture_id, q.flow_id
+    FROM requests q JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+    WHERE q.vantage = 'server' AND f.protocol = 'tcp'
+),
+
+remote_requests AS (  -- inst's requests with `remote` (R known): their bounds and phases
+                      -- looked up by key, not joined whole
+    SELECT q.request_key, q.capture_id, q.flow_id, ph.d_ns
+    FROM server_requests q
+    JOIN (SELECT request_key, rtt_ns FROM bounds
+          WHERE request_key IN (SELECT request_key FROM server_requests)) b USING (request_key)
+    JOIN (SELECT request_key, d_ns FROM request_phases
+          WHERE request_key IN (SELECT request_key FROM server_requests)) ph USING (request_key)
+    WHERE coalesce(b.rtt_ns, 0) > 0
 ),
 
 response_end AS (  -- at the server: the response's highest byte, and the client's first
                   -- ACK of it (the response reached the client R / 2 before that ACK)
     SELECT i.request_key, max(t.rel_end) AS hi
-    FROM inst i JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id
-        AND NOT t.from_client AND t.payload_bytes > 0 AND t.ts_ns <= i.d_ns
-    WHERE i.remote GROUP BY ALL
+    FROM remote_requests i JOIN tcp_analysis t ON t.capture_id = i.capture_id
+        AND t.flow_id = i.flow_id AND NOT t.from_client AND t.payload_bytes > 0 AND t.ts_ns <= i.d_ns
+    GROUP BY ALL
 ),
 
 arrivals AS (
     SELECT e.request_key, min(t.ts_ns) AS ack_ns
-    FROM response_end e JOIN inst i USING (request_key)
+    FROM response_end e JOIN remote_requests i USING (request_key)
     JOIN tcp_analysis t ON t.capture_id = i.capture_id AND t.flow_id = i.flow_id AND t.from_client
         AND t.ts_ns >= i.d_ns AND t.rel_ack >= e.hi
     GROUP BY ALL
 ),
 
-hs AS (
-    SELECT capture_id, flow_id, protocol, start_ns AS hs_start, done_ns AS hs_end
-    FROM handshakes WHERE protocol IN ('tls', 'quic')
-),
-
-setup AS (
-    SELECT i.request_key,
-        CASE WHEN i.syn_ts_ns IS NULL OR i.ack_ts_ns IS NULL THEN 0
-             ELSE greatest(0, least(i.ack_ts_ns, i.a_ns) - greatest(i.syn_ts_ns, i.start_ns)) END
-            AS tcp_ns,
-        coalesce(max(greatest(0, least(h.hs_end, i.a_ns) - greatest(h.hs_start, i.start_ns)))
-                 FILTER (h.protocol = 'tls'), 0) AS tls_ns,
-        coalesce(max(greatest(0, least(h.hs_end, i.a_ns) - greatest(h.hs_start, i.start_ns)))
-                 FILTER (h.protocol = 'quic'), 0) AS quic_ns,
-        CASE WHEN i.proxy_start_ns IS NULL OR i.proxy_done_ns IS NULL THEN 0
-             ELSE greatest(0, least(i.proxy_done_ns, i.a_ns) - greatest(i.proxy_start_ns, i.start_ns))
-        END AS proxy_ns
-    FROM inst i LEFT JOIN hs h USING (capture_id, flow_id)
-    GROUP BY i.request_key, i.ack_ts_ns, i.a_ns, i.syn_ts_ns, i.start_ns, i.proxy_start_ns,
-        i.proxy_done_ns
-),
-
 tunneled AS (  -- requests carried by a local tunnel: their flow ends on this host (loopback)
                -- or behind a SOCKS5 proxy, and a capture of their run holds the
-               -- tunnel's own UDP flow across the WAN
-    SELECT i.request_key, i.run_label, i.b_ns, i.c_ns
-    FROM inst i JOIN flows f ON f.capture_id = i.capture_id AND f.flow_id = i.flow_id
-    WHERE (f.server_addr IN ('127.0.0.1', '::1') OR i.proxy_done_ns IS NOT NULL)
-      AND i.run_label IS NOT NULL
+               -- tunnel's own UDP flow across the WAN (by the request and its flow alone:
+               -- bounds and request_phases hold a row of every request)
+    SELECT q.request_key, q.capture_id, q.labels['run'] AS run_label
+    FROM requests q JOIN flows f ON f.capture_id = q.capture_id AND f.flow_id = q.flow_id
+    WHERE (f.server_addr IN ('127.0.0.1', '::1') OR q.proxy_done_ns IS NOT NULL)
+      AND q.labels['run'] IS NOT NULL
 ),
 
 tunnel_packets AS (  -- the tunnel's datagrams (UDP flows of 10 packets or more in the run's
@@ -162,43 +189,40 @@ tunnel_packets AS (  -- the tunnel's datagrams (UDP flows of 10 packets or more 
     FROM packets p JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id)
     WHERE p.protocol = 17 AND f.protocol = 'udp' AND f.packets_c2s + f.packets_s2c >= 10
       AND c.labels['run'] IN (SELECT DISTINCT run_label FROM tunneled)
-      AND c.capture_id NOT IN (SELECT capture_id FROM inst WHERE request_key IN
-                               (SELECT request_key FROM tunneled))
+      AND c.capture_id NOT IN (SELECT capture_id FROM tunneled)
 ),
 
 tunnel_marks AS (  -- the request's first datagram out after its last byte, the last
                    -- datagram in before its first response byte
     SELECT t.request_key, up.ts_ns AS t_up, down.ts_ns AS t_down
-    FROM tunneled t
+    FROM (SELECT t.*, ph.b_ns, ph.c_ns FROM tunneled t JOIN request_phases ph USING (request_key)) t
     ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE from_client) up
       ON up.run_label = t.run_label AND up.ts_ns >= t.b_ns
     ASOF LEFT JOIN (SELECT run_label, ts_ns FROM tunnel_packets WHERE NOT from_client) down
       ON down.run_label = t.run_label AND down.ts_ns <= t.c_ns
 ),
 
-model AS (  -- when the server's model finished each request (its events)
-    SELECT run, request, max(ts_ns) AS model_end_ns
-    FROM events WHERE kind = 'model_end' AND request IS NOT NULL GROUP BY ALL
-),
-
 phased AS (
-    SELECT i.*, st.tcp_ns, st.tls_ns, st.quic_ns, st.proxy_ns,
-        i.vantage <> 'server' OR i.quic AS from_client_side,
-        -- upload
-        i.up_loss_recovery_ns + i.up_rto_wait_ns AS up_loss,
-        i.up_slow_start_ns + i.up_congestion_limited_ns + i.up_receive_window_limited_ns
-            + i.up_zero_window_ns AS up_window,
-        i.up_pacing_idle_ns AS up_pacing,
-        i.up_application_limited_ns AS up_idle,
-        -- download at the sender
-        i.down_slow_start_ns + i.down_congestion_limited_ns AS s_window,
-        i.down_receive_window_limited_ns + i.down_zero_window_ns AS s_receiver,
-        i.down_loss_recovery_ns + i.down_rto_wait_ns AS s_loss,
-        i.down_pacing_idle_ns AS s_pacing,
-        i.down_application_limited_ns AS s_idle,
+    SELECT i.*,
+        -- setup: what of each connection step falls inside [start, a)
+        CASE WHEN i.syn_ts_ns IS NULL OR i.ack_ts_ns IS NULL THEN 0
+             ELSE greatest(0, least(i.ack_ts_ns, i.a_ns) - greatest(i.syn_ts_ns, i.start_ns)) END
+            AS tcp_ns,
+        coalesce(list_max(list_transform(
+            list_filter(i.handshakes, lambda x: x.protocol = 'tls'),
+            lambda x: greatest(0, least(x.hs_end, i.a_ns) - greatest(x.hs_start, i.start_ns)))), 0)
+            AS tls_ns,
+        coalesce(list_max(list_transform(
+            list_filter(i.handshakes, lambda x: x.protocol = 'quic'),
+            lambda x: greatest(0, least(x.hs_end, i.a_ns) - greatest(x.hs_start, i.start_ns)))), 0)
+            AS quic_ns,
+        CASE WHEN i.proxy_start_ns IS NULL OR i.proxy_done_ns IS NULL THEN 0
+             ELSE greatest(0, least(i.proxy_done_ns, i.a_ns) - greatest(i.proxy_start_ns, i.start_ns))
+        END AS proxy_ns,
+        NOT i.at_server OR i.quic AS from_client_side,
         -- (the model's end reaches the capture point one way, R / 2, later)
-        CASE WHEN m.model_end_ns IS NOT NULL
-             THEN greatest(m.model_end_ns + coalesce(i.rtt_ns, 0) // 2 - i.c_ns, 0) ELSE 0 END
+        CASE WHEN i.model_end_ns IS NOT NULL
+             THEN greatest(i.model_end_ns + coalesce(i.rtt_ns, 0) // 2 - i.c_ns, 0) ELSE 0 END
             AS generating_ns,
         -- through a tunnel: its local part (to the first datagram out, from the
         -- last datagram in) and the WAN part between
@@ -207,9 +231,7 @@ phased AS (
         greatest(least(tm.t_up, i.c_ns) - i.b_ns, 0) + greatest(i.c_ns - greatest(tm.t_down, tm.t_up), 0)
             AS tunnel_local_ns,
         greatest(tm.t_down - tm.t_up, 0) AS tunnel_wan_ns
-    FROM inst i JOIN setup st USING (request_key)
-    LEFT JOIN model m ON m.request = i.request AND m.run IS NOT DISTINCT FROM i.run
-    LEFT JOIN tunnel_marks tm USING (request_key)
+    FROM inst i LEFT JOIN tunnel_marks tm USING (request_key)
 ),
 
 upload AS (  -- the transfer comes out of the time data was flowing: window, pacing, recovery
@@ -370,7 +392,7 @@ trips3 AS (
 ),
 
 spans_wide AS (
-    SELECT request_key, duration_ns,
+    SELECT request_key,
         tcp_ns AS connect_tcp, tls_ns AS connect_tls, quic_ns AS connect_quic,
         proxy_ns AS connect_proxy,
         (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
@@ -412,9 +434,37 @@ spans_wide AS (
              ELSE end_ns - d_ns - down_trip - tail_transfer - tail_queueing END AS tail_client_idle,
         CASE WHEN remote AND ack_ns IS NULL
              THEN end_ns - d_ns - down_trip - tail_transfer ELSE 0 END AS tail_unexplained,
-        dn_loss - dt_loss - p_loss AS loss_total, s_loss, from_client_side, rate_known,
-        processing_source, rtt_source
+        from_client_side, rate_known, processing_source, rtt_source,
+        dn_loss - dt_loss - p_loss AS loss_total,
+        -- the recovery rounds in order, and each one's share of the loss recovery
+        -- (its stretches' time, rounded down; the first takes what rounding left)
+        list_sort(CASE WHEN dn_loss - dt_loss - p_loss > 0 THEN loss_rounds END) AS rounds,
+        list_transform(rounds, lambda r: CAST(loss_total::HUGEINT * r.ns
+            // nullif(list_sum(list_transform(rounds, lambda x: x.ns)), 0) AS BIGINT)) AS shares
     FROM trips3
+),
+
+spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside them
+    SELECT * EXCLUDE (rounds, shares),
+        CASE WHEN loss_total <> 0 THEN coalesce(nullif(list_filter(list_transform(rounds,
+            lambda r, k: struct_pack(
+                ns := CASE WHEN k = 1 THEN loss_total - (list_sum(shares) - shares[1])
+                           ELSE shares[k] END::BIGINT,
+                detail := 'episode ' || r.episode || ' round ' || r.round)),
+            lambda x: x.ns IS NOT NULL), []),
+            [struct_pack(ns := loss_total, detail := 'outside a recorded round')]) END
+            AS loss_rows,
+        [
+                connect_tcp, connect_tls, connect_quic, connect_proxy, setup_client_idle,
+                setup_propagation, upload_transfer, upload_loss_recovery, upload_waiting,
+                upload_pacing, upload_client_idle, upload_unexplained, propagation,
+                processing, download_processing, wait_upload_transfer,
+                wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
+                wait_unexplained, download_transfer, window_waiting, pacing,
+                receiver_limited, server_idle, download_tunnel_transit, sender_wait,
+                download_unexplained, tail_propagation, tail_download_transfer,
+                tail_queueing, tail_client_idle, tail_unexplained] AS span_ns
+    FROM spans_wide
 ),
 
 catalogue AS (  -- every span: order, name, phase, irreducible, the evidence behind it
@@ -449,6 +499,7 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('download_transfer', 11, 'download_transfer', 'download', true, 'S_d / B'),
         ('window_waiting', 12, 'window_waiting', 'download', false, 'the sender waited for ACKs'),
         ('pacing', 12, 'pacing', 'download', false, 'the sender''s pacing released new data after a pause'),
+        ('loss_recovery', 13, 'loss_recovery', 'download', false, NULL),
         ('receiver_limited', 14, 'receiver_limited', 'download', false, 'the client''s receive window was full'),
         ('server_idle', 15, 'server_idle', 'download', false, 'the application had not written the bytes'),
         ('sender_wait', 15, 'sender_wait', 'download', false,
@@ -468,11 +519,34 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
-long AS (  -- (what each span's detail needs kept beside it: no join back to spans_wide)
-    UNPIVOT (SELECT * EXCLUDE (duration_ns, loss_total, s_loss) FROM spans_wide)
-    ON COLUMNS(* EXCLUDE (request_key, from_client_side, rate_known, processing_source,
-                          rtt_source))
-    INTO NAME col VALUE ns
+span_cols AS (  -- the spans' columns, in the order of their times' list (spans_rows)
+    SELECT [
+                'connect_tcp', 'connect_tls', 'connect_quic', 'connect_proxy',
+                'setup_client_idle', 'setup_propagation', 'upload_transfer',
+                'upload_loss_recovery', 'upload_waiting', 'upload_pacing',
+                'upload_client_idle', 'upload_unexplained', 'propagation', 'processing',
+                'download_processing', 'wait_upload_transfer', 'wait_download_transfer',
+                'tunnel_queueing', 'wait_tunnel_transit', 'wait_unexplained',
+                'download_transfer', 'window_waiting', 'pacing', 'receiver_limited',
+                'server_idle', 'download_tunnel_transit', 'sender_wait',
+                'download_unexplained', 'tail_propagation', 'tail_download_transfer',
+                'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols
+),
+
+long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
+           -- same stream, so that nothing reads the wide rows twice), with what each
+           -- span's detail needs kept beside it; a span of no time is left out (as final),
+           -- download_transfer kept (most requests have no loss recovery: no list to join)
+    SELECT * FROM (
+        SELECT r.request_key, r.from_client_side, r.rate_known, r.processing_source, r.rtt_source,
+            unnest(CASE WHEN r.loss_rows IS NULL THEN n.cols
+                ELSE list_concat(list_transform(r.loss_rows, lambda x: 'loss_recovery'), n.cols)
+                END) AS col,
+            unnest(CASE WHEN r.loss_rows IS NULL THEN r.span_ns
+                ELSE list_concat(list_transform(r.loss_rows, lambda x: x.ns), r.span_ns) END) AS ns,
+            unnest(list_transform(r.loss_rows, lambda x: x.detail)) AS loss_detail
+        FROM spans_rows r, span_cols n)
+    WHERE col = 'loss_recovery' OR ns IS NOT NULL AND (ns <> 0 OR col = 'download_transfer')
 ),
 
 lookup AS (  -- the catalogue as one row of lists, read by position: a join on the span's
@@ -487,7 +561,8 @@ spans AS (
     SELECT c.request_key, c.span_order, c.span, c.phase, c.ns,
         c.irreducible AND (c.span NOT IN ('download_transfer', 'upload_transfer') OR c.rate_known)
             AS irreducible,
-        CASE WHEN c.span = 'download_transfer' AND NOT c.rate_known
+        CASE WHEN c.span = 'loss_recovery' THEN c.loss_detail
+             WHEN c.span = 'download_transfer' AND NOT c.rate_known
                  THEN 'B unknown: the transfer and the window waiting together'
              WHEN c.span = 'download_transfer' AND c.from_client_side AND c.phase = 'download'
                  THEN 'S_d / B, out of the gaps the ACK clock explains'
@@ -500,48 +575,15 @@ spans AS (
              WHEN c.span = 'server_idle'
                  THEN 'at the sender: nothing in flight and nothing sent with the window open'
              ELSE c.detail END AS detail
-    FROM (SELECT l.request_key, l.ns, l.from_client_side, l.rate_known, l.processing_source,
-                 l.rtt_source, unnest(k.entries[list_position(k.cols, l.col)])
-          FROM long l, lookup k
-          WHERE l.ns <> 0 OR l.col = 'download_transfer') c  -- (as final keeps)
-    WHERE c.span <> 'loss_recovery'
-),
-
-loss_rows AS (  -- loss recovery, one span per recovery round: each round's share of the
-                -- phase's loss recovery (its stretches' time, rounding to the first)
-    SELECT x.request_key, 13 AS span_order, 'loss_recovery' AS span, 'download' AS phase,
-        CASE WHEN x.k = 1 THEN x.total - x.others ELSE x.part END AS ns, false AS irreducible,
-        'episode ' || x.episode || ' round ' || x.round AS detail
-    FROM (
-        SELECT request_key, episode, round, total, part,
-            row_number() OVER w AS k,
-            sum(part) OVER p - first_value(part) OVER w AS others
-        FROM (
-            SELECT sw.request_key, lr.episode, lr.round, sw.loss_total AS total,
-                CAST(sw.loss_total::HUGEINT * lr.ns
-                     // nullif(sum(lr.ns) OVER (PARTITION BY sw.request_key), 0) AS BIGINT) AS part
-            FROM spans_wide sw
-            JOIN (SELECT request_key, unnest(loss_rounds, recursive := true) FROM request_phases) lr
-              USING (request_key)
-            WHERE sw.loss_total > 0
-        )
-        WINDOW p AS (PARTITION BY request_key),
-               w AS (PARTITION BY request_key ORDER BY episode, round
-                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-    ) x
-    WHERE x.part IS NOT NULL
-),
-
-loss_unrounded AS (  -- loss recovery in no recorded round (seen from the client: gaps)
-    SELECT sw.request_key, 13 AS span_order, 'loss_recovery' AS span, 'download' AS phase,
-        sw.loss_total AS ns, false AS irreducible, 'outside a recorded round' AS detail
-    FROM spans_wide sw ANTI JOIN loss_rows l USING (request_key)
-    WHERE sw.loss_total <> 0
+    FROM (SELECT l.request_key, l.ns::HUGEINT AS ns, l.from_client_side, l.rate_known,
+                 l.processing_source, l.rtt_source, l.loss_detail,
+                 unnest(k.entries[list_position(k.cols, l.col)])
+          FROM long l, lookup k) c
 ),
 
 no_packets AS (
     SELECT q.request_key, 0 AS span_order, 'unattributed' AS span, 'request' AS phase,
-        q.duration_ns AS ns, false AS irreducible,
+        q.duration_ns::HUGEINT AS ns, false AS irreducible,
         'no flow of this request was linked: nothing captured shows its time' AS detail
     FROM requests q WHERE q.flow_id IS NULL
 ),
@@ -549,8 +591,7 @@ no_packets AS (
 final AS (
     SELECT * FROM spans
     WHERE ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
-    UNION ALL SELECT * FROM loss_rows
-    UNION ALL SELECT * FROM loss_unrounded
+        OR span = 'loss_recovery'
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail

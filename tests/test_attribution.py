@@ -165,7 +165,9 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
     """Attribution runs in parts of requests (bounded memory at any store size),
     each reading bucketed copies of the request tables (many parts) or the
     tables filtered (few): three parts give the same rows as one either way,
-    tunnel spans included."""
+    tunnel spans included. The rows are read from the `sources` it is given
+    (as an analyze passes the tables it is building), not from a view's query
+    read back; the caller's views of those names are left as they were."""
     from tracekit.pipeline.analyze import PartitionedStoreStep
     whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
@@ -174,25 +176,62 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
     monkeypatch.setattr(PartitionedStoreStep, "DIRECT_PARTS", 0 if bucketed else 3)
     views, real = [], PartitionedStoreStep._bucket_views
 
-    def spied(self, con, parts):
-        part_view = real(self, con, parts)
+    def spied(self, con, parts, sources):
+        part_view = real(self, con, parts, sources)
         views.append(part_view("requests", 0))
         return part_view
     monkeypatch.setattr(PartitionedStoreStep, "_bucket_views", spied)
-    # as within an analyze: the request tables read through temporary views of
-    # their names (of what this run built; here the stored ones are hidden)
+    # as within an analyze: the request tables' rows are elsewhere (" AS " in
+    # their names, which the old reading of a view's text split at), and the
+    # names read through temporary views of them
     tables = PartitionedStoreStep.PART_TABLES
+    built = {t: f'"{t} AS built"' for t in tables}
     for t in tables:
-        store.execute(f"ALTER TABLE {t} RENAME TO {t}_hidden")
-        store.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {t}_hidden")
+        store.execute(f"ALTER TABLE {t} RENAME TO {built[t]}")
+        store.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {built[t]}")
     try:
-        PartitionedStoreStep("attribution").write_all(store, "attribution")
+        PartitionedStoreStep("attribution").write_all(store, "attribution", built)
+        shown = {t: store.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in tables}
     finally:
         for t in tables:
             store.execute(f"DROP VIEW IF EXISTS temp.{t}")
-            store.execute(f"ALTER TABLE {t}_hidden RENAME TO {t}")
+            store.execute(f"ALTER TABLE {built[t]} RENAME TO {t}")
     assert len(views) == 1 and ("_bucketed_requests" in views[0]) == bucketed
+    assert "AS built" in views[0] or bucketed
+    assert shown == {t: n for t in tables}  # the whole tables again, not a part's views
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
+
+
+def test_analyze_gives_attribution_in_parts_this_runs_request_tables(store, monkeypatch):
+    """Within an analyze, attribution's parts read the request tables this run
+    is building (storewide passes them), not the stored ones: with requests
+    missing from the stored tables (an older analyze's), the rebuilt
+    attribution still has every request's spans, as one part gives them."""
+    from tracekit.pipeline.analyze import PartitionedStoreStep
+    whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
+    (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
+    monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
+    store.execute("DELETE FROM analysis_runs WHERE capture_id = 0")  # the store steps again
+    for t in PartitionedStoreStep.PART_TABLES:  # (what the stored tables lack)
+        store.execute(f"DELETE FROM {t} WHERE hash(request_key) % 2 = 0")
+    analyze(store)
+    assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
+
+
+def test_attribution_span_names_match_their_times():
+    """attribution.sql lists the spans' names (span_cols) and their times
+    (spans_rows' span_ns) in two places: the same columns in the same order,
+    each a span of the catalogue."""
+    import re
+    from tracekit.store.db import analyses_dir
+    sql = (analyses_dir() / "attribution.sql").read_text()
+    names = re.search(r"span_cols AS \(.*?SELECT \[(.*?)\] AS cols", sql, re.S).group(1)
+    times = re.search(r"AS loss_rows,\s*\[(.*?)\] AS span_ns", sql, re.S).group(1)
+    names = [x.strip().strip("'") for x in names.split(",")]
+    times = [x.strip() for x in times.split(",")]
+    catalogue = set(re.findall(r"\('([a-z_]+)', \d+, '[a-z_]+', '[a-z]+'", sql))
+    assert names == times and len(names) == 33 and len(set(names)) == 33
+    assert set(names) | {"loss_recovery"} == catalogue
 
 
 def _store_folder(store):

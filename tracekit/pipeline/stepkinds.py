@@ -227,31 +227,39 @@ class StoreStep(SqlStep):
 class PartitionedStoreStep(StoreStep):
     """A store step over the requests, run in parts of at most PART_REQUESTS
     requests (attribution), so that its memory is bounded by a part whatever
-    the store holds. The request tables are bucketed once by a hash of
-    `request_key` and sorted by bucket (O(n log n)); each part then shadows
-    `requests`, `bounds` and `request_phases` with temporary views of its own
-    rows (DuckDB reads the temporary schema first), found by the bucket's zone
+    the store holds. Each part shadows `requests`, `bounds` and
+    `request_phases` with temporary views of its own rows (DuckDB reads the
+    temporary schema first). With few parts (at most DIRECT_PARTS) the views
+    filter the tables themselves by a hash of `request_key`: each part scans
+    them whole, which costs less than copying them sorted once (mixed capture,
+    482 k requests, 5 parts: the bucketed copies 0.9 CPU s, the step 4.1 ->
+    3.3 s); with more, the tables are bucketed once by that hash and sorted by
+    bucket (O(n log n)), and each part's views find their bucket by its zone
     map, so that a part costs its own size, not the store's (views, not
-    copies: the copies cost 0.3-0.5 s a part of 100 k requests). With few
-    parts (at most DIRECT_PARTS) the views filter the tables themselves by
-    that hash instead: each part scans them whole, which costs less than
-    copying them sorted once (mixed capture, 482 k requests, 5 parts:
-    the bucketed copies 0.9 CPU s, the step 4.1 -> 3.3 s). The SQL is the
-    same for one part or many: it reads whatever those names hold."""
+    copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL is
+    the same for one part or many: it reads whatever those names hold.
 
-    PART_REQUESTS = 100_000
+    A part of 161 k requests of the mixed capture runs in 224 MB without
+    spilling (192 MB: 17 MB of temporary files; 241 k spill under the 256 MB
+    of analyze): PART_REQUESTS keeps a part under analyze's limit."""
+
+    PART_REQUESTS = 170_000
     DIRECT_PARTS = 8  # parts that filter the tables themselves; more: bucketed copies
     PART_TABLES = ("requests", "bounds", "request_phases")
 
-    def write_all(self, con, target):
+    def write_all(self, con, target, sources=None):
+        """Build `target`; `sources` ({table: relation}) says where each of
+        PART_TABLES' rows are now when not in the store's table of that name
+        (an analyze passes the tables it is building: storewide.py)."""
+        sources = {t: (sources or {}).get(t) or _stored(con, t) for t in self.PART_TABLES}
         sql = FINAL_ORDER.sub("SELECT * FROM final\n", analysis_sql(self.table))
-        (n,), = con.execute("SELECT count(*) FROM requests").fetchall()
+        (n,), = con.execute(f"SELECT count(*) FROM {sources['requests']}").fetchall()
         parts = max(1, -(-n // self.PART_REQUESTS))
         try:
             if parts == 1:
                 con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
             else:
-                part_view = self._bucket_views(con, parts)
+                part_view = self._bucket_views(con, parts, sources)
                 for part in range(parts):
                     for t in self.PART_TABLES:
                         con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS {part_view(t, part)}")
@@ -261,32 +269,31 @@ class PartitionedStoreStep(StoreStep):
         except duckdb.Error as e:
             raise QueryError(f"analyses/{self.table}.sql failed: {str(e).splitlines()[0]}") from None
         finally:
-            for t in self.PART_TABLES:
-                con.execute(f"DROP VIEW IF EXISTS temp.{t}")
-                con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
+            if parts > 1:
+                for t in self.PART_TABLES:  # (the caller's views of these names come back)
+                    con.execute(f"DROP VIEW IF EXISTS temp.{t}")
+                    con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
+                    if sources[t] != _stored(con, t):
+                        con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS "
+                                    f"SELECT * FROM {sources[t]}")
         return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
 
-    def _bucket_views(self, con, parts):
-        """The query of a part's rows of a table (`part_view(table, part)`)."""
+    def _bucket_views(self, con, parts, sources):
+        """The query of a part's rows of a table (`part_view(table, part)`),
+        from `sources` ({table: relation})."""
         if parts <= self.DIRECT_PARTS:
-            source = {t: _source(con, t) for t in self.PART_TABLES}  # (before views replace them)
-            return lambda t, part: (f"SELECT * FROM {source[t]} "
+            return lambda t, part: (f"SELECT * FROM {sources[t]} "
                                     f"WHERE hash(request_key) % {parts} = {part}")
         for t in self.PART_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
-                        f"hash(request_key) % {parts} AS _bucket FROM {t} ORDER BY _bucket")
+                        f"hash(request_key) % {parts} AS _bucket FROM {sources[t]} "
+                        f"ORDER BY _bucket")
         return lambda t, part: (f"SELECT * EXCLUDE (_bucket) FROM _bucketed_{t} "
                                 f"WHERE _bucket = {part}")
 
 
-def _source(con, table):
-    """What `table` names now, as a query's FROM: a temporary view's query (an
-    analyze reads the tables it is rebuilding through views of their names:
-    storewide.py), else the store's table."""
-    views = con.execute("SELECT sql FROM duckdb_views() WHERE temporary AND view_name = ?",
-                        [table]).fetchall()
-    if views:  # 'CREATE TEMP VIEW <table> AS <query>;'
-        return "(" + views[0][0].split(" AS ", 1)[1].strip().rstrip(";") + ")"
+def _stored(con, table):
+    """The store's own `table`, named so that no temporary view of its name hides it."""
     (db,), = con.execute("SELECT current_database()").fetchall()
     return '"{}".main.{}'.format(db.replace('"', '""'), table)
 

@@ -24,7 +24,7 @@ import duckdb
 from ..core.errors import TracekitError
 from ..store.schema import TABLES, create_table_sql
 from .runner import analysis_sql
-from .stepkinds import FINAL_ORDER, StepResult, exists
+from .stepkinds import FINAL_ORDER, PartitionedStoreStep, StepResult, exists
 
 SUFFIX = "__building"
 
@@ -83,7 +83,10 @@ class StoreWide:
         con.execute("CREATE SCHEMA IF NOT EXISTS store")
         con.execute(f"DROP TABLE IF EXISTS {building}")
         try:
-            n, error = step.write_all(con, building), None
+            if isinstance(step, PartitionedStoreStep):  # (it shadows those names itself)
+                n, error = step.write_all(con, building, self.sources()), None
+            else:
+                n, error = step.write_all(con, building), None
         except (duckdb.Error, TracekitError, ArithmeticError, ValueError) as e:
             if storage_failed(e):
                 raise
@@ -124,11 +127,16 @@ class StoreWide:
                 if exists(self.con, f"{table}{SUFFIX}", schema="store"):
                     yield table
 
+    def sources(self):
+        """{table: where its rows are now} for the tables this run built: what
+        the temporary views of their names show (a step that shadows those names
+        itself is told so, not left to read a view's query back)."""
+        return {table: f"store.{table}{SUFFIX}" for table in self._built_tables()}
+
     def _shadow(self):
         """The steps after read what this run built (temporary views of its names)."""
-        for table in self._built_tables():
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS "
-                             f"SELECT * FROM store.{table}{SUFFIX}")
+        for table, source in self.sources().items():
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {source}")
 
     def commit(self):
         """Every table built in place, and its record, in one transaction."""
