@@ -25,6 +25,7 @@ names them, so the cache made at install is found wherever the package is.
 import hashlib
 import os
 import shutil
+import threading
 import types
 from pathlib import Path
 
@@ -49,6 +50,8 @@ PACKAGE_CACHE = "_kernels"
 
 
 _loaded = False  # a kernel has been compiled in this process: the cost is paid
+_compiling = threading.Lock()  # one thread makes a kernel's dispatchers (see preload)
+_preloading = None  # the thread of `preload`, once started
 
 
 def use_jit(input_bytes):
@@ -126,6 +129,27 @@ def prefer_compiled(input_bytes):
         _loaded = True
 
 
+def preload(load, *args):
+    """When compiled kernels are chosen (`prefer_compiled`), start `load(*args)`
+    (run the kernels the work will call, loading numba and their cached
+    code) on a thread of its own, once per process: the caller goes on with
+    what needs no kernel (opening the store, reading the file) meanwhile,
+    and a kernel it calls before the load is done waits for it. A failure
+    there is the caller's to meet when it calls the kernel itself."""
+    global _preloading
+    if not _loaded or _preloading is not None:
+        return
+
+    def run():
+        try:
+            load(*args)
+        except Exception:  # (the same call on the caller's thread says what is wrong)
+            pass
+
+    _preloading = threading.Thread(target=run, name="tracekit-kernels", daemon=True)
+    _preloading.start()
+
+
 class Kernel:
     """A function that runs compiled (numba, cached on disk) or as plain Python.
 
@@ -142,29 +166,34 @@ class Kernel:
 
     def compiled(self):
         if self._compiled is None:
-            from numba import njit
-
-            _locator()
-
-            # the same code, seeing compiled helpers (which may call each other)
-            compiled = {}
-            scopes = []
-            for f in (*self.helpers, self.py_func):
-                scope = dict(f.__globals__)
-                scopes.append(scope)
-                g = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
-                                       f.__closure__)
-                g.__qualname__ = f.__qualname__
-                g.__module__ = f.__module__
-                # helpers are inlined into the kernel (no call per packet)
-                inline = "never" if f is self.py_func else "always"
-                compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline,
-                                              _nrt=NRT)(g)
-            for scope in scopes:
-                scope.update({name: compiled[h.__name__] for h in self.helpers
-                              for name in (h.__name__,)})
-            self._compiled = compiled[self.py_func.__name__]
+            with _compiling:
+                if self._compiled is None:
+                    self._compiled = self._dispatcher()
         return self._compiled
+
+    def _dispatcher(self):
+        from numba import njit
+
+        _locator()
+
+        # the same code, seeing compiled helpers (which may call each other)
+        compiled = {}
+        scopes = []
+        for f in (*self.helpers, self.py_func):
+            scope = dict(f.__globals__)
+            scopes.append(scope)
+            g = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
+                                   f.__closure__)
+            g.__qualname__ = f.__qualname__
+            g.__module__ = f.__module__
+            # helpers are inlined into the kernel (no call per packet)
+            inline = "never" if f is self.py_func else "always"
+            compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline,
+                                          _nrt=NRT)(g)
+        for scope in scopes:
+            scope.update({name: compiled[h.__name__] for h in self.helpers
+                          for name in (h.__name__,)})
+        return compiled[self.py_func.__name__]
 
     def __call__(self, jit, *args):
         if jit:

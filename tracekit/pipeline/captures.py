@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.jit import prefer_compiled
+from ..core.jit import preload, prefer_compiled
 from ..core.version import __version__
 from ..readers.capture import open_capture
 from ..readers.capture.base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
@@ -35,6 +35,7 @@ from ..readers.decode.flows import FlowTable
 from ..readers.decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..readers.decode.payloads import PayloadKeeper
 from ..readers.decode.status import CODE, STATUS
+from ..readers.preload import load_kernels
 from ..store.arrow import flow_columns, packet_columns
 from ..store.db import settings
 from ..store.recovery import recover_ingests
@@ -111,6 +112,7 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
             recover_ingests(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(file_size(p) or 0 for p in paths))
+        preload(load_kernels, paths)  # (unless gather started it: loaded beside what comes first)
         run = Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = []
         for group in small_file_groups(paths, chunk_bytes):

@@ -16,14 +16,17 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.errors import TracekitError
+from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
 from ..readers.events import read_logs
+from ..readers.preload import load_kernels
 from ..store.dataset import is_dataset
 from ..store.db import connect, default_db_path
 from .captures import command as new_command
 from .captures import load_captures
 from .logs import load_logs
 from .manifests import read_manifest
+from .reading import file_size
 from .spool import Spooled, is_stream
 
 
@@ -54,11 +57,15 @@ class Inputs:
     names: dict = field(default_factory=dict)  # a spooled stream's file -> its name (<stdin>)
 
 
-def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=None):
+def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=None, warm=False):
     """Sort `files` into captures and logs (by content, or as `input_format`
     says), parse the logs, and read the manifests' runs (their labels under
-    the call's `labels`)."""
+    the call's `labels`). `warm`: the captures are read in this process
+    (not on Dask): start loading their kernels if they are worth it."""
     capture_paths, log_paths = split_inputs(files, input_format)
+    if warm:  # compiled kernels loaded on a thread while the logs are read, the store opened
+        prefer_compiled(sum(file_size(p) or 0 for p in capture_paths))
+        preload(load_kernels, capture_paths)
     parsed = read_logs(log_paths, None if input_format in ("auto", None) else input_format,
                        time_ns)
     runs = []
@@ -84,7 +91,8 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
                 raise TracekitError("a capture from a stream (-, a pipe) goes into a DuckDB "
                                     "store, not a dataset: save it to a file first")
             files = [spooled.add(p, input_format) if is_stream(p) else p for p in files]
-        inputs = gather(files, manifests, labels, input_format, time_ns)
+        warm = not (workers or cluster or is_dataset(db_path))
+        inputs = gather(files, manifests, labels, input_format, time_ns, warm)
         inputs.names = spooled.names
         out = _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress,
                                workers, cluster, dataset_progress)

@@ -130,6 +130,14 @@ class AppendWriter(threading.Thread):
 
 def row_groups(table):
     """`table` as record batches of exactly one DuckDB row group each (the
-    last may be shorter): the unit each of DuckDB's threads takes."""
-    return pa.Table.from_batches(table.combine_chunks().to_batches(max_chunksize=ROW_GROUP),
-                                 schema=table.schema)
+    last may be shorter): the unit each of DuckDB's threads takes. Only a row
+    group that spans chunks of `table` is copied into one; the others are
+    views of their chunk (copying all was ~7 % of the writer's time on 2.9 M
+    packets)."""
+    batches = []
+    for begin in range(0, table.num_rows, ROW_GROUP):
+        part = table.slice(begin, ROW_GROUP)
+        if part.num_columns and part.column(0).num_chunks > 1:
+            part = part.combine_chunks()
+        batches += part.to_batches()
+    return pa.Table.from_batches(batches, schema=table.schema)
