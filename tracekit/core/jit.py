@@ -23,8 +23,10 @@ names them, so the cache made at install is found wherever the package is.
 """
 
 import hashlib
+import importlib.util
 import os
 import shutil
+import sysconfig
 import threading
 import types
 from pathlib import Path
@@ -50,6 +52,10 @@ PACKAGE_CACHE = "_kernels"
 
 
 _loaded = False  # a kernel has been compiled in this process: the cost is paid
+# kernels compiled ahead of time (core/aot.py): a module each, in cache_dir()
+AOT_PREFIX = "tracekit_aot_"
+_aot_folder = None  # cache_dir() once looked at by `ahead` (None: not yet)
+_aot_enabled = True  # False: numba only (the warm-up, which compiles through it)
 _compiling = threading.Lock()  # one thread makes a kernel's dispatchers (see preload)
 _preloading = None  # the thread of `preload`, once started
 
@@ -61,6 +67,30 @@ def use_jit(input_bytes):
     if mode == "never":
         return False
     return _loaded or input_bytes >= JIT_MIN_BYTES
+
+
+def aot_name(kernel):
+    """A kernel's name in the ahead-of-time module (module path and name)."""
+    return f"{kernel.py_func.__module__.replace('.', '_')}__{kernel.__name__}"
+
+
+def aot_function(kernel):
+    """`kernel` compiled ahead of time for these sources (its module in
+    cache_dir(), imported without numba), or None."""
+    global _aot_folder
+    if _aot_folder is None:
+        _aot_folder = cache_dir()
+    name = aot_name(kernel)
+    path = os.path.join(_aot_folder, AOT_PREFIX + name + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not os.path.exists(path):
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location(AOT_PREFIX + name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError:  # (another Python's, a broken file: numba's cache then)
+        return None
+    return getattr(module, name, None)
 
 
 def cache_dir():
@@ -163,6 +193,7 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._compiled = None
+        self._ahead = False  # its function in the ahead-of-time module (None: none)
 
     def compiled(self):
         if self._compiled is None:
@@ -195,10 +226,22 @@ class Kernel:
                           for name in (h.__name__,)})
         return compiled[self.py_func.__name__]
 
+    def ahead(self):
+        """This kernel compiled ahead of time (core/aot.py), or None."""
+        if self._ahead is False:
+            self._ahead = aot_function(self) if _aot_enabled else None
+        return self._ahead
+
     def __call__(self, jit, *args):
         if jit:
             global _loaded
             _loaded = True
+            ahead = self.ahead()
+            if ahead is not None:
+                try:
+                    return ahead(*args)
+                except TypeError:  # arguments of other types than it was built for
+                    self._ahead = None
             return self.compiled()(*args)
         with np.errstate(over="ignore"):  # uint64 hashing wraps, as in compiled code
             return self.py_func(*args)

@@ -17,9 +17,13 @@ import numpy as np
 from .capture import open_capture
 from .capture.pcap import sniff_pcap
 from .capture.pcapng import sniff_pcapng
-from .decode.flows import FlowTable
+from .capture.scan import scan_pcap, scan_pcapng
+from .decode.flows import EMPTY, FlowTable, _rehash, _track
 from .decode.packets import decode_packets
 from .decode.status import CODE
+
+# what ingest runs compiled: compiled ahead of time by the warm-up (core/aot.py)
+INGEST_KERNELS = (scan_pcap, scan_pcapng, _track, _rehash)
 
 # Ethernet, IPv4, TCP SYN: 10.0.0.1:1234 -> 10.0.0.2:80
 _PACKET = (b"\x02\x00\x00\x00\x00\x02" b"\x02\x00\x00\x00\x00\x01" b"\x08\x00"
@@ -66,6 +70,9 @@ def load_kernels(paths):
         for batch in reader.batches():
             cols = decode_packets(batch.data, batch.data_offset, batch.captured_bytes,
                                   batch.wire_bytes, types[batch.interface_id])
-            FlowTable(jit=reader.jit).track(cols, batch.ts_ns, batch.first_frame,
-                                            batch.wire_bytes,
-                                            cols["status"] == CODE["bad_tcp_header"])
+            table = FlowTable(jit=reader.jit)
+            table.track(cols, batch.ts_ns, batch.first_frame, batch.wire_bytes,
+                        cols["status"] == CODE["bad_tcp_header"])
+            # (as a grown or evicted table is filled again)
+            _rehash(reader.jit, table.key, table.tiny, table.live(),
+                    np.full(len(table.slots), EMPTY, np.int32))

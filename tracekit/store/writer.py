@@ -42,10 +42,15 @@ COMPACT = 64  # small tables held before they are copied into one
 
 
 class AppendWriter(threading.Thread):
-    def __init__(self, con, row_group=APPEND_ROWS):
+    def __init__(self, con, row_group=APPEND_ROWS, first=None):
         super().__init__(daemon=True)
         self.con = con
         self.row_group = row_group
+        # rows of a table's first append (a multiple of ROW_GROUP, default
+        # row_group): fewer, so that a small capture's first rows are written
+        # while the producer decodes the rest instead of all after it
+        self.first = first or row_group
+        self.appended = set()  # tables appended to at least once
         self.queue = queue.Queue(maxsize=1)
         self.pending = {}  # table -> ([Arrow tables], rows, tables put since the last compaction)
         self.error = None
@@ -81,8 +86,10 @@ class AppendWriter(threading.Thread):
         tables.append(table)
         rows += table.num_rows
         fresh += 1
-        if rows >= self.row_group:
-            whole = rows - rows % self.row_group
+        unit = self.row_group if target in self.appended else self.first
+        if rows >= unit:
+            whole = rows - rows % unit
+            self.appended.add(target)
             joined = pa.concat_tables(tables, promote_options="permissive")
             rows_now = row_groups(joined.slice(0, whole))
             rest = joined.slice(whole)
