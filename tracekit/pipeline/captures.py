@@ -301,10 +301,10 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
 
 def _batch_sizes(table):
     """`most()` for decoded_batches: smaller batches while the flow table is
-    large (memory for both stays bounded); the first is one row group, written
+    large (memory for both stays bounded); the first at most one row group, written
     while the next is decoded (a capture of 200 k packets was decoded whole,
     then written whole)."""
-    sizes = iter([FIRST_BATCH])
+    sizes = iter([min(FIRST_BATCH, DEFAULT_BATCH_PACKETS)])
 
     def most():
         return SMALL_BATCH if table.live() > LARGE_TABLE else next(sizes, DEFAULT_BATCH_PACKETS)
