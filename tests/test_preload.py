@@ -60,3 +60,12 @@ def test_preload_starts_once_and_only_for_compiled_kernels(monkeypatch):
     jit.preload(boom, "x")  # (a failure on the thread is swallowed)
     jit._preloading.join()
     assert failing == ["x"]
+    # nothing to load when every kernel named was compiled ahead (core/aot.py)
+    monkeypatch.setattr(jit, "_preloading", None)
+
+    class Ahead:
+        def ahead(self):
+            return len
+
+    jit.preload(calls.append, "third", kernels=(Ahead(), Ahead()))
+    assert jit._preloading is None and calls == ["first"]

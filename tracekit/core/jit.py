@@ -159,15 +159,18 @@ def prefer_compiled(input_bytes):
         _loaded = True
 
 
-def preload(load, *args):
+def preload(load, *args, kernels=()):
     """When compiled kernels are chosen (`prefer_compiled`), start `load(*args)`
     (run the kernels the work will call, loading numba and their cached
     code) on a thread of its own, once per process: the caller goes on with
     what needs no kernel (opening the store, reading the file) meanwhile,
     and a kernel it calls before the load is done waits for it. A failure
-    there is the caller's to meet when it calls the kernel itself."""
+    there is the caller's to meet when it calls the kernel itself. Nothing
+    to load when all of `kernels` were compiled ahead of time (core/aot.py)."""
     global _preloading
     if not _loaded or _preloading is not None:
+        return
+    if kernels and all(k.ahead() is not None for k in kernels):
         return
 
     def run():

@@ -35,7 +35,7 @@ from ..readers.decode.flows import FlowTable
 from ..readers.decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..readers.decode.payloads import PayloadKeeper
 from ..readers.decode.status import CODE, STATUS
-from ..readers.preload import load_kernels
+from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.arrow import flow_columns, packet_columns
 from ..store.db import settings
 from ..store.recovery import recover_ingests
@@ -114,7 +114,8 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
             recover_ingests(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(file_size(p) or 0 for p in paths))
-        preload(load_kernels, paths)  # (unless gather started it: loaded beside what comes first)
+        # (unless gather started it: loaded beside what comes first)
+        preload(load_kernels, paths, kernels=INGEST_KERNELS)
         run = Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = []
         for group in small_file_groups(paths, chunk_bytes):

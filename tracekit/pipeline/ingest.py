@@ -19,7 +19,7 @@ from ..core.errors import TracekitError
 from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
 from ..readers.events import read_logs
-from ..readers.preload import load_kernels
+from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.dataset import is_dataset
 from ..store.db import connect, default_db_path
 from .captures import command as new_command
@@ -65,7 +65,7 @@ def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=Non
     capture_paths, log_paths = split_inputs(files, input_format)
     if warm:  # compiled kernels loaded on a thread while the logs are read, the store opened
         prefer_compiled(sum(file_size(p) or 0 for p in capture_paths))
-        preload(load_kernels, capture_paths)
+        preload(load_kernels, capture_paths, kernels=INGEST_KERNELS)
     parsed = read_logs(log_paths, None if input_format in ("auto", None) else input_format,
                        time_ns)
     runs = []
