@@ -100,7 +100,8 @@ def cache_dir():
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     # the layers that hold kernels and their helpers
-    for path in sorted([package / "core" / "jit.py", *package.glob("readers/capture/*.py"),
+    for path in sorted([package / "core" / "jit.py", package / "core" / "aot.py",
+                        *package.glob("readers/capture/*.py"),
                         *package.glob("readers/decode/*.py"), *package.glob("kernels/*.py"),
                         *package.glob("pipeline/steps/*.py")]):
         digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
