@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import warnings
 
-from .jit import AOT_PREFIX, Kernel, aot_name, cache_dir
+from .jit import AOT_PREFIX, Kernel, aot_name, aot_path, cache_dir
 
 
 def build(kernels, folder=None):
@@ -30,7 +30,15 @@ def build(kernels, folder=None):
     jit.cache_dir()); returns their paths. Needs a C compiler. (A module
     each: pycc mistyped the flow tracker's helpers when the table's rehash,
     which shares one of them, was in the same module.)"""
-    return [_build_one(k, folder or cache_dir()) for k in kernels]
+    folder = folder or cache_dir()
+    return [_build_one(k, folder) for k in kernels]
+
+
+def missing(kernels, folder=None):
+    """Those of `kernels` with no ahead-of-time module in `folder` (default
+    jit.cache_dir(), named after these sources) yet."""
+    folder = folder or cache_dir()
+    return [k for k in kernels if not os.path.exists(aot_path(k, folder))]
 
 
 def _build_one(kernel, folder):

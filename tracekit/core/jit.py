@@ -74,6 +74,12 @@ def aot_name(kernel):
     return f"{kernel.py_func.__module__.replace('.', '_')}__{kernel.__name__}"
 
 
+def aot_path(kernel, folder):
+    """The file of `kernel`'s ahead-of-time module in `folder`."""
+    return os.path.join(folder, AOT_PREFIX + aot_name(kernel)
+                        + sysconfig.get_config_var("EXT_SUFFIX"))
+
+
 def aot_function(kernel):
     """`kernel` compiled ahead of time for these sources (its module in
     cache_dir(), imported without numba), or None."""
@@ -81,7 +87,7 @@ def aot_function(kernel):
     if _aot_folder is None:
         _aot_folder = cache_dir()
     name = aot_name(kernel)
-    path = os.path.join(_aot_folder, AOT_PREFIX + name + sysconfig.get_config_var("EXT_SUFFIX"))
+    path = aot_path(kernel, _aot_folder)
     if not os.path.exists(path):
         return None
     try:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..core.aot import build
+from ..core.aot import build, missing
 from ..core import jit
 from ..core.jit import PACKAGE_CACHE, cache_dir
 from ..readers.preload import INGEST_KERNELS, load_kernels
@@ -35,9 +35,7 @@ def warm_up(paths, into_package=False):
             if old.name != name:
                 shutil.rmtree(old)
         os.makedirs(folder / name, exist_ok=True)
-    # first, in a process that has compiled nothing else: pycc types a kernel
-    # differently once its helpers were compiled into other kernels
-    compile_ahead(paths)
+    compile_ahead(paths)  # ingest's kernels, ahead of time (core/aot.py)
     with tempfile.TemporaryDirectory() as tmp:
         con = connect(os.path.join(tmp, "warm.duckdb"))
         try:
@@ -52,9 +50,12 @@ def compile_ahead(paths):
     """Ingest's kernels compiled ahead of time beside the cache (core/aot.py):
     a compiled ingest then imports no numba. Without a C compiler (or numba's
     ahead-of-time compiler) a note says so and ingest loads them through numba."""
+    wanted = missing(INGEST_KERNELS)  # (built once for these sources)
+    if not wanted:
+        return []
     load_kernels(paths)  # (each under the signature ingest calls it with)
     try:
-        return build(INGEST_KERNELS)
+        return build(wanted)
     except Exception as e:  # noqa: BLE001 -- any failure leaves numba's cache, which works
         print(f"note: ingest's kernels not compiled ahead ({type(e).__name__}: {e}); "
               f"ingest loads them through numba", file=sys.stderr)
