@@ -20,6 +20,12 @@ capture does not pay for it; without that folder the cache is the user's
 (~/.cache/tracekit). Inside the folder, a kernel's entries are named after
 its module's path in the package, not after its absolute path as numba
 names them, so the cache made at install is found wherever the package is.
+
+Ingest's kernels also go through two shortcuts past numba's start-up: the
+warm-up compiles them ahead of time into extension modules in the same
+folder (core/aot.py; `Kernel.__call__` calls those when present, and a
+compiled ingest then never imports numba), and without those `preload`
+loads them on a thread while the store is opened.
 """
 
 import hashlib
