@@ -2,6 +2,7 @@
 
     python benchmarks/compare.py benchmarks/data/kernel-tcp-mix-128.pcap --rounds 3
     python benchmarks/compare.py benchmarks/data/mix-200k.pcap --tshark --rounds 3
+    python benchmarks/compare.py benchmarks/data/mix-200k.pcap --tshark --ingest-only --before /tmp/base
 
 Tools and their flags (each a whole process on the same file in the page cache):
 
@@ -18,9 +19,11 @@ Tools and their flags (each a whole process on the same file in the page cache):
   `tcp.analysis` fields, the peer of the sequence analysis.
 
 With `--before TREE` (another source tree of tracekit, e.g. `git archive` of
-main unpacked in /tmp), its analyze and ingest + analyze run in the same
-alternated rounds, marked "(before)": a change's effect and both trees' ratios
-to tcptrace come from one run on one machine's load.
+main unpacked in /tmp), its ingest, analyze and ingest + analyze run in the
+same alternated rounds, marked "(before)": a change's effect and both trees'
+ratios to tcptrace come from one run on one machine's load. `--ingest-only`
+runs tracekit's ingest alone (and with `--tshark`, only tshark's header
+fields): the slice's comparison in a fraction of the time.
 
 Each tracekit runs as `python -P -m tracekit.cli` with its tree first on the
 path (see common.tracekit_command), never the installed entry point.
@@ -52,13 +55,14 @@ TSHARK_ANALYSIS = ["frame.number", "tcp.analysis.bytes_in_flight", "tcp.analysis
                    "tcp.analysis.out_of_order", "tcp.analysis.window_full"]
 
 
-def tracekit_tools(tmp, capture, tree, mark=""):
-    """{name: run()} for one tree's ingest, analyze and both; sizes[name] gets
-    the store analyze left (MB)."""
+def tracekit_tools(tmp, capture, tree, mark="", ingest_only=False):
+    """{name: run()} for one tree's ingest, analyze and both (`ingest_only`:
+    ingest alone); sizes[name] gets the store analyze left (MB)."""
     cmd, env = tracekit_command(tree)
     ingested = os.path.join(tmp, f"ingested{mark}.duckdb")
     db, e2e_db = os.path.join(tmp, f"bench{mark}.duckdb"), os.path.join(tmp, f"e2e{mark}.duckdb")
-    run([*cmd, "ingest", capture, "--db", ingested], env)  # untimed: for analyze
+    if not ingest_only:
+        run([*cmd, "ingest", capture, "--db", ingested], env)  # untimed: for analyze
     sizes = {}
 
     def fresh(path):
@@ -83,9 +87,10 @@ def tracekit_tools(tmp, capture, tree, mark=""):
         s2, m2, c2 = run([*cmd, "analyze", "--db", e2e_db], env)
         return s1 + s2, max(m1, m2), c1 + c2
 
-    tools = {f"tracekit analyze{mark}": analyze, f"tracekit ingest + analyze{mark}": end_to_end}
-    if not mark:
-        tools = {"tracekit ingest": ingest, **tools}
+    tools = {f"tracekit ingest{mark}": ingest}
+    if not ingest_only:
+        tools.update({f"tracekit analyze{mark}": analyze,
+                      f"tracekit ingest + analyze{mark}": end_to_end})
     return tools, sizes
 
 
@@ -95,6 +100,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tshark", action="store_true", help="also run tshark (slow: ~15 s per 1e6)")
     ap.add_argument("--before", metavar="TREE", help="another tracekit source tree to compare")
+    ap.add_argument("--ingest-only", action="store_true",
+                    help="tracekit's ingest alone (no analyze): the peer of tshark's header fields")
     args = ap.parse_args()
     capture = os.path.abspath(args.capture)
     compile_kernels()
@@ -104,11 +111,11 @@ def main():
     warm(capture)
     load_before = load()
     with tempfile.TemporaryDirectory() as tmp:
-        tools, sizes = tracekit_tools(tmp, capture, ROOT)
+        tools, sizes = tracekit_tools(tmp, capture, ROOT, ingest_only=args.ingest_only)
         sizes = [sizes]  # (filled as the rounds run)
         if args.before:
             more, more_sizes = tracekit_tools(tmp, capture, os.path.abspath(args.before),
-                                              " (before)")
+                                              " (before)", args.ingest_only)
             tools.update(more)
             sizes.append(more_sizes)
         tools["tcptrace -l -r"] = lambda: run(["tcptrace", "-l", "-r", capture])
@@ -121,6 +128,8 @@ def main():
             tools["tshark -T fields (tcp.analysis)"] = lambda: run(
                 ["tshark", "-n", "-r", capture, "-o", "tcp.desegment_tcp_streams:FALSE",
                  "-T", "fields", *a, "-Y", "tcp"])
+        if args.tshark and args.ingest_only:
+            del tools["tshark -T fields (tcp.analysis)"]
         results = {k: medians(v) for k, v in alternate(tools, args.rounds).items()}
     load_after = load()
     size = os.path.getsize(capture) / 1e6
@@ -129,19 +138,22 @@ def main():
           f"{load_after[0]:.2f} after, {load_before[1]} cores\n")
     base = results["tcptrace -l -r"][0]
     shark = {"tracekit ingest": "tshark -T fields (headers)",
+             "tracekit ingest (before)": "tshark -T fields (headers)",
              "tracekit analyze": "tshark -T fields (tcp.analysis)",
              "tracekit analyze (before)": "tshark -T fields (tcp.analysis)"}
     stores = {k: v for d in sizes for k, v in d.items()}
     cpu_base = results["tcptrace -l -r"][2]
     print("| tool | seconds | packets/s | peak memory | / tcptrace | tshark / it | CPU s | "
-          "CPU / tcptrace's | store |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "CPU / tcptrace's | tshark's CPU / its | store |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, (sec, mb, cpu) in results.items():
-        peer = results.get(shark.get(name, ""), (None,))[0]
-        ratio = f"{peer / sec:.1f}" if peer else ""
+        peer = results.get(shark.get(name, ""))
+        ratio = f"{peer[0] / sec:.1f}" if peer else ""
+        cpu_ratio = f"{peer[2] / cpu:.1f}" if peer else ""
         store = f"{stores[name]:,.0f} MB" if name in stores else ""
         print(f"| {name} | {sec:.2f} | {packets / sec:,.0f} | {mb:,.0f} MB | "
-              f"{sec / base:.2f} | {ratio} | {cpu:.2f} | {cpu / cpu_base:.2f} | {store} |")
+              f"{sec / base:.2f} | {ratio} | {cpu:.2f} | {cpu / cpu_base:.2f} | {cpu_ratio} | "
+              f"{store} |")
 
 
 if __name__ == "__main__":

@@ -20,11 +20,20 @@ capture does not pay for it; without that folder the cache is the user's
 (~/.cache/tracekit). Inside the folder, a kernel's entries are named after
 its module's path in the package, not after its absolute path as numba
 names them, so the cache made at install is found wherever the package is.
+
+Ingest's kernels also go through two shortcuts past numba's start-up: the
+warm-up compiles them ahead of time into extension modules in the same
+folder (core/aot.py; `Kernel.__call__` calls those when present, and a
+compiled ingest then never imports numba), and without those `preload`
+loads them on a thread while the store is opened.
 """
 
 import hashlib
+import importlib.util
 import os
 import shutil
+import sysconfig
+import threading
 import types
 from pathlib import Path
 
@@ -49,6 +58,12 @@ PACKAGE_CACHE = "_kernels"
 
 
 _loaded = False  # a kernel has been compiled in this process: the cost is paid
+# kernels compiled ahead of time (core/aot.py): a module each, in cache_dir()
+AOT_PREFIX = "tracekit_aot_"
+_aot_folder = None  # cache_dir() once looked at by `ahead` (None: not yet)
+_aot_enabled = True  # False: numba only (the warm-up, which compiles through it)
+_compiling = threading.Lock()  # one thread makes a kernel's dispatchers (see preload)
+_preloading = None  # the thread of `preload`, once started
 
 
 def use_jit(input_bytes):
@@ -60,6 +75,36 @@ def use_jit(input_bytes):
     return _loaded or input_bytes >= JIT_MIN_BYTES
 
 
+def aot_name(kernel):
+    """A kernel's name in the ahead-of-time module (module path and name)."""
+    return f"{kernel.py_func.__module__.replace('.', '_')}__{kernel.__name__}"
+
+
+def aot_path(kernel, folder):
+    """The file of `kernel`'s ahead-of-time module in `folder`."""
+    return os.path.join(folder, AOT_PREFIX + aot_name(kernel)
+                        + sysconfig.get_config_var("EXT_SUFFIX"))
+
+
+def aot_function(kernel):
+    """`kernel` compiled ahead of time for these sources (its module in
+    cache_dir(), imported without numba), or None."""
+    global _aot_folder
+    if _aot_folder is None:
+        _aot_folder = cache_dir()
+    name = aot_name(kernel)
+    path = aot_path(kernel, _aot_folder)
+    if not os.path.exists(path):
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location(AOT_PREFIX + name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except ImportError:  # (another Python's, a broken file: numba's cache then)
+        return None
+    return getattr(module, name, None)
+
+
 def cache_dir():
     """Where compiled kernels are cached: one folder per version of their sources,
     in the package (written at install by the warm-up) if it holds one, else
@@ -67,7 +112,8 @@ def cache_dir():
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     # the layers that hold kernels and their helpers
-    for path in sorted([package / "core" / "jit.py", *package.glob("readers/capture/*.py"),
+    for path in sorted([package / "core" / "jit.py", package / "core" / "aot.py",
+                        *package.glob("readers/capture/*.py"),
                         *package.glob("readers/decode/*.py"), *package.glob("kernels/*.py"),
                         *package.glob("pipeline/steps/*.py")]):
         digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
@@ -126,6 +172,30 @@ def prefer_compiled(input_bytes):
         _loaded = True
 
 
+def preload(load, *args, kernels=()):
+    """When compiled kernels are chosen (`prefer_compiled`), start `load(*args)`
+    (run the kernels the work will call, loading numba and their cached
+    code) on a thread of its own, once per process: the caller goes on with
+    what needs no kernel (opening the store, reading the file) meanwhile,
+    and a kernel it calls before the load is done waits for it. A failure
+    there is the caller's to meet when it calls the kernel itself. Nothing
+    to load when all of `kernels` were compiled ahead of time (core/aot.py)."""
+    global _preloading
+    if not _loaded or _preloading is not None:
+        return
+    if kernels and all(k.ahead() is not None for k in kernels):
+        return
+
+    def run():
+        try:
+            load(*args)
+        except Exception:  # (the same call on the caller's thread says what is wrong)
+            pass
+
+    _preloading = threading.Thread(target=run, name="tracekit-kernels", daemon=True)
+    _preloading.start()
+
+
 class Kernel:
     """A function that runs compiled (numba, cached on disk) or as plain Python.
 
@@ -139,37 +209,55 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._compiled = None
+        self._ahead = False  # its function in the ahead-of-time module (None: none)
 
     def compiled(self):
         if self._compiled is None:
-            from numba import njit
-
-            _locator()
-
-            # the same code, seeing compiled helpers (which may call each other)
-            compiled = {}
-            scopes = []
-            for f in (*self.helpers, self.py_func):
-                scope = dict(f.__globals__)
-                scopes.append(scope)
-                g = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
-                                       f.__closure__)
-                g.__qualname__ = f.__qualname__
-                g.__module__ = f.__module__
-                # helpers are inlined into the kernel (no call per packet)
-                inline = "never" if f is self.py_func else "always"
-                compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline,
-                                              _nrt=NRT)(g)
-            for scope in scopes:
-                scope.update({name: compiled[h.__name__] for h in self.helpers
-                              for name in (h.__name__,)})
-            self._compiled = compiled[self.py_func.__name__]
+            with _compiling:
+                if self._compiled is None:
+                    self._compiled = self._dispatcher()
         return self._compiled
+
+    def _dispatcher(self):
+        from numba import njit
+
+        _locator()
+
+        # the same code, seeing compiled helpers (which may call each other)
+        compiled = {}
+        scopes = []
+        for f in (*self.helpers, self.py_func):
+            scope = dict(f.__globals__)
+            scopes.append(scope)
+            g = types.FunctionType(f.__code__, scope, f.__name__, f.__defaults__,
+                                   f.__closure__)
+            g.__qualname__ = f.__qualname__
+            g.__module__ = f.__module__
+            # helpers are inlined into the kernel (no call per packet)
+            inline = "never" if f is self.py_func else "always"
+            compiled[f.__name__] = njit(cache=True, nogil=True, inline=inline,
+                                          _nrt=NRT)(g)
+        for scope in scopes:
+            scope.update({name: compiled[h.__name__] for h in self.helpers
+                          for name in (h.__name__,)})
+        return compiled[self.py_func.__name__]
+
+    def ahead(self):
+        """This kernel compiled ahead of time (core/aot.py), or None."""
+        if self._ahead is False:
+            self._ahead = aot_function(self) if _aot_enabled else None
+        return self._ahead
 
     def __call__(self, jit, *args):
         if jit:
             global _loaded
             _loaded = True
+            ahead = self.ahead()
+            if ahead is not None:
+                try:
+                    return ahead(*args)
+                except TypeError:  # arguments of other types than it was built for
+                    self._ahead = None
             return self.compiled()(*args)
         with np.errstate(over="ignore"):  # uint64 hashing wraps, as in compiled code
             return self.py_func(*args)

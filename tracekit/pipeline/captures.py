@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..core.jit import prefer_compiled
+from ..core.jit import preload, prefer_compiled
 from ..core.version import __version__
 from ..readers.capture import open_capture
 from ..readers.capture.base import DEFAULT_BATCH_PACKETS, DEFAULT_CHUNK_BYTES
@@ -35,9 +35,11 @@ from ..readers.decode.flows import FlowTable
 from ..readers.decode.link import SUPPORTED_LINK_TYPES, link_type_name
 from ..readers.decode.payloads import PayloadKeeper
 from ..readers.decode.status import CODE, STATUS
+from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.arrow import flow_columns, packet_columns
 from ..store.db import settings
 from ..store.recovery import recover_ingests
+from ..store.writer import ROW_GROUP
 from .reading import decoded_batches, file_size, open_file, prefetch, small_file_groups
 from .spool import STDIN, stream_stop_error
 from .staging import Command, Hasher, Run, command
@@ -46,6 +48,7 @@ __all__ = ["CaptureSummary", "Command", "command", "load_captures"]
 INGEST_MEMORY_LIMIT = "288MB"  # DuckDB's share while ingesting: peak RSS stays under 1 GiB
 LARGE_TABLE, SMALL_BATCH = 1 << 16, 1 << 14  # flows live; packets a batch then
 FLOW_PART = 1 << 16  # flows written at a time at the end of a capture
+FIRST_BATCH = ROW_GROUP  # packets decoded first: the writer's first append (Run's writer)
 
 
 @dataclass
@@ -111,6 +114,8 @@ def _load_all(con, paths, labels, replace, progress, batch_packets, chunk_bytes,
             recover_ingests(con)
         # many small files together pay the compiled scanners' start-up once
         prefer_compiled(sum(file_size(p) or 0 for p in paths))
+        # (unless gather started it: loaded beside what comes first)
+        preload(load_kernels, paths, kernels=INGEST_KERNELS)
         run = Run(con, paths, command.digests if command else None, first_capture_id)
         summaries = []
         for group in small_file_groups(paths, chunk_bytes):
@@ -228,11 +233,7 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     check = _DuplicateCheck(hasher, run, replace)
     per_interface = np.zeros(1, np.int64)
     first_ts, last_ts = None, None
-    # (smaller batches while the flow table is large: memory for both stays bounded)
-    def most():
-        return SMALL_BATCH if table.live() > LARGE_TABLE else DEFAULT_BATCH_PACKETS
-
-    for batch, link_type, cols in (decoded_batches(reader, most) if decoded is None
+    for batch, link_type, cols in (decoded_batches(reader, _batch_sizes(table)) if decoded is None
                                    else decoded):
         bad = batch.ts_bad
         if bad is not None and bad.any():
@@ -297,6 +298,18 @@ def _load_packets(run, reader, capture_id, summary, hasher, size, progress, repl
     summary.decode_status = {STATUS[i]: int(c) for i, c in enumerate(status_counts)
                              if i and c}
     return {"per_interface": per_interface, "first_ts_ns": first_ts, "last_ts_ns": last_ts}
+
+
+def _batch_sizes(table):
+    """`most()` for decoded_batches: smaller batches while the flow table is
+    large (memory for both stays bounded); the first at most one row group, written
+    while the next is decoded (a capture of 200 k packets was decoded whole,
+    then written whole)."""
+    sizes = iter([min(FIRST_BATCH, DEFAULT_BATCH_PACKETS)])
+
+    def most():
+        return SMALL_BATCH if table.live() > LARGE_TABLE else next(sizes, DEFAULT_BATCH_PACKETS)
+    return most
 
 
 LATE_NS = 7_258_118_400 * 10**9  # 2200-01-01: a time held, but one to warn about

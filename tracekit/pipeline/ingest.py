@@ -16,14 +16,16 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.errors import TracekitError
+from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
-from ..readers.events import read_logs
+from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.dataset import is_dataset
 from ..store.db import connect, default_db_path
 from .captures import command as new_command
 from .captures import load_captures
 from .logs import load_logs
 from .manifests import read_manifest
+from .reading import file_size
 from .spool import Spooled, is_stream
 
 
@@ -54,13 +56,17 @@ class Inputs:
     names: dict = field(default_factory=dict)  # a spooled stream's file -> its name (<stdin>)
 
 
-def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=None):
+def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=None, warm=False):
     """Sort `files` into captures and logs (by content, or as `input_format`
     says), parse the logs, and read the manifests' runs (their labels under
-    the call's `labels`)."""
+    the call's `labels`). `warm`: the captures are read in this process
+    (not on Dask): start loading their kernels if they are worth it."""
     capture_paths, log_paths = split_inputs(files, input_format)
-    parsed = read_logs(log_paths, None if input_format in ("auto", None) else input_format,
-                       time_ns)
+    if warm:  # compiled kernels loaded on a thread while the logs are read, the store opened
+        prefer_compiled(sum(file_size(p) or 0 for p in capture_paths))
+        preload(load_kernels, capture_paths, kernels=INGEST_KERNELS)
+    parsed = _read_logs(log_paths, None if input_format in ("auto", None) else input_format,
+                        time_ns)
     runs = []
     for m in manifests:
         runs += [(c, lg, {**r_labels, **(labels or {})}) for c, lg, r_labels in read_manifest(m)]
@@ -84,7 +90,8 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
                 raise TracekitError("a capture from a stream (-, a pipe) goes into a DuckDB "
                                     "store, not a dataset: save it to a file first")
             files = [spooled.add(p, input_format) if is_stream(p) else p for p in files]
-        inputs = gather(files, manifests, labels, input_format, time_ns)
+        warm = not (workers or cluster or is_dataset(db_path))
+        inputs = gather(files, manifests, labels, input_format, time_ns, warm)
         inputs.names = spooled.names
         out = _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress,
                                workers, cluster, dataset_progress)
@@ -142,7 +149,7 @@ def ingest_runs(con, runs, command=None):
     if command is None:
         with new_command(con) as c:
             return ingest_runs(con, runs, c)
-    every = iter(read_logs([p for _, logs, _ in runs for p in logs]))
+    every = iter(_read_logs([p for _, logs, _ in runs for p in logs]))
     parsed = [[next(every) for _ in logs] for _, logs, _ in runs]
     # every run's captures in one call: one writer, one set of appends, and
     # together they decide whether compiled kernels pay for their start-up
@@ -157,6 +164,15 @@ def ingest_runs(con, runs, command=None):
         logs = load_logs(con, run_logs, labels, command=command) if run_logs else []
         out.append((labels, captures, logs))
     return out
+
+
+def _read_logs(paths, fmt=None, time_ns=None):
+    """readers.events.read_logs, imported and its DuckDB connection opened only
+    for logs (~50 ms of a capture's ingest that had none)."""
+    if not paths:
+        return []
+    from ..readers.events import read_logs
+    return read_logs(paths, fmt, time_ns)
 
 
 def on_dask(db, workers=None, cluster=None):
@@ -174,7 +190,7 @@ def _ingest_dataset(directory, inputs, labels, clock_offset_ns, workers, cluster
     items = [(p, labels) for p in inputs.capture_paths]
     items += [(p, run_labels) for caps, _, run_labels in inputs.runs for p in caps]
     logs = [(inputs.parsed_logs, labels, clock_offset_ns)] if inputs.parsed_logs else []
-    logs += [(read_logs(run_logs), run_labels, None)
+    logs += [(_read_logs(run_logs), run_labels, None)
              for _, run_logs, run_labels in inputs.runs if run_logs]
     with engine.client_for(workers, cluster) as (client, where):
         run = engine.ingest(directory, items, logs, client, progress=progress)

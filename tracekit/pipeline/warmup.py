@@ -14,7 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..core.aot import build, missing
+from ..core import jit
 from ..core.jit import PACKAGE_CACHE, cache_dir
+from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.db import connect
 from .analyze import analyze
 from .captures import load_captures
@@ -24,6 +27,7 @@ def warm_up(paths, into_package=False):
     """Ingest and analyse `paths` (small sample captures) in a temporary store
     with compiled kernels; return the cache folder."""
     os.environ["TRACEKIT_JIT"] = "always"
+    jit._aot_enabled = False  # compiled through numba here, even when modules of them exist
     if into_package:
         folder = Path(__file__).resolve().parents[1] / PACKAGE_CACHE
         name = Path(cache_dir()).name
@@ -31,6 +35,7 @@ def warm_up(paths, into_package=False):
             if old.name != name:
                 shutil.rmtree(old)
         os.makedirs(folder / name, exist_ok=True)
+    compile_ahead(paths)  # ingest's kernels, ahead of time (core/aot.py)
     with tempfile.TemporaryDirectory() as tmp:
         con = connect(os.path.join(tmp, "warm.duckdb"))
         try:
@@ -39,6 +44,22 @@ def warm_up(paths, into_package=False):
         finally:
             con.close()
     return cache_dir()
+
+
+def compile_ahead(paths):
+    """Ingest's kernels compiled ahead of time beside the cache (core/aot.py):
+    a compiled ingest then imports no numba. Without a C compiler (or numba's
+    ahead-of-time compiler) a note says so and ingest loads them through numba."""
+    wanted = missing(INGEST_KERNELS)  # (built once for these sources)
+    if not wanted:
+        return []
+    load_kernels(paths)  # (each under the signature ingest calls it with)
+    try:
+        return build(wanted)
+    except Exception as e:  # noqa: BLE001 -- any failure leaves numba's cache, which works
+        print(f"note: ingest's kernels not compiled ahead ({type(e).__name__}: {e}); "
+              f"ingest loads them through numba", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

@@ -42,10 +42,15 @@ COMPACT = 64  # small tables held before they are copied into one
 
 
 class AppendWriter(threading.Thread):
-    def __init__(self, con, row_group=APPEND_ROWS):
+    def __init__(self, con, row_group=APPEND_ROWS, first=None):
         super().__init__(daemon=True)
         self.con = con
         self.row_group = row_group
+        # rows of a table's first append (a multiple of ROW_GROUP, default
+        # row_group): fewer, so that a small capture's first rows are written
+        # while the producer decodes the rest instead of all after it
+        self.first = first or row_group
+        self.appended = set()  # tables appended to at least once
         self.queue = queue.Queue(maxsize=1)
         self.pending = {}  # table -> ([Arrow tables], rows, tables put since the last compaction)
         self.error = None
@@ -81,8 +86,10 @@ class AppendWriter(threading.Thread):
         tables.append(table)
         rows += table.num_rows
         fresh += 1
-        if rows >= self.row_group:
-            whole = rows - rows % self.row_group
+        unit = self.row_group if target in self.appended else self.first
+        if rows >= unit:
+            whole = rows - rows % unit
+            self.appended.add(target)
             joined = pa.concat_tables(tables, promote_options="permissive")
             rows_now = row_groups(joined.slice(0, whole))
             rest = joined.slice(whole)
@@ -130,6 +137,14 @@ class AppendWriter(threading.Thread):
 
 def row_groups(table):
     """`table` as record batches of exactly one DuckDB row group each (the
-    last may be shorter): the unit each of DuckDB's threads takes."""
-    return pa.Table.from_batches(table.combine_chunks().to_batches(max_chunksize=ROW_GROUP),
-                                 schema=table.schema)
+    last may be shorter): the unit each of DuckDB's threads takes. Only a row
+    group that spans chunks of `table` is copied into one; the others are
+    views of their chunk (copying all was ~7 % of the writer's time on 2.9 M
+    packets)."""
+    batches = []
+    for begin in range(0, table.num_rows, ROW_GROUP):
+        part = table.slice(begin, ROW_GROUP)
+        if part.num_columns and part.column(0).num_chunks > 1:
+            part = part.combine_chunks()
+        batches += part.to_batches()
+    return pa.Table.from_batches(batches, schema=table.schema)

@@ -9,7 +9,7 @@ and IPv6 share one representation for flow keys and formatting.
 
 import numpy as np
 
-from .layout import IPV4, IPV6, read_bytes16, read_fields, read_uint
+from .layout import IPV4, IPV6, read_bytes16, read_fields, read_uint, selection
 from .status import CODE
 
 V4_MAPPED_HI = np.uint64(0)
@@ -54,30 +54,31 @@ def decode_ipv4(hb, l3, end, wire_end, idx, out, status):
     status[idx[~hdr_ok]] = CODE["truncated_ip"]
     status[idx[bad]] = CODE["bad_ip_header"]
     good = hdr_ok & ~bad
-    g = idx[good]
-    out["src_hi"][g] = V4_MAPPED_HI
-    out["src_lo"][g] = V4_MAPPED_LO | f["src"][0][good].astype(np.uint64)
-    out["dst_hi"][g] = V4_MAPPED_HI
-    out["dst_lo"][g] = V4_MAPPED_LO | f["dst"][0][good].astype(np.uint64)
-    out["addr_ok"][g] = True
-    out["ip_ttl"][g] = f["ttl"][0][good]
-    out["ip_tos"][g] = f["tos"][0][good]
-    out["ip_id"][g] = f["identification"][0][good]
-    hlen = ihl[good] * 4
-    out["ip_header_bytes"][g] = hlen
-    total = f["total_length"][0][good].astype(np.int64)
+    rows, pick, g = selection(idx, good)
+    out["src_hi"][rows] = V4_MAPPED_HI
+    out["src_lo"][rows] = V4_MAPPED_LO | f["src"][0][pick].astype(np.uint64)
+    out["dst_hi"][rows] = V4_MAPPED_HI
+    out["dst_lo"][rows] = V4_MAPPED_LO | f["dst"][0][pick].astype(np.uint64)
+    out["addr_ok"][rows] = True
+    out["ip_ttl"][rows] = f["ttl"][0][pick]
+    out["ip_tos"][rows] = f["tos"][0][pick]
+    out["ip_id"][rows] = f["identification"][0][pick]
+    hlen = ihl[pick] * 4
+    out["ip_header_bytes"][rows] = hlen
+    total = f["total_length"][0][pick].astype(np.int64)
+    gpos = pos[pick]
     # total length 0 happens with TSO on the capturing host: use the wire length
-    wire_total = wire_end[g] - pos[good]
+    wire_total = wire_end[rows] - gpos
     total = np.where(total == 0, wire_total, total)
-    out["ip_total_bytes"][g] = total
-    out["ip_dont_fragment"][g] = f["dont_fragment"][0][good] == 1
-    out["ip_more_fragments"][g] = f["more_fragments"][0][good] == 1
-    frag_off = f["fragment_offset"][0][good].astype(np.int32) * 8
-    out["ip_fragment_offset"][g] = frag_off
-    out["protocol"][g] = f["protocol"][0][good]
-    out["l4"][g] = pos[good] + hlen
+    out["ip_total_bytes"][rows] = total
+    out["ip_dont_fragment"][rows] = f["dont_fragment"][0][pick] == 1
+    out["ip_more_fragments"][rows] = f["more_fragments"][0][pick] == 1
+    frag_off = f["fragment_offset"][0][pick].astype(np.int32) * 8
+    out["ip_fragment_offset"][rows] = frag_off
+    out["protocol"][rows] = f["protocol"][0][pick]
+    out["l4"][rows] = gpos + hlen
     # a header length beyond the frame is cut to the frame (as Wireshark does)
-    out["ip_end"][g] = pos[good] + np.maximum(np.minimum(total, wire_total), hlen)
+    out["ip_end"][rows] = gpos + np.maximum(np.minimum(total, wire_total), hlen)
     status[g[frag_off > 0]] = CODE["ip_fragment"]
 
 

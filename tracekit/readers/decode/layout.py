@@ -184,6 +184,21 @@ def read_fields(hb, rows, pos, end, layout, only=None):
     return out
 
 
+def selection(idx, good):
+    """Where the packets idx[good] go: (rows, pick, g) with `out[rows] =
+    values[pick]` for values over idx, and g = idx[good]. Slices (no index
+    arrays, no masked copies) when every packet is good and idx is a run of
+    consecutive packets -- the common batch, all IPv4 and TCP. `idx` is sorted
+    and distinct (np.nonzero)."""
+    if good.all():
+        pick, g = slice(None), idx
+    else:
+        pick, g = good, idx[good]
+    if len(g) and int(g[-1]) - int(g[0]) + 1 == len(g):
+        return slice(int(g[0]), int(g[-1]) + 1), pick, g
+    return g, pick, g
+
+
 def read_bytes16(hb, rows, pos, end):
     """16 bytes at pos as two big-endian uint64 (high, low); (hi, lo, ok)."""
     hi, ok = read_uint(hb, rows, pos, end, 8)

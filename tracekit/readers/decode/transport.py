@@ -11,7 +11,7 @@ a malformed length. QUIC is recognised from the first bytes of a UDP payload
 
 import numpy as np
 
-from .layout import TCP, UDP, read_fields, read_uint
+from .layout import TCP, UDP, read_fields, read_uint, selection
 from .status import CODE
 
 TCPOPT_EOL, TCPOPT_NOP, TCPOPT_MSS, TCPOPT_WSCALE = 0, 1, 2, 3
@@ -53,30 +53,30 @@ def decode_tcp(hb, l4, ip_end, end, idx, out, status):
     pos = l4[idx]
     cend = end[idx]
     f = read_fields(hb, idx, pos, cend, TCP)
-    for name in ("src_port", "dst_port"):
-        v, ok = f[name]
-        out[name][idx[ok]] = v[ok]
     fixed_ok = f["urgent_pointer"][1]
     status[idx[~fixed_ok]] = CODE["truncated_tcp"]
-    # seq/ack/flags/window are kept wherever their bytes were captured
-    for name, col in (("seq", "tcp_seq"), ("ack", "tcp_ack"), ("flags", "tcp_flags"),
-                      ("window", "tcp_window"), ("checksum", "tcp_checksum"),
-                      ("urgent_pointer", "tcp_urgent_pointer")):
+    # ports, seq/ack/flags/window are kept wherever their bytes were captured
+    for name, col in (("src_port", "src_port"), ("dst_port", "dst_port"), ("seq", "tcp_seq"),
+                      ("ack", "tcp_ack"), ("flags", "tcp_flags"), ("window", "tcp_window"),
+                      ("checksum", "tcp_checksum"), ("urgent_pointer", "tcp_urgent_pointer")):
         v, ok = f[name]
-        out[col][idx[ok]] = v[ok]
-    out["tcp_ok"][idx] = f["flags"][1]
+        rows, pick, _ = selection(idx, ok)
+        out[col][rows] = v[pick]
+    out["tcp_ok"][selection(idx, np.ones(len(idx), bool))[0]] = f["flags"][1]
     doff = f["data_offset"][0].astype(np.int64) * 4
     iend = ip_end[idx]
     bad = fixed_ok & ((doff < 20) | (pos + doff > iend))
     status[idx[bad]] = CODE["bad_tcp_header"]
     good = fixed_ok & ~bad
-    g = idx[good]
-    out["tcp_header_bytes"][g] = doff[good]
-    out["payload_bytes"][g] = iend[good] - pos[good] - doff[good]
-    hend = pos[good] + doff[good]
-    opts_cut = hend > cend[good]
+    rows, pick, g = selection(idx, good)
+    gdoff, gpos = doff[pick], pos[pick]
+    out["tcp_header_bytes"][rows] = gdoff
+    out["payload_bytes"][rows] = iend[pick] - gpos - gdoff
+    hend = gpos + gdoff
+    gcend = cend[pick]
+    opts_cut = hend > gcend
     status[g[opts_cut]] = CODE["truncated_tcp"]
-    _tcp_options(hb, pos[good] + 20, np.minimum(hend, cend[good]), g, out, status)
+    _tcp_options(hb, gpos + 20, np.minimum(hend, gcend), g, out, status)
 
 
 def _tcp_options(hb, cursor, hend, g, out, status):
