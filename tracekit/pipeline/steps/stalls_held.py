@@ -1,0 +1,123 @@
+"""Which new data segments the receiver's window held, read where the
+capture is at the receiver (steps/stalls.py, receive_window_limited).
+
+At the receiver the window a sender obeyed is not the latest one on the
+wire: an ACK passing the capture point reaches the sender, and the data it
+lets out comes back past the capture point, no sooner than one round trip
+of the sender's leg (rtt_summary: the least round trip the flow showed
+between the capture point and the sender, its handshake or any ACK or
+timestamp sample). So for each new data segment arriving at time t, the
+edge the sender could have seen is the highest right edge (cumulative ACK
++ advertised window) the receiver had sent by t - that round trip. The
+segment was sent at that edge when it left less than one segment of room
+(the receiver's MSS option, else the largest payload); the sender was then
+held from t until its next new segment, provided that
+
+- a next new segment came (else it had nothing more to send);
+- the receiver sent no data in between (a new request: what follows
+  answers it);
+- it came within a round trip of the least one after the receiver's first
+  ACK whose edge let it out (a held sender sends as soon as that ACK
+  reaches it; later than another round trip it had nothing to send when
+  the window opened).
+
+Held segments are returned by frame; the pass (stalls.py) marks the
+intervals from a held segment to the direction's next new segment.
+"""
+
+import numpy as np
+
+from ...store.arrow import fetch_numpy
+
+# Flow directions whose capture point is at the receiver (vantage `client`
+# for the server's data, `server` for the client's), with their sender's
+# leg: rtt_summary's row of the other direction measures it.
+RECEIVER_SIDE_SQL = """
+SELECT flow_id, direction = 's2c' AS client_data,
+       least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
+FROM rtt_summary
+WHERE capture_id = $capture_id AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
+  AND least(min_rtt_ns, handshake_rtt_ns) > 0
+"""
+
+HELD_SQL = """
+WITH legs AS (
+    SELECT flow_id, CASE direction WHEN 's2c' THEN 'c2s' ELSE 's2c' END AS data_dir,
+           least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
+    FROM rtt_summary
+    WHERE capture_id = $capture_id AND least(min_rtt_ns, handshake_rtt_ns) > 0
+      AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
+),
+
+pk AS (  -- the packets of those flows, each as the data's sender (from_sender) or its receiver
+    SELECT t.frame, t.ts_ns, t.flow_id, l.lag_ns, l.data_dir,
+           t.from_client = (l.data_dir = 'c2s') AS from_sender,
+           t.segment = 'new' AND t.payload_bytes > 0 AS new_data, t.payload_bytes, t.rel_end,
+           t.rel_ack + p.tcp_window_bytes AS edge, p.tcp_flags & 18 = 16 AS acks,
+           sum(CASE WHEN t.from_client <> (l.data_dir = 'c2s') AND t.payload_bytes > 0
+                    THEN 1 ELSE 0 END) OVER (PARTITION BY t.flow_id ORDER BY t.frame
+                                             ROWS UNBOUNDED PRECEDING) AS receiver_data
+    FROM tcp_analysis t JOIN legs l USING (flow_id)
+    JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets WHERE capture_id = $capture_id) p
+        USING (frame)
+    WHERE t.capture_id = $capture_id
+),
+
+edges AS (  -- the receiver's right edge, highest so far, at each instant it sent one
+    SELECT flow_id, ts_ns, max(edge) AS edge FROM (
+        SELECT flow_id, ts_ns, max(edge) OVER (PARTITION BY flow_id ORDER BY frame
+                                               ROWS UNBOUNDED PRECEDING) AS edge
+        FROM pk WHERE NOT from_sender AND acks AND edge IS NOT NULL)
+    GROUP BY ALL
+),
+
+opened AS (  -- the first instant each edge was reached
+    SELECT flow_id, edge, min(ts_ns) AS ts_ns FROM edges GROUP BY ALL
+),
+
+segment AS (  -- the data's full size: the receiver's MSS option, else the largest payload
+    SELECT pk.flow_id, least(coalesce(CASE pk.data_dir WHEN 's2c' THEN f.client_mss
+                                                       ELSE f.server_mss END, max(pk.payload_bytes)),
+                             max(pk.payload_bytes)) AS mss
+    FROM pk JOIN flows f ON f.capture_id = $capture_id AND f.flow_id = pk.flow_id
+    WHERE pk.from_sender AND pk.new_data GROUP BY pk.flow_id, pk.data_dir, f.client_mss, f.server_mss
+),
+
+news AS (
+    SELECT pk.frame, pk.flow_id, pk.ts_ns, pk.ts_ns - pk.lag_ns AS seen_ns, pk.lag_ns,
+           pk.rel_end, pk.rel_end + s.mss AS need, s.mss,
+           lead(pk.ts_ns) OVER w AS next_ns,
+           lead(pk.receiver_data) OVER w - pk.receiver_data AS receiver_data_between
+    FROM pk JOIN segment s USING (flow_id)
+    WHERE pk.from_sender AND pk.new_data
+    WINDOW w AS (PARTITION BY pk.flow_id ORDER BY pk.frame)
+),
+
+seen AS (
+    SELECT n.*, e.edge AS seen_edge
+    FROM news n ASOF JOIN edges e ON n.flow_id = e.flow_id AND n.seen_ns >= e.ts_ns
+)
+
+SELECT s.frame
+FROM seen s ASOF JOIN opened o ON s.flow_id = o.flow_id AND s.need <= o.edge
+WHERE s.seen_edge - s.rel_end < s.mss
+  AND s.next_ns IS NOT NULL AND s.receiver_data_between = 0
+  AND s.next_ns <= o.ts_ns + 2 * s.lag_ns
+ORDER BY s.frame
+"""
+
+
+def receiver_side(con, capture_id, nflows):
+    """[flow, direction (0 the client's data, 1 the server's)] -> 1 where the
+    capture point is at that data's receiver."""
+    out = np.zeros((nflows, 2), np.int64)
+    r = fetch_numpy(con, RECEIVER_SIDE_SQL, {"capture_id": capture_id})
+    if len(r["flow_id"]):
+        out[r["flow_id"].astype(np.int64), np.where(r["client_data"].astype(bool), 0, 1)] = 1
+    return out
+
+
+def held_frames(con, capture_id):
+    """Sorted frames of the new data segments the receiver's window held."""
+    r = fetch_numpy(con, HELD_SQL, {"capture_id": capture_id})
+    return np.sort(r["frame"].astype(np.int64))
