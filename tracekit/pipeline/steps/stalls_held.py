@@ -9,9 +9,11 @@ between the capture point and the sender, its handshake or any ACK or
 timestamp sample). So for each new data segment arriving at time t, the
 edge the sender could have seen is the highest right edge (cumulative ACK
 + advertised window) the receiver had sent by t - that round trip. The
-segment was sent at that edge when it left less than one segment of room
-(the receiver's MSS option, else the largest payload); the sender was then
-held from t until its next new segment, provided that
+segment was sent at that edge when it left room for less than one more
+segment (the receiver's MSS option, else the largest payload) and did not
+pass it (a segment beyond it shows the sender had seen a later edge: no
+evidence either way); the sender was then held from t until its next new
+segment, provided that
 
 - a next new segment came (else it had nothing more to send);
 - the receiver sent no data in between (a new request: what follows
@@ -100,7 +102,7 @@ seen AS (
 
 SELECT s.frame
 FROM seen s ASOF JOIN opened o ON s.flow_id = o.flow_id AND s.need <= o.edge
-WHERE s.seen_edge - s.rel_end < s.mss
+WHERE s.seen_edge >= s.rel_end AND s.seen_edge - s.rel_end < s.mss
   AND s.next_ns IS NOT NULL AND s.receiver_data_between = 0
   AND s.next_ns <= o.ts_ns + 2 * s.lag_ns
 ORDER BY s.frame
