@@ -11,6 +11,15 @@ SndLimTime* where they exist):
 
 - handshake: before the TCP handshake completed (flows.ack_ts_ns);
 - closed: after this direction's FIN was acknowledged, or after a RST;
+- receive_window_limited where the capture is at the data's receiver
+  (rtt_summary.vantage): from a new segment that arrived at the edge the
+  sender could have seen (the receiver's highest ACK + window one least
+  round trip of the sender's leg earlier; less than a segment of room) to
+  the sender's next new segment (stalls_held.py: the rule, its guards).
+  Above application_limited, rto_wait and loss_recovery: at the receiver
+  "nothing in flight" is only its own view, and Linux counts a window's
+  hold in recovery as rwnd-limited (lab runs against tcpi_rwnd_limited:
+  docs/whatif.md, fifth round);
 - application_limited: nothing in flight, the sender had nothing to send
   (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
   sent until 1 ms after it drained (a sender held back by its windows sends
@@ -19,7 +28,8 @@ SndLimTime* where they exist):
   retransmission by timeout (segments.py): the sender waits for its timer;
 - loss_recovery: inside a recovery episode (retransmissions.sql);
 - zero_window: the receiver advertises a zero window;
-- receive_window_limited: in flight + 1 MSS exceeds the receiver's window
+- receive_window_limited elsewhere (the sender's vantage, or between): in
+  flight + 1 MSS exceeds the receiver's latest window
   (TCP_CHRONO_RWND_LIMITED, SndLimTimeRwin);
 - pacing_idle: the sender's next packet is new data after a gap >= 1 ms with
   no packet from the peer in between: it held back by itself;
