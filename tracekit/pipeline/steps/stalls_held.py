@@ -85,14 +85,29 @@ segment AS (  -- the data's full size: the receiver's MSS option, else the large
     WHERE pk.from_sender AND pk.new_data GROUP BY pk.flow_id, pk.data_dir, f.client_mss, f.server_mss
 ),
 
-news AS (
-    SELECT pk.frame, pk.flow_id, pk.ts_ns, pk.ts_ns - pk.lag_ns AS seen_ns, pk.lag_ns,
-           pk.rel_end, pk.rel_end + s.mss AS need, s.mss,
+news0 AS (
+    SELECT pk.frame, pk.flow_id, pk.ts_ns, pk.lag_ns, pk.rel_end, s.mss,
            lead(pk.ts_ns) OVER w AS next_ns,
            lead(pk.receiver_data) OVER w - pk.receiver_data AS receiver_data_between
     FROM pk JOIN segment s USING (flow_id)
     WHERE pk.from_sender AND pk.new_data
     WINDOW w AS (PARTITION BY pk.flow_id ORDER BY pk.frame)
+),
+
+covered AS (  -- when the receiver's edge first let each segment out
+    SELECT n.*, o.ts_ns AS cover_ns
+    FROM news0 n ASOF LEFT JOIN opened o ON n.flow_id = o.flow_id AND n.rel_end <= o.edge
+),
+
+turn AS (  -- the shortest turnaround: edge past the capture point -> a segment it let out
+    SELECT flow_id, min(ts_ns - cover_ns) FILTER (ts_ns > cover_ns) AS turn_ns
+    FROM covered GROUP BY ALL
+),
+
+news AS (
+    SELECT c.*, least(c.lag_ns, t.turn_ns) AS rt_ns, c.ts_ns - least(c.lag_ns, t.turn_ns) AS seen_ns,
+           c.rel_end + c.mss AS need
+    FROM covered c JOIN turn t USING (flow_id)
 ),
 
 seen AS (
@@ -104,7 +119,7 @@ SELECT s.frame
 FROM seen s ASOF JOIN opened o ON s.flow_id = o.flow_id AND s.need <= o.edge
 WHERE s.seen_edge >= s.rel_end AND s.seen_edge - s.rel_end < s.mss
   AND s.next_ns IS NOT NULL AND s.receiver_data_between = 0
-  AND s.next_ns <= o.ts_ns + 2 * s.lag_ns
+  AND s.next_ns <= o.ts_ns + 2 * s.rt_ns
 ORDER BY s.frame
 """
 
