@@ -13,6 +13,8 @@ latest one, and most of the hold falls in loss recovery.
 """
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,28 @@ def test_the_receivers_window_holds_the_sender_as_long_as_its_kernel_says(store)
     # at the receiver, as the kernel counts its window's hold in recovery too
     in_recovery = sum(r[4] for r in rows)
     assert in_recovery > 0.5 * sum(held.values()), rows
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("tcpdump"),
+                    reason="the lab needs root (network namespaces) and tcpdump")
+def test_a_small_receive_buffer_read_at_the_client(tmp_path):
+    """400 kB to a reader with an 8 kB buffer (window 8,688 bytes, 6 segments)
+    over a 20 ms path, no loss, captured at the client: the window holds the
+    sender nearly all the time (at the server's capture of the same transfer
+    test_lab_transport reads it so, and its busy time agrees with tcp_info).
+    Here the client ACKs at once, so what it sees in flight is ~0 and the
+    sender's rule read the transfer as application_limited (952 of 931 ms
+    of data, seen); the edge one turnaround back reads it as held."""
+    from test_lab_transport import run_sender
+    con = run_sender(tmp_path, 1, 400_000, 0, 8192, side="client")
+    states = dict(con.execute("""
+        SELECT s.state, sum(s.duration_ns) FROM stalls s JOIN flows f USING (capture_id, flow_id)
+        WHERE s.direction = 's2c' AND s.end_ns <= f.fin_s2c_ts_ns GROUP BY ALL""").fetchall())
+    (vantage,), = con.execute("SELECT DISTINCT vantage FROM rtt_summary").fetchall()
+    (first, last), = con.execute("""SELECT min(ts_ns), max(ts_ns) FROM packets
+        WHERE NOT from_client AND payload_bytes > 0""").fetchall()
+    con.close()
+    assert vantage == "client"
+    assert max(states, key=states.get) == "receive_window_limited", states
+    assert states["receive_window_limited"] >= 0.8 * (last - first), (states, last - first)
