@@ -25,7 +25,8 @@ from tracekit.pipeline.manifests import run_inputs
 from tracekit.store.db import connect
 
 LAB = Path(__file__).resolve().parents[1] / "captures" / "lab"
-RUNS = {"cross-region-016": "cross-region.runs.json", "counterfactual-001": "counterfactual.runs.json"}
+RUNS = {"cross-region-016": "cross-region.runs.json",
+        "counterfactual-001": "counterfactual.runs.json"}
 
 
 @pytest.fixture(scope="module")

@@ -325,8 +325,8 @@ def _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, 
                  _fallback, _packet))
 def limitation_runs(ts, flow, slot, first, from_client, new_data, held, rto, payload, inflight,
                     peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr,
-                    ep_start, ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets, max_inf,
-                    drain, p_next, out, out_m):
+                    ep_start, ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets,
+                    max_inf, drain, p_next, out, out_m):
     """One chunk of a capture's TCP packets in frame order; runs written to `out`.
     Per packet: the interval since the flow's previous packet gets a state per
     direction (certain, or pending on the tail rule), then the packet's own
@@ -447,7 +447,8 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             held = np.isin(frame, held_frames)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
-                p["from_client"].astype(bool), p["new_data"].astype(bool), held, p["rto"].astype(bool),
+                p["from_client"].astype(bool), p["new_data"].astype(bool), held,
+                p["rto"].astype(bool),
                 p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
                 p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
                 p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr, ep_start,

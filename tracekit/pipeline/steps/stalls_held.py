@@ -3,28 +3,34 @@ capture is at the receiver (steps/stalls.py, receive_window_limited).
 
 At the receiver the window a sender obeyed is not the latest one on the
 wire: an ACK passing the capture point reaches the sender, and the data it
-lets out comes back past the capture point, no sooner than one round trip
-of the sender's leg (rtt_summary: the least round trip the flow showed
-between the capture point and the sender, its handshake or any ACK or
-timestamp sample). So for each new data segment arriving at time t, the
-edge the sender could have seen is the highest right edge (cumulative ACK
-+ advertised window) the receiver had sent by t - that round trip. The
-segment was sent at that edge when it left room for less than one more
-segment (the receiver's MSS option, else the largest payload) and did not
-pass it (a segment beyond it shows the sender had seen a later edge: no
-evidence either way); the sender was then held from t until its next new
-segment, provided that
+lets out comes back past the capture point, a turnaround later. The
+turnaround is the least of two readings of the flow's own evidence: the
+least round trip of the sender's leg (rtt_summary: its handshake, ACK or
+timestamp samples), and the shortest time from the receiver's edge first
+covering a new segment's end to that segment's arrival (a sender cannot
+pass an edge it has not seen, so each such time is at least a turnaround;
+a tight window's segments, sent as their ACK arrives, reach it -- and come
+back sooner than a sample that includes the peer's ACK processing).
+
+For each new data segment arriving at time t, the edge the sender could
+have seen is the highest right edge (cumulative ACK + advertised window)
+the receiver had sent by t - turnaround. The segment was sent at that edge
+when it left room for less than one more segment (the receiver's MSS
+option, else the largest payload) and did not pass it (a segment beyond it
+shows the sender had seen a later edge: no evidence either way); the
+sender was then held from t until its next new segment, provided that
 
 - a next new segment came (else it had nothing more to send);
 - the receiver sent no data in between (a new request: what follows
   answers it);
-- it came within a round trip of the least one after the receiver's first
-  ACK whose edge let it out (a held sender sends as soon as that ACK
-  reaches it; later than another round trip it had nothing to send when
-  the window opened).
+- it came within two turnarounds of the receiver's first ACK whose edge
+  let it out (a held sender sends as soon as that ACK reaches it; later
+  than one more turnaround it had nothing to send when the window opened).
 
 Held segments are returned by frame; the pass (stalls.py) marks the
 intervals from a held segment to the direction's next new segment.
+Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
+(tests/test_stalls_receiver.py, docs/whatif.md).
 """
 
 import numpy as np
@@ -38,7 +44,8 @@ RECEIVER_SIDE_SQL = """
 SELECT flow_id, direction = 's2c' AS client_data,
        least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
 FROM rtt_summary
-WHERE capture_id = $capture_id AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
+WHERE capture_id = $capture_id
+  AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
   AND least(min_rtt_ns, handshake_rtt_ns) > 0
 """
 
@@ -78,11 +85,12 @@ opened AS (  -- the first instant each edge was reached
 ),
 
 segment AS (  -- the data's full size: the receiver's MSS option, else the largest payload
-    SELECT pk.flow_id, least(coalesce(CASE pk.data_dir WHEN 's2c' THEN f.client_mss
-                                                       ELSE f.server_mss END, max(pk.payload_bytes)),
-                             max(pk.payload_bytes)) AS mss
+    SELECT pk.flow_id,
+           least(coalesce(CASE pk.data_dir WHEN 's2c' THEN f.client_mss ELSE f.server_mss END,
+                          max(pk.payload_bytes)), max(pk.payload_bytes)) AS mss
     FROM pk JOIN flows f ON f.capture_id = $capture_id AND f.flow_id = pk.flow_id
-    WHERE pk.from_sender AND pk.new_data GROUP BY pk.flow_id, pk.data_dir, f.client_mss, f.server_mss
+    WHERE pk.from_sender AND pk.new_data
+    GROUP BY pk.flow_id, pk.data_dir, f.client_mss, f.server_mss
 ),
 
 news0 AS (
@@ -105,8 +113,8 @@ turn AS (  -- the shortest turnaround: edge past the capture point -> a segment 
 ),
 
 news AS (
-    SELECT c.*, least(c.lag_ns, t.turn_ns) AS rt_ns, c.ts_ns - least(c.lag_ns, t.turn_ns) AS seen_ns,
-           c.rel_end + c.mss AS need
+    SELECT c.*, least(c.lag_ns, t.turn_ns) AS rt_ns,
+           c.ts_ns - least(c.lag_ns, t.turn_ns) AS seen_ns, c.rel_end + c.mss AS need
     FROM covered c JOIN turn t USING (flow_id)
 ),
 
