@@ -13,9 +13,10 @@ SndLimTime* where they exist):
 - closed: after this direction's FIN was acknowledged, or after a RST;
 - receive_window_limited where the capture is at the data's receiver
   (rtt_summary.vantage): from a new segment that arrived at the edge the
-  sender could have seen (the receiver's highest ACK + window one least
-  round trip of the sender's leg earlier; less than a segment of room) to
-  the sender's next new segment (stalls_held.py: the rule, its guards).
+  sender could have seen (the receiver's highest ACK + window one
+  turnaround -- capture point to sender and back -- earlier; less than a
+  segment of room) to the sender's next new segment (stalls_held.py: the
+  rule, its guards).
   Above application_limited, rto_wait and loss_recovery: at the receiver
   "nothing in flight" is only its own view, and Linux counts a window's
   hold in recovery as rwnd-limited (lab runs against tcpi_rwnd_limited:
