@@ -401,8 +401,9 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     ep_start = e["episode_start_ns"].astype(np.int64)[order]
     ep_end = e["episode_end_ns"].astype(np.int64)[order]
     ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
-    receiver = (stalls_held.receiver_side(con, capture_id, nflows),
-                stalls_held.held_frames(con, capture_id))
+    rcv_side = stalls_held.receiver_side(con, capture_id, nflows)
+    receiver = (rcv_side, stalls_held.held_frames(con, capture_id) if rcv_side.any()
+                else np.zeros(0, np.int64))
     (frames,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
                              [capture_id]).fetchall()
     jit = use_jit(min(frames, chunk_frames) * PYTHON_COST)
