@@ -33,6 +33,7 @@ Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 (tests/test_stalls_receiver.py, docs/whatif.md).
 """
 
+import duckdb
 import numpy as np
 
 from ...store.arrow import fetch_numpy
@@ -159,7 +160,10 @@ def held_frames(con, capture_id):
             params = {"capture_id": capture_id} if "$capture_id" in sql else {}
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", params)
         r = fetch_numpy(con, HELD_SQL, {})
-    finally:
+    finally:  # (after a failed stage the transaction is aborted: its error stands)
         for name, _ in STAGES:
-            con.execute(f"DROP TABLE IF EXISTS {name}")
+            try:
+                con.execute(f"DROP TABLE IF EXISTS {name}")
+            except duckdb.Error:
+                pass
     return np.sort(r["frame"].astype(np.int64))
