@@ -526,7 +526,9 @@ loss_rows AS (  -- loss recovery, one span per recovery round: each round's shar
             WHERE sw.loss_total > 0
         )
         WINDOW p AS (PARTITION BY request_key),
-               w AS (PARTITION BY request_key ORDER BY episode, round
+               -- (part breaks ties: a round can hold two stretches, e.g. split by a
+               -- receive-window hold, and the first takes the rounding either way)
+               w AS (PARTITION BY request_key ORDER BY episode, round, part
                      ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
     ) x
     WHERE x.part IS NOT NULL
