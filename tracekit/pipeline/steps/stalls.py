@@ -20,7 +20,8 @@ SndLimTime* where they exist):
   Above application_limited, rto_wait and loss_recovery: at the receiver
   "nothing in flight" is only its own view, and Linux counts a window's
   hold in recovery as rwnd-limited (lab runs against tcpi_rwnd_limited:
-  docs/whatif.md, fifth round);
+  docs/whatif.md, "The reading in `stalls`"). At the receiver it also
+  takes a zero window's time while a segment is held;
 - application_limited: nothing in flight, the sender had nothing to send
   (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
   sent until 1 ms after it drained (a sender held back by its windows sends
