@@ -11,6 +11,17 @@ SndLimTime* where they exist):
 
 - handshake: before the TCP handshake completed (flows.ack_ts_ns);
 - closed: after this direction's FIN was acknowledged, or after a RST;
+- receive_window_limited where the capture is at the data's receiver
+  (rtt_summary.vantage): from a new segment that arrived at the edge the
+  sender could have seen (the receiver's highest ACK + window one
+  turnaround -- capture point to sender and back -- earlier; less than a
+  segment of room) to the sender's next new segment (stalls_held.py: the
+  rule, its guards).
+  Above application_limited, rto_wait and loss_recovery: at the receiver
+  "nothing in flight" is only its own view, and Linux counts a window's
+  hold in recovery as rwnd-limited (lab runs against tcpi_rwnd_limited:
+  docs/whatif.md, "The reading in `stalls`"). At the receiver it also
+  takes a zero window's time while a segment is held;
 - application_limited: nothing in flight, the sender had nothing to send
   (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
   sent until 1 ms after it drained (a sender held back by its windows sends
@@ -19,7 +30,8 @@ SndLimTime* where they exist):
   retransmission by timeout (segments.py): the sender waits for its timer;
 - loss_recovery: inside a recovery episode (retransmissions.sql);
 - zero_window: the receiver advertises a zero window;
-- receive_window_limited: in flight + 1 MSS exceeds the receiver's window
+- receive_window_limited elsewhere (the sender's vantage, or between): in
+  flight + 1 MSS exceeds the receiver's latest window
   (TCP_CHRONO_RWND_LIMITED, SndLimTimeRwin);
 - pacing_idle: the sender's next packet is new data after a gap >= 1 ms with
   no packet from the peer in between: it held back by itself;
@@ -56,11 +68,13 @@ from ...kernels.wireshark import alloc, release
 from ...store.arrow import fetch_numpy as _numpy, numpy_table
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
+from . import stalls_held
 
 TABLES = ("stalls",)
-READS = ("captures", "flows", "packets", "retransmissions", "tcp_analysis")
+READS = ("captures", "flows", "packets", "retransmissions", "rtt_summary", "tcp_analysis")
 SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 STATES = STALL_STATES
+SOURCES = (stalls_held,)  # code whose change rebuilds the table
 (HANDSHAKE, CLOSED, APP, RTO_WAIT, RECOVERY, ZERO_WINDOW, RWND, PACING, SLOW_START,
  CONGESTION) = range(10)
 NEVER = np.iinfo(np.int64).max
@@ -74,8 +88,8 @@ CHUNK_FRAMES = 122_880
 # per slot and direction (row 2 * slot + d, d = 0 client's data, 1 server's)
 (INFL, PEER_WIN, MSS, CUR_FLIGHT, CUR_BYTES, PREV_BYTES, PREV_GROWING, EP_NEXT,
  R_STATE, R_BUSY, R_START, R_END, R_DURATION, R_PACKETS, R_MAXINFL,
- P_HEAD, P_TAIL, P_UNDRAINED) = range(18)
-NSTATE = 18
+ P_HEAD, P_TAIL, P_UNDRAINED, HELD) = range(19)
+NSTATE = 19
 LISTS = (P_HEAD, P_TAIL, P_UNDRAINED)
 # a pending provisional run
 PENDING_FIELDS = ("fallback", "tail", "busy", "start", "end", "duration", "packets",
@@ -228,10 +242,11 @@ def _open_slot(fl, fid, fs, st, ep_ptr):
 
 
 def _certain_state(k, fid, d, now, next_rto, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
-                   st):
+                   st, rcv_side):
     """The states the interval from `now` has whatever comes next: handshake,
-    closed, application limited (nothing in flight), rto_wait, loss_recovery;
-    -1 when none holds. Moves direction k past the loss episodes begun by now."""
+    closed, receive_window_limited at the receiver (held at the edge),
+    application limited (nothing in flight), rto_wait, loss_recovery; -1 when
+    none holds. Moves direction k past the loss episodes begun by now."""
     infl = st[k, INFL]
     e = st[k, EP_NEXT]
     while e < ep_ptr[2 * fid + d + 1] and ep_start[e] <= now:
@@ -242,6 +257,8 @@ def _certain_state(k, fid, d, now, next_rto, ack_ts, fin_ts, rst_ts, ep_ptr, ep_
         return HANDSHAKE
     if now >= rst_ts[fid] or (now >= fin_ts[fid, d] and infl == 0):
         return CLOSED
+    if rcv_side[fid, d] and st[k, HELD]:
+        return RWND
     if infl == 0:
         return APP
     if next_rto:
@@ -251,7 +268,7 @@ def _certain_state(k, fid, d, now, next_rto, ack_ts, fin_ts, rst_ts, ep_ptr, ep_
     return -1
 
 
-def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st):
+def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st, rcv_side):
     """What limited a sender with data in flight, unless the tail rule finds it
     application limited: zero window, receive window, pacing, slow start or
     congestion."""
@@ -264,7 +281,7 @@ def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st):
                                       >= 3 * st[k, PREV_BYTES])
     if pw == 0:
         return ZERO_WINDOW
-    if pw >= 0 and infl + st[k, MSS] > pw:
+    if pw >= 0 and infl + st[k, MSS] > pw and not rcv_side[fid, d]:
         return RWND
     if next_new and gap >= PACING_GAP_NS:
         return PACING
@@ -273,8 +290,8 @@ def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st):
     return CONGESTION
 
 
-def _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window, flight, fs, st,
-            pm, pending, out, out_m):
+def _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, window, flight, fs,
+            st, pm, pending, out, out_m):
     """What packet j changes: the peer's window, the sender's MSS, flights and
     pending runs (new data decides them), in-flight bytes and drains."""
     fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next = pending
@@ -285,6 +302,7 @@ def _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window
     if payload[j] > st[ko, MSS]:
         st[ko, MSS] = payload[j]
     if new_data[j]:
+        st[ko, HELD] = held[j]
         if flight[j] != st[ko, CUR_FLIGHT]:  # a new flight: did the last one grow?
             st[ko, PREV_GROWING] = 1 if (st[ko, PREV_BYTES] > 0 and 2 * st[ko, CUR_BYTES]
                                          >= 3 * st[ko, PREV_BYTES]) else 0
@@ -307,10 +325,10 @@ def _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window
 
 @kernel(helpers=(alloc, release, _emit, _resolve, _pend, _drained, _open_slot, _certain_state,
                  _fallback, _packet))
-def limitation_runs(ts, flow, slot, first, from_client, new_data, rto, payload, inflight,
-                    peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, ep_ptr, ep_start,
-                    ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets, max_inf,
-                    drain, p_next, out, out_m):
+def limitation_runs(ts, flow, slot, first, from_client, new_data, held, rto, payload, inflight,
+                    peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr,
+                    ep_start, ep_end, fs, st, pm, fb, tail, busy, start, end, duration, packets,
+                    max_inf, drain, p_next, out, out_m):
     """One chunk of a capture's TCP packets in frame order; runs written to `out`.
     Per packet: the interval since the flow's previous packet gets a state per
     direction (certain, or pending on the tail rule), then the packet's own
@@ -330,10 +348,10 @@ def limitation_runs(ts, flow, slot, first, from_client, new_data, rto, payload, 
                 infl = st[k, INFL]
                 next_own = own_j == d
                 state = _certain_state(k, fid, d, now, next_own and rto[j], ack_ts, fin_ts,
-                                       rst_ts, ep_ptr, ep_start, ep_end, st)
+                                       rst_ts, ep_ptr, ep_start, ep_end, st, rcv_side)
                 if state == -1:  # the tail rule decides, else this fallback:
                     fallback = _fallback(k, fid, d, now, now_j - now, next_own and new_data[j],
-                                         ep_ptr, ep_start, st)
+                                         ep_ptr, ep_start, st, rcv_side)
                     _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
                           drain, p_next, fallback, 1, 1, now, now_j, infl)
                     continue
@@ -343,8 +361,8 @@ def limitation_runs(ts, flow, slot, first, from_client, new_data, rto, payload, 
                           max_inf, drain, p_next, state, 0, b, now, now_j, infl)
                 else:
                     _emit(st, k, state, b, now, now_j, now_j - now, 1, infl, fs, fl, out, out_m)
-        _packet(j, fl, own_j, ts, new_data, payload, inflight, peer_inflight, window, flight, fs,
-                st, pm, pending, out, out_m)
+        _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, window, flight,
+                fs, st, pm, pending, out, out_m)
         fs[fl, HAS_PREV] = 1
         fs[fl, PREV_TS] = now_j
         fs[fl, PREV_OWN] = own_j
@@ -384,6 +402,9 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     ep_start = e["episode_start_ns"].astype(np.int64)[order]
     ep_end = e["episode_end_ns"].astype(np.int64)[order]
     ep_ptr = np.searchsorted(keys[order], np.arange(2 * nflows + 1)).astype(np.int64)
+    rcv_side = stalls_held.receiver_side(con, capture_id, nflows)
+    receiver = (rcv_side, stalls_held.held_frames(con, capture_id) if rcv_side.any()
+                else np.zeros(0, np.int64))
     (frames,), = con.execute("SELECT packets FROM captures WHERE capture_id = ?",
                              [capture_id]).fetchall()
     jit = use_jit(min(frames, chunk_frames) * PYTHON_COST)
@@ -396,14 +417,15 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
     out_writer.start()
     try:
         rows = _runs(con, out_writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending,
-                     ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end)
+                     ack_ts, fin_ts, rst_ts, receiver, ep_ptr, ep_start, ep_end)
     finally:
         out_writer.finish()
     return {"stalls": rows}
 
 
 def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending, ack_ts,
-          fin_ts, rst_ts, ep_ptr, ep_start, ep_end):
+          fin_ts, rst_ts, receiver, ep_ptr, ep_start, ep_end):
+    rcv_side, held_frames = receiver
     rows = 0
     for lo in range(1, frames + 1, chunk_frames):
         hi = lo + chunk_frames
@@ -424,13 +446,16 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
                 st = np.concatenate([st, grown])
             pending.ensure(2 * n)
             out = np.zeros((4 * n + pending.live() + 8, len(OUT)), np.int64)
+            frame = p["frame"].astype(np.int64)
+            held = np.isin(frame, held_frames)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
-                p["from_client"].astype(bool), p["new_data"].astype(bool), p["rto"].astype(bool),
+                p["from_client"].astype(bool), p["new_data"].astype(bool), held,
+                p["rto"].astype(bool),
                 p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
                 p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
-                p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, ep_ptr, ep_start, ep_end,
-                fs, st, *pending.args(), out, out_m)
+                p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr, ep_start,
+                ep_end, fs, st, *pending.args(), out, out_m)
         ended = slots.release_through(hi - 1)
         out = _finish(jit, ended, fs, st, pending, out, out_m)
         rows += _write(writer, capture_id, out)
