@@ -71,13 +71,19 @@ def is_dataset(path):
 
 def tables(con):
     """[(name, {column: type} in order, staged)] of the store: every base table
-    of `main` (analysis tables included) and every staged table (its view)."""
+    of `main` (analysis tables included), every store-wide table (its view of
+    `store.<name>`) and every staged table (its view)."""
     names = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
         "AND database_name = current_database() AND NOT table_name LIKE '%\\_\\_building' ESCAPE '\\' "
         "ORDER BY 1").fetchall() if r[0] not in MARKERS]
     views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
-                                       "WHERE database_name = current_database()").fetchall()}
+                                       "WHERE database_name = current_database() "
+                                       "AND schema_name = 'main'").fetchall()}
+    kept = {r[0] for r in con.execute(  # store-wide tables: views of `store.<name>`
+        "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'store' "
+        "AND database_name = current_database()").fetchall()}
+    names += sorted(n for n in views & kept if n not in names and n not in STAGED)
     names += sorted(n for n in STAGED if n not in names and n in views)  # (a store made
     # before `tcp_events` existed has none: its wide tcp_analysis is exported as it is)
     out = []
