@@ -5,7 +5,10 @@ built under `store.<table>__building`, its rows committed as they come (one
 transaction would hold them all in memory until it commits); the steps after
 it read it through a temporary view of its name (a connection reads its
 temporary schema first). When every store step has run, one transaction
-replaces the tables readers see and records the builds in `analysis_runs`.
+puts them in place and records the builds in `analysis_runs`: readers see
+each as a view `main.<table>` of `store.<table>`, and the commit renames
+`store.<table>__building` to `store.<table>` (the old one dropped) -- no row
+is copied.
 So a killed analyze never shows requests of one run beside bounds of
 another, and no half-built table is visible: what is left under `store.` is
 dropped by the next analyze (`discard_leftovers`).
@@ -51,6 +54,21 @@ def discard_leftovers(con):
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'store' "
             "AND table_name LIKE ?", [f"%{SUFFIX}"]).fetchall():
         con.execute(f'DROP TABLE IF EXISTS store."{name}"')
+
+
+def _put_in_place(con, table):
+    """`main.<table>`, a view of `store.<table>`, now shows this run's build: the
+    build is renamed (DuckDB moves no table across schemas, and a copy would
+    write every row again), the old rows dropped; within the caller's
+    transaction. (A table of an older version or an import under `main.` is
+    dropped.)"""
+    kind = con.execute("SELECT table_type FROM information_schema.tables "
+                       "WHERE table_schema = 'main' AND table_name = ?", [table]).fetchall()
+    if kind and kind[0][0] == "BASE TABLE":
+        con.execute(f"DROP TABLE main.{table}")
+    con.execute(f"DROP TABLE IF EXISTS store.{table}")
+    con.execute(f"ALTER TABLE store.{table}{SUFFIX} RENAME TO {table}")
+    con.execute(f"CREATE OR REPLACE VIEW main.{table} AS SELECT * FROM store.{table}")
 
 
 class StoreWide:
@@ -139,7 +157,8 @@ class StoreWide:
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {source}")
 
     def commit(self):
-        """Every table built in place, and its record, in one transaction."""
+        """Every table built put in place (renamed, not copied), and its record,
+        in one transaction."""
         if not self.done:
             return
         con = self.con
@@ -149,8 +168,7 @@ class StoreWide:
         con.execute("BEGIN")
         try:
             for table in tables:
-                con.execute(f"DROP TABLE IF EXISTS main.{table}")
-                con.execute(f"CREATE TABLE main.{table} AS SELECT * FROM store.{table}{SUFFIX}")
+                _put_in_place(con, table)
             for step, stamped, n, seconds, error in self.done:
                 con.execute("DELETE FROM analysis_runs WHERE analysis = ?", [step.table])
                 con.execute("INSERT INTO analysis_runs VALUES (?, 0, ?, ?, ?, now(), ?)",

@@ -70,21 +70,21 @@ def is_dataset(path):
 
 
 def tables(con):
-    """[(name, {column: type} in order, staged)] of the store: every base table
-    of `main` (analysis tables included) and every staged table (its view)."""
+    """[(name, {column: type} in order, staged)] of the store: every table of `main` (a
+    store-wide one: a view of `store.<name>`) and every staged table (its view)."""
     names = [r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
         "AND database_name = current_database() AND NOT table_name LIKE '%\\_\\_building' ESCAPE '\\' "
-        "ORDER BY 1").fetchall() if r[0] not in MARKERS]
+        "UNION SELECT view_name FROM duckdb_views() v JOIN duckdb_tables() t ON t.table_name = "
+        "v.view_name AND t.schema_name = 'store' AND t.database_name = v.database_name "
+        "WHERE v.schema_name = 'main' AND v.database_name = current_database() AND NOT "
+        "list_contains(?, v.view_name) ORDER BY 1", [list(STAGED)]).fetchall() if r[0] not in MARKERS]
     views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() "
                                        "WHERE database_name = current_database()").fetchall()}
     names += sorted(n for n in STAGED if n not in names and n in views)  # (a store made
     # before `tcp_events` existed has none: its wide tcp_analysis is exported as it is)
-    out = []
-    for name in names:
-        types = {r[0]: r[1] for r in con.execute(f"DESCRIBE {name}").fetchall()}
-        out.append((name, types, name in STAGED))
-    return out
+    return [(name, {r[0]: r[1] for r in con.execute(f"DESCRIBE {name}").fetchall()},
+             name in STAGED) for name in names]
 
 
 def portable(type_):

@@ -287,10 +287,10 @@ def _write_order(table):
 def _left_empty(con, tables, failed):
     """Store-wide tables emptied (their columns kept) when captures of the run
     failed: built over what did arrive they would be wrong, not partial."""
-    for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'"
-                               ).fetchall():
-        if name in tables:
-            con.execute(f"DELETE FROM {name}")
+    for schema, name in con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
+                                    "WHERE schema_name IN ('main', 'store')").fetchall():
+        if name in tables:  # (under `store.`: the rows of the view `main.<name>`)
+            con.execute(f"DELETE FROM {schema}.{name}")
     return (f"the store-wide tables (requests, attribution...) are empty: {failed:,} "
             f"capture{'' if failed == 1 else 's'} of this run failed, and tables built over "
             f"the others would be wrong; ingest the failed files again, or run tracekit "
