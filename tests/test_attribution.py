@@ -187,19 +187,21 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
     tables = PartitionedStoreStep.PART_TABLES
     built = {t: f'"{t} AS built"' for t in tables}
     for t in tables:
-        store.execute(f"ALTER TABLE {t} RENAME TO {built[t]}")
+        store.execute(f"CREATE TABLE {built[t]} AS SELECT * FROM {t}")
         store.execute(f"CREATE TEMP VIEW {t} AS SELECT * FROM {built[t]}")
     try:
-        PartitionedStoreStep("attribution").write_all(store, "attribution", built)
+        PartitionedStoreStep("attribution").write_all(store, "attribution_parts", built)
         shown = {t: store.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in tables}
+        parts = store.execute("SELECT * FROM attribution_parts ORDER BY ALL").fetchall()
     finally:
         for t in tables:
             store.execute(f"DROP VIEW IF EXISTS temp.{t}")
-            store.execute(f"ALTER TABLE {built[t]} RENAME TO {t}")
+            store.execute(f"DROP TABLE IF EXISTS {built[t]}")
+        store.execute("DROP TABLE IF EXISTS attribution_parts")
     assert len(views) == 1 and ("_bucketed_requests" in views[0]) == bucketed
     assert "AS built" in views[0] or bucketed
     assert shown == {t: n for t in tables}  # the whole tables again, not a part's views
-    assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
+    assert parts == whole
 
 
 def test_analyze_gives_attribution_in_parts_this_runs_request_tables(store, monkeypatch):
@@ -213,7 +215,7 @@ def test_analyze_gives_attribution_in_parts_this_runs_request_tables(store, monk
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
     store.execute("DELETE FROM analysis_runs WHERE capture_id = 0")  # the store steps again
     for t in PartitionedStoreStep.PART_TABLES:  # (what the stored tables lack)
-        store.execute(f"DELETE FROM {t} WHERE hash(request_key) % 2 = 0")
+        store.execute(f"DELETE FROM store.{t} WHERE hash(request_key) % 2 = 0")
     analyze(store)
     assert store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall() == whole
 
