@@ -50,8 +50,7 @@ WHERE capture_id = $capture_id
   AND least(min_rtt_ns, handshake_rtt_ns) > 0
 """
 
-# The packets of the receiver-side flows, in each flow's frame order: one read.
-READ_SQL = """
+LEGS_CTE = """
 WITH legs AS (
     SELECT flow_id, direction = 's2c' AS client_data,
            least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
@@ -59,24 +58,41 @@ WITH legs AS (
     WHERE capture_id = $capture_id AND least(min_rtt_ns, handshake_rtt_ns) > 0
       AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
 )
-SELECT t.flow_id, t.frame, t.ts_ns, l.lag_ns,
-       coalesce(CASE WHEN l.client_data THEN f.server_mss ELSE f.client_mss END, -1) AS mss_option,
-       coalesce(t.from_client = l.client_data, false) AS from_sender,
-       coalesce(t.from_client <> l.client_data AND t.payload_bytes > 0, false) AS receiver_data,
-       coalesce(t.from_client = l.client_data AND t.segment = 'new' AND t.payload_bytes > 0,
-                false) AS new_data,
-       coalesce(t.payload_bytes, 0) AS payload_bytes,
-       t.rel_end IS NOT NULL AS has_end, coalesce(t.rel_end, 0) AS rel_end,
-       coalesce(t.from_client <> l.client_data AND p.tcp_flags & 18 = 16
-                AND t.rel_ack + p.tcp_window_bytes IS NOT NULL, false) AS edge_sent,
-       coalesce(t.rel_ack + p.tcp_window_bytes, 0) AS edge
-FROM tcp_analysis t JOIN legs l USING (flow_id)
-JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets WHERE capture_id = $capture_id) p
-    USING (frame)
-JOIN (SELECT flow_id, client_mss, server_mss FROM flows WHERE capture_id = $capture_id) f
-    USING (flow_id)
-WHERE t.capture_id = $capture_id
-ORDER BY t.flow_id, t.frame
+"""
+
+# Those flow directions: their sender's leg, the receiver's MSS option (-1: none).
+LEGS_SQL = LEGS_CTE + """
+SELECT l.flow_id, l.lag_ns,
+       coalesce(CASE WHEN l.client_data THEN f.server_mss ELSE f.client_mss END, -1) AS mss_option
+FROM legs l JOIN flows f ON f.capture_id = $capture_id AND f.flow_id = l.flow_id
+ORDER BY l.flow_id
+"""
+
+# What the pass reads of their packets: the sender's new data, the receiver's
+# data and its packets with an ACK number (in any order: sorted here) ...
+NEW, RECEIVER_DATA, RECEIVER_ACK, HAS_END = 1, 2, 4, 8
+READ_SQL = LEGS_CTE + f"""
+SELECT * FROM (
+    SELECT t.flow_id, t.frame, t.ts_ns,
+           CASE WHEN t.from_client = l.client_data AND t.segment = 'new'
+                     AND t.payload_bytes > 0 THEN {NEW} ELSE 0 END
+           + CASE WHEN t.from_client <> l.client_data AND t.payload_bytes > 0
+                  THEN {RECEIVER_DATA} ELSE 0 END
+           + CASE WHEN t.from_client <> l.client_data AND t.rel_ack IS NOT NULL
+                  THEN {RECEIVER_ACK} ELSE 0 END
+           + CASE WHEN t.rel_end IS NOT NULL THEN {HAS_END} ELSE 0 END AS kind,
+           coalesce(t.payload_bytes, 0) AS payload_bytes, coalesce(t.rel_end, 0) AS rel_end,
+           coalesce(t.rel_ack, 0) AS rel_ack
+    FROM tcp_analysis t JOIN legs l USING (flow_id)
+    WHERE t.capture_id = $capture_id)
+WHERE kind & {NEW | RECEIVER_DATA | RECEIVER_ACK} <> 0
+"""
+
+# ... and, by frame, the window of each packet that ACKs (not a SYN; -1: none),
+# read apart: joined by frame in the query, the read took 3x as long.
+WINDOWS_SQL = """
+SELECT frame, coalesce(CASE WHEN tcp_flags & 18 = 16 THEN tcp_window_bytes END, -1) AS window
+FROM packets WHERE capture_id = $capture_id
 """
 
 
@@ -92,40 +108,57 @@ def receiver_side(con, capture_id, nflows):
 
 def held_frames(con, capture_id):
     """Sorted frames of the new data segments the receiver's window held."""
-    p = fetch_numpy(con, READ_SQL, {"capture_id": capture_id})
-    return held_of(p)
-
-
-def held_of(p):
-    """held_frames of the packets `p` (READ_SQL's columns and order, plus `frame`)."""
-    n = len(p["flow_id"])
-    if not n:
+    legs = fetch_numpy(con, LEGS_SQL, {"capture_id": capture_id})
+    if not len(legs["flow_id"]):
         return np.zeros(0, np.int64)
-    flow = p["flow_id"].astype(np.int64)
-    g = np.concatenate([[0], np.cumsum(flow[1:] != flow[:-1])])  # the flow's rank
+    p = fetch_numpy(con, READ_SQL, {"capture_id": capture_id})
+    if not len(p["flow_id"]):
+        return np.zeros(0, np.int64)
+    w = fetch_numpy(con, WINDOWS_SQL, {"capture_id": capture_id})
+    order = np.lexsort((p["frame"], p["flow_id"]))
+    p = {k: v[order] for k, v in p.items()}
+    wf = w["frame"].astype(np.int64)
+    by_frame = np.full(wf.max() - wf.min() + 1, -1, np.int64)
+    by_frame[wf - wf.min()] = w["window"]
+    window = by_frame[p["frame"].astype(np.int64) - wf.min()]
+    p["edge_sent"] = ((p["kind"] & RECEIVER_ACK) > 0) & (window >= 0)
+    p["edge"] = p["rel_ack"].astype(np.int64) + window
+    return held_of(legs, p)
+
+
+def held_of(legs, p):
+    """held_frames of the flows `legs` (LEGS_SQL) and their packets `p` (READ_SQL's,
+    in each flow's frame order, with the receiver's edges: edge_sent, edge)."""
+    # a flow's row in legs (both ordered by flow)
+    g = np.searchsorted(legs["flow_id"].astype(np.int64), p["flow_id"].astype(np.int64))
     ts = p["ts_ns"].astype(np.int64)
-    firsts = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
-    lag = p["lag_ns"].astype(np.int64)[firsts]
+    kind = p["kind"].astype(np.int64)
+    lag = legs["lag_ns"].astype(np.int64)
     # the receiver's right edge, highest so far (frame order), at each instant it sent one
-    r = np.flatnonzero(p["edge_sent"].astype(bool))
+    r = np.flatnonzero(p["edge_sent"])
     e_g, e_ts = g[r], ts[r]
     e_edge = _running_max(e_g, p["edge"].astype(np.int64)[r])
-    order = np.lexsort((e_edge, e_ts, e_g))
-    e_g, e_ts, e_edge = e_g[order], e_ts[order], e_edge[order]
+    # (time seldom goes back within a flow: then both orders below are frame order)
+    in_order = _ordered(e_g, e_ts)
+    if not in_order:
+        order = np.lexsort((e_edge, e_ts, e_g))
+        e_g, e_ts, e_edge = e_g[order], e_ts[order], e_edge[order]
     last = np.concatenate([(e_g[1:] != e_g[:-1]) | (e_ts[1:] != e_ts[:-1]), [True]])
     e_g, e_ts, e_edge = e_g[last], e_ts[last], e_edge[last]  # max edge per instant
     # the first instant each edge was reached
-    order = np.lexsort((e_ts, e_edge, e_g))
-    o_g, o_edge, o_ts = e_g[order], e_edge[order], e_ts[order]
+    o_g, o_edge, o_ts = e_g, e_edge, e_ts
+    if not in_order:
+        order = np.lexsort((e_ts, e_edge, e_g))
+        o_g, o_edge, o_ts = e_g[order], e_edge[order], e_ts[order]
     first = np.concatenate([[True], (o_g[1:] != o_g[:-1]) | (o_edge[1:] != o_edge[:-1])])
     o_g, o_edge, o_ts = o_g[first], o_edge[first], o_ts[first]
     # the new data segments, with the next one's time and the receiver's data between
-    nd = np.flatnonzero(p["new_data"].astype(bool))
+    nd = np.flatnonzero(kind & NEW)
     if not len(nd):
         return np.zeros(0, np.int64)
-    rdata = np.cumsum(p["receiver_data"].astype(np.int64))
+    rdata = np.cumsum((kind & RECEIVER_DATA) > 0)
     n_g, n_ts, n_end = g[nd], ts[nd], p["rel_end"].astype(np.int64)[nd]
-    has_end = p["has_end"].astype(bool)[nd]
+    has_end = (kind[nd] & HAS_END) > 0
     payload = p["payload_bytes"].astype(np.int64)[nd]
     same = np.concatenate([n_g[1:] == n_g[:-1], [False]])
     nxt = np.minimum(np.arange(len(nd)) + 1, len(nd) - 1)
@@ -133,7 +166,7 @@ def held_of(p):
     # the data's full size: the receiver's MSS option, else the largest payload
     biggest = np.full(len(lag), -1, np.int64)
     np.maximum.at(biggest, n_g, payload)
-    option = p["mss_option"].astype(np.int64)[firsts]
+    option = legs["mss_option"].astype(np.int64)
     mss = np.where(option >= 0, np.minimum(option, biggest), biggest)[n_g]
     # when the receiver's edge first let each segment out; the shortest turnaround
     cov, cov_ok = _at_least(o_g, o_edge, n_g, n_end)
@@ -151,6 +184,11 @@ def held_of(p):
     return np.sort(p["frame"].astype(np.int64)[nd[held]])
 
 
+def _ordered(groups, values):
+    """Whether `values` never decrease within each run of equal (ascending) `groups`."""
+    return bool(np.all((groups[1:] != groups[:-1]) | (values[1:] >= values[:-1])))
+
+
 def _running_max(groups, values):
     """The running max of `values` within each run of equal (ascending) `groups`."""
     out = values.copy()
@@ -163,9 +201,17 @@ def _running_max(groups, values):
 
 def _search(t_g, t_v, q_g, q_v, side):
     """Per query, searchsorted(`side`) of q_v among the t_v of its group q_g
-    (t sorted by (group, value)), as an index into t."""
-    lo = np.searchsorted(t_g, q_g, "left")
-    hi = np.searchsorted(t_g, q_g, "right")
+    (t sorted by (group, value), q by group), as an index into t; with the
+    first and past-last rows of the query's group."""
+    bounds = np.searchsorted(t_g, np.arange(max(t_g.max(initial=0), q_g.max()) + 2))
+    lo, hi = bounds[q_g], bounds[q_g + 1]
+    if not len(t_g):
+        return lo, lo, hi
+    least = min(t_v.min(), q_v.min())
+    span = max(t_v.max(), q_v.max()) - least + 1
+    if (max(t_g.max(), q_g.max()) + 1) * span < 1 << 62:  # one search, on (group, value)
+        return np.searchsorted(t_g * span + (t_v - least), q_g * span + (q_v - least),
+                               side), lo, hi
     out = np.empty(len(q_g), np.int64)
     starts = np.flatnonzero(np.concatenate([[True], q_g[1:] != q_g[:-1]]))
     bounds = np.append(starts, len(q_g))
