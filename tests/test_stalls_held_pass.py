@@ -121,3 +121,25 @@ def test_a_sender_filling_the_window_a_turnaround_late():
     got = held_frames(con, 1)
     assert list(got) == held
     assert np.array_equal(held_frames_sql(con, 1), got)
+
+
+def test_the_search_by_group_when_one_key_would_overflow():
+    """_search's loop over groups (values too far apart for one (group, value)
+    key) finds what numpy finds in each group's slice."""
+    from tracekit.pipeline.steps.stalls_held import _at_least, _at_most
+    rng = np.random.default_rng(1)
+    for big in (1000, 1 << 61):
+        t_g = np.sort(rng.integers(0, 5, 200))
+        t_v = np.concatenate([np.sort(rng.integers(0, big, (t_g == g).sum())) for g in range(5)])
+        q_g = np.sort(rng.integers(0, 6, 300))
+        q_v = rng.integers(-10, big, 300)
+        i, ok = _at_least(t_g, t_v, q_g, q_v)
+        j, ok2 = _at_most(t_g, t_v, q_g, q_v)
+        for k in range(300):
+            vals = t_v[t_g == q_g[k]]
+            up, down = vals[vals >= q_v[k]], vals[vals <= q_v[k]]
+            assert ok[k] == bool(len(up)) and ok2[k] == bool(len(down))
+            if len(up):
+                assert t_g[i[k]] == q_g[k] and t_v[i[k]] == up.min()
+            if len(down):
+                assert t_g[j[k]] == q_g[k] and t_v[j[k]] == down.max()

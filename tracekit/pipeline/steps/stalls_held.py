@@ -29,6 +29,14 @@ sender was then held from t until its next new segment, provided that
 
 Held segments are returned by frame; the pass (stalls.py) marks the
 intervals from a held segment to the direction's next new segment.
+
+Computed from one read of the flows' packets, as arrays: each flow's
+running max of the receiver's edge (frame order), kept per instant, and per
+new segment binary searches in those, per flow, by time (the edge seen a
+turnaround back) and by edge (the first instant an edge covered a segment's
+end, or one segment more). It replaced staged SQL with ASOF joins (3.0 CPU s
+on a 2.9 M-packet capture, now ~0.7; 17 -> 6 ms per small capture), kept as
+the oracle of tests/test_stalls_held_pass.py, which it matches frame for frame.
 Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 (tests/test_stalls_receiver.py, docs/whatif.md).
 """
@@ -207,9 +215,9 @@ def _search(t_g, t_v, q_g, q_v, side):
     lo, hi = bounds[q_g], bounds[q_g + 1]
     if not len(t_g):
         return lo, lo, hi
-    least = min(t_v.min(), q_v.min())
-    span = max(t_v.max(), q_v.max()) - least + 1
-    if (max(t_g.max(), q_g.max()) + 1) * span < 1 << 62:  # one search, on (group, value)
+    least = int(min(t_v.min(), q_v.min()))
+    span = int(max(t_v.max(), q_v.max())) - least + 1
+    if (int(max(t_g.max(), q_g.max())) + 1) * span < 1 << 62:  # one search, on (group, value)
         return np.searchsorted(t_g * span + (t_v - least), q_g * span + (q_v - least),
                                side), lo, hi
     out = np.empty(len(q_g), np.int64)
