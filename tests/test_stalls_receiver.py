@@ -107,3 +107,16 @@ def test_a_small_receive_buffer_read_at_the_client(tmp_path):
     assert vantage == "client"
     assert max(states, key=states.get) == "receive_window_limited", states
     assert states["receive_window_limited"] >= 0.8 * (last - first), (states, last - first)
+
+
+def test_the_pass_holds_what_the_staged_sql_held(store):
+    """The lab runs' held frames, the array pass against the SQL it replaced."""
+    import numpy as np
+    from stalls_held_oracle import held_frames_sql
+    from tracekit.pipeline.steps.stalls_held import held_frames
+    held = 0
+    for (cid,) in store.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall():
+        want = held_frames_sql(store, cid)
+        assert np.array_equal(held_frames(store, cid), want), cid
+        held += len(want)
+    assert held > 0
