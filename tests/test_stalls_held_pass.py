@@ -8,18 +8,22 @@ round trip. And on a hand-made flow whose held segments are known."""
 
 import duckdb
 import numpy as np
+import pytest
 
 from stalls_held_oracle import held_frames_sql
+from tracekit.pipeline.steps import stalls_held
 from tracekit.pipeline.steps.stalls_held import held_frames
 
 SCHEMA = """
 CREATE TABLE rtt_summary (capture_id INT, flow_id INT, direction VARCHAR, vantage VARCHAR,
                           min_rtt_ns BIGINT, handshake_rtt_ns BIGINT);
-CREATE TABLE flows (capture_id INT, flow_id INT, client_mss INT, server_mss INT);
+CREATE TABLE flows (capture_id INT, flow_id INT, client_mss INT, server_mss INT,
+                    packets_c2s BIGINT, packets_s2c BIGINT);
 CREATE TABLE tcp_analysis (capture_id INT, frame BIGINT, ts_ns BIGINT, flow_id INT,
                            from_client BOOLEAN, segment VARCHAR, payload_bytes INT,
                            rel_end BIGINT, rel_ack BIGINT);
-CREATE TABLE packets (capture_id INT, frame BIGINT, tcp_flags INT, tcp_window_bytes INT);
+CREATE TABLE packets (capture_id INT, frame BIGINT, flow_id INT, tcp_flags INT,
+                      tcp_window_bytes INT);
 """
 ACK, SYN = 16, 2
 MS = 1_000_000
@@ -48,14 +52,14 @@ class Store:
         self.rows["rtt_summary"].append([1, fid, "s2c" if client_data else "c2s",
                           "server" if client_data else "client", lag_ns, lag_ns])
         self.rows["flows"].append([1, fid, None if client_data else mss_option,
-                                   mss_option if client_data else None])
+                                   mss_option if client_data else None, 30, 30])
 
     def packet(self, fid, from_client, ts, segment=None, payload=0, rel_end=None, rel_ack=None,
                window=None, flags=ACK):
         self.frame += 1
         self.rows["tcp_analysis"].append([1, self.frame, ts, fid, from_client, segment, payload,
                                           rel_end, rel_ack])
-        self.rows["packets"].append([1, self.frame, flags, window])
+        self.rows["packets"].append([1, self.frame, fid, flags, window])
         return self.frame
 
 
@@ -85,7 +89,11 @@ def random_flow(store, rng, fid):
             store.packet(fid, not client_data, ts, "new", 50, None, ack, 1000)
 
 
-def test_the_pass_holds_the_frames_the_staged_sql_held():
+@pytest.mark.parametrize("group_packets", [None, 100])
+def test_the_pass_holds_the_frames_the_staged_sql_held(monkeypatch, group_packets):
+    """Also with the flows read in groups of about two flows (the memory bound)."""
+    if group_packets:
+        monkeypatch.setattr(stalls_held, "GROUP_PACKETS", group_packets)
     held = 0
     for seed in range(6):
         rng = np.random.default_rng(seed)

@@ -109,14 +109,22 @@ def test_a_small_receive_buffer_read_at_the_client(tmp_path):
     assert states["receive_window_limited"] >= 0.8 * (last - first), (states, last - first)
 
 
-def test_the_pass_holds_what_the_staged_sql_held(store):
-    """The lab runs' held frames, the array pass against the SQL it replaced."""
+@pytest.mark.parametrize("group_packets", [None, 1])
+def test_the_pass_holds_what_the_staged_sql_held(store, monkeypatch, group_packets):
+    """The lab runs' held frames, the array pass against the SQL it replaced;
+    also with every flow read in a group of its own (the memory bound)."""
     import numpy as np
     from stalls_held_oracle import held_frames_sql
-    from tracekit.pipeline.steps.stalls_held import held_frames
-    held = 0
+    from tracekit.pipeline.steps import stalls_held
+    if group_packets:
+        monkeypatch.setattr(stalls_held, "GROUP_PACKETS", group_packets)
+    held, groups = 0, 0
     for (cid,) in store.execute("SELECT capture_id FROM captures ORDER BY 1").fetchall():
         want = held_frames_sql(store, cid)
-        assert np.array_equal(held_frames(store, cid), want), cid
+        assert np.array_equal(stalls_held.held_frames(store, cid), want), cid
         held += len(want)
+        legs = stalls_held.fetch_numpy(store, stalls_held.LEGS_SQL, {"capture_id": cid})
+        groups += len(stalls_held._groups(legs["flow_id"], legs["packets"]))
     assert held > 0
+    assert (groups > store.execute("SELECT count(DISTINCT capture_id) FROM captures")
+            .fetchall()[0][0]) == bool(group_packets)
