@@ -225,11 +225,16 @@ def _ordered(groups, values):
 def _running_max(groups, values):
     """The running max of `values` within each run of equal (ascending) `groups`."""
     out = values.copy()
-    starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]]))
-    bounds = np.append(starts, len(values))
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in _runs(groups):
         np.maximum.accumulate(out[a:b], out=out[a:b])
     return out
+
+
+def _runs(groups):
+    """(begin, end) of each run of equal values in `groups`."""
+    starts = np.flatnonzero(np.concatenate([[True], groups[1:] != groups[:-1]]))
+    bounds = np.append(starts, len(groups))
+    return zip(bounds[:-1], bounds[1:])
 
 
 def _search(t_g, t_v, q_g, q_v, side):
@@ -246,9 +251,7 @@ def _search(t_g, t_v, q_g, q_v, side):
         return np.searchsorted(t_g * span + (t_v - least), q_g * span + (q_v - least),
                                side), lo, hi
     out = np.empty(len(q_g), np.int64)
-    starts = np.flatnonzero(np.concatenate([[True], q_g[1:] != q_g[:-1]]))
-    bounds = np.append(starts, len(q_g))
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in _runs(q_g):
         out[a:b] = lo[a] + np.searchsorted(t_v[lo[a]:hi[a]], q_v[a:b], side)
     return out, lo, hi
 
