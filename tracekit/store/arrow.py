@@ -49,6 +49,22 @@ def fetch_numpy(con, sql, params=None):
     return {k: np.asarray(v) for k, v in con.execute(sql, params or {}).fetchnumpy().items()}
 
 
+def frame_rows(frames, wanted):
+    """Where each of `wanted` is in `frames` (ascending, unique: a read in frame
+    order), and whether it is there: (row index, found). A gapless run of
+    frames is indexed by subtraction; otherwise a binary search."""
+    frames, wanted = np.asarray(frames, np.int64), np.asarray(wanted, np.int64)
+    n = len(frames)
+    if n == 0:
+        return np.zeros(len(wanted), np.int64), np.zeros(len(wanted), bool)
+    if frames[-1] - frames[0] == n - 1:
+        at = wanted - frames[0]
+        found = (at >= 0) & (at < n)
+        return np.clip(at, 0, n - 1), found
+    at = np.minimum(np.searchsorted(frames, wanted), n - 1)
+    return at, frames[at] == wanted
+
+
 def numpy_array(values, null=None, typ=pa.int64()):
     """An Arrow array of a numpy column (`null` a mask or None), without
     pyarrow's array(), which imports pandas (half a second) to probe it."""

@@ -95,7 +95,7 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
-from ...store.arrow import fetch_numpy as _numpy
+from ...store.arrow import fetch_numpy as _numpy, frame_rows
 from ...store.schema import DERIVED
 from . import bottleneck_sql
 from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
@@ -339,11 +339,7 @@ def _read(con, capture_id, lo, hi):
     params = {"capture_id": capture_id, "lo": lo, "hi": hi}
     p = _frame_order(_numpy(con, READ_SQL, params))
     q = _frame_order(_numpy(con, PACKETS_SQL, params))
-    qf = q["frame"]
-    if len(qf) and qf[-1] - qf[0] == len(qf) - 1:  # no gap: frame f's row is f - the first
-        at = p["frame"] - qf[0]
-    else:
-        at = np.searchsorted(qf, p["frame"])
+    at, _ = frame_rows(q["frame"], p["frame"])  # (every TCP packet is a packet)
     p["ip_bytes"] = q["ip_bytes"][at]
     p["sacky"] = p["ws_duplicate_ack"].astype(bool) | q["sack"].astype(bool)[at]
     return p

@@ -32,7 +32,7 @@ from ...core.jit import PYTHON_COST, use_jit
 from ...kernels import segments as sg
 from ...kernels import wireshark as ws
 from ...kernels.pools import FlowSlots, Pool
-from ...store.arrow import numpy_array, numpy_table
+from ...store.arrow import frame_rows, numpy_array, numpy_table
 from ...store.schema import EVENT_COLUMNS, EXCHANGES, FLIGHTS, TCP_ANALYSIS, TCP_EVENTS
 from ...store.writer import AppendWriter
 
@@ -96,7 +96,7 @@ def read_chunk(con, capture_id, lo, hi):
     out["sack_r"] = np.zeros((n, 4), np.int64)
     sack = con.execute(SACK_SQL, args).fetchnumpy()
     if len(sack["frame"]):  # (frames are unique in a capture: each is found)
-        at = np.searchsorted(out["frame"], np.asarray(sack["frame"]))
+        at, _ = frame_rows(out["frame"], sack["frame"])
         out["sack_n"][at] = sack["sack_n"]
         for k in range(4):
             out["sack_l"][at, k] = sack[f"sl{k + 1}"]

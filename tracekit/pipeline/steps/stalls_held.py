@@ -44,7 +44,7 @@ Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 import duckdb
 import numpy as np
 
-from ...store.arrow import fetch_numpy
+from ...store.arrow import fetch_numpy, frame_rows
 
 # Flow directions whose capture point is at the receiver (vantage `client`
 # for the server's data, `server` for the client's), with their sender's
@@ -136,8 +136,9 @@ def held_frames(con, capture_id):
         order = np.lexsort((p["frame"], p["flow_id"]))
         p = {k: v[order] for k, v in p.items()}
         frames = p["frame"].astype(np.int64)
-        at = np.minimum(np.searchsorted(w["frame"], frames), len(w["frame"]) - 1)
-        window = np.where(w["frame"][at] == frames, w["window"][at], -1).astype(np.int64)
+        at, found = frame_rows(w["frame"], frames)
+        window = np.full(len(frames), -1, np.int64)
+        window[found] = w["window"][at[found]]
         p["edge_sent"] = ((p["kind"] & RECEIVER_ACK) > 0) & (window >= 0)
         p["edge"] = p["rel_ack"].astype(np.int64) + window
         held.append(held_of(legs, p))
