@@ -7,8 +7,10 @@ capture (make_capture.py): its first 0.5 M, 1 M and 2 M packets (editcap),
 the whole (2.9 M), and 3 and 10 copies of it one after another with their
 own hosts (tile_capture.py: 8.6 M, 29 M). For each, one run of: `tracekit
 ingest` into a new store, `tracekit analyze` on it, and `tcptrace -l -r`;
-seconds and peak memory of each whole process, and ns per packet so that
-linear growth reads as a constant column.
+seconds, CPU seconds (user + system) and peak memory of each whole process,
+and CPU ns per packet so that linear growth reads as a constant column (the
+CPU time, not the wall time: on a shared machine the wall time grows with
+whatever else runs, the CPU time with the work).
 """
 
 import argparse
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import compile_kernels, count_packets, load, run, tracekit_command, warm
+from common import compile_kernels, count_packets, load, run_cpu, tracekit_command, warm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,12 +44,12 @@ def inputs(base):
 
 
 def attempt(cmd, env=None):
-    """run(), but a failure is a row of the table (its first line), not the end."""
+    """run_cpu(), but a failure is a row of the table (its first line), not the end."""
     try:
-        return run(cmd, env)
+        return run_cpu(cmd, env)
     except SystemExit as e:
         lines = str(e).splitlines()
-        return None, (lines[1] if len(lines) > 1 else lines[0])[:120]
+        return None, (lines[1] if len(lines) > 1 else lines[0])[:120], None
 
 
 def main():
@@ -68,22 +70,23 @@ def main():
             db = os.path.join(tmp, "s.duckdb")
             ingest = attempt([*tk, "ingest", path, "--db", db], env)
             analyze = attempt([*tk, "analyze", "--db", db], env)
-        tcptrace = run(["tcptrace", "-l", "-r", path])
+        tcptrace = run_cpu(["tcptrace", "-l", "-r", path])
         rows.append((packets, ingest, analyze, tcptrace, before, load()[0]))
-        print(f"{packets:,}: ingest {ingest}, analyze {analyze}, tcptrace {tcptrace[0]:.1f} s",
+        print(f"{packets:,}: ingest {ingest}, analyze {analyze}, tcptrace {tcptrace}",
               file=sys.stderr)
     print(f"\nOne run each; {os.cpu_count()} cores; load (1 min) before and after each input.\n")
-    print("| packets | ingest s | ns/packet | peak MB | analyze s | ns/packet | peak MB | "
-          "tcptrace -l -r s | peak MB | analyze / tcptrace | load |")
+    print("| packets | ingest s (CPU s) | CPU ns/packet | peak MB | analyze s (CPU s) | "
+          "CPU ns/packet | peak MB | tcptrace -l -r s (CPU s) | peak MB | analyze / tcptrace, "
+          "CPU | load |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for packets, ingest, analyze, (t_s, t_mb), l0, l1 in rows:
+    for packets, ingest, analyze, (t_s, t_mb, t_cpu), l0, l1 in rows:
         cells = []
-        for secs, mb in (ingest, analyze):
-            cells += ([f"{secs:.1f}", f"{secs / packets * 1e9:,.0f}", f"{mb:,.0f}"] if secs is not None
-                      else [f"failed: {mb}", "", ""])
-        ratio = f"{analyze[0] / t_s:.1f}" if analyze[0] is not None else ""
-        print(f"| {packets:,} | {' | '.join(cells)} | {t_s:.1f} | {t_mb:,.0f} | {ratio} | "
-              f"{l0:.1f} / {l1:.1f} |")
+        for secs, mb, cpu in (ingest, analyze):
+            cells += ([f"{secs:.1f} ({cpu:.1f})", f"{cpu / packets * 1e9:,.0f}", f"{mb:,.0f}"]
+                      if secs is not None else [f"failed: {mb}", "", ""])
+        ratio = f"{analyze[2] / t_cpu:.1f}" if analyze[0] is not None else ""
+        print(f"| {packets:,} | {' | '.join(cells)} | {t_s:.1f} ({t_cpu:.1f}) | {t_mb:,.0f} | "
+              f"{ratio} | {l0:.1f} / {l1:.1f} |")
 
 
 if __name__ == "__main__":
