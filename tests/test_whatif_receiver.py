@@ -73,3 +73,31 @@ def test_a_warmed_lossless_connection_is_not_held_by_the_receive_window():
     assert edge >= 245
     assert with_window == pytest.approx(without, abs=1e-9)
     assert math.isfinite(without)
+
+
+def test_a_filled_hole_restarts_the_measure_without_growing():
+    """Linux measures at each segment copied to the application, less what
+    is still queued (tcp_rcv_space_adjust: copied -= inq). 9 segments are
+    read in an interval begun at 0 (RTT estimate RTT), then 20 wait above
+    a hole; past the interval the hole fills and 21 become readable at
+    once: the measure runs as the first is copied, 9 + 1 - 20 read is not
+    above the first measure of 10, so the buffer stays (55.9) and the
+    interval restarts with the 20 still to copy in it; one RTT later a read
+    of 1 counts 21: 2 x 21 + 4 x 21 x 11 / 10. The lab's client does the
+    same (chapter-case-103: 27 segments released 258 ms into an interval,
+    its offer stays 55.9 segments for 440 ms); counting the released
+    segments (9 + 21 = 30) would raise the buffer to 300 at the fill. Fed
+    the lab's own arrivals (40 fresh transfers, 3.6 %), this model offers
+    59.9 / 75.6 / 101.5 / 141.7 segments (means) at the 40th / 60th / 80th /
+    120th segment received where the kernel offers 61.4 / 75.6 / 103.2 /
+    146.4; without the rule 64.2 / 88.2 / 123.4 / 173.6."""
+    r = Receiver(ssthresh=44.6, clamp=55.9, since=0.0, rtt=RTT)
+    for i in range(9):
+        r.on_data(0.001 * (i + 1), 1, 0, RTT)
+    for held in range(1, 21):
+        r.on_data(0.01 + 0.001 * held, 0, held + 1, RTT, held)
+    assert r.clamp == 55.9
+    r.on_data(RTT + 0.01, 21, 0, RTT)
+    assert r.clamp == 55.9 and r.space == 10 and r.copied == 20
+    r.on_data(2 * RTT + 0.02, 1, 0, RTT)
+    assert r.space == 21 and r.clamp == pytest.approx(2 * 21 + 4 * 21 * 11 / 10)

@@ -10,8 +10,7 @@ cumulative ACK and never moves the right edge back (tcp_select_window):
   min(window clamp, tcp_space) - rcv_ssthresh, so while a hole holds data
   it stops where the held data leaves no room (the lab's 6.18 client keeps
   its offer at 55 segments for 300 ms while 54 wait above a hole in run
-  chapter-case-042; this model opens to 93 there: its clamp, below, grows
-  faster than that kernel's -- docs/whatif.md, fifth round);
+  chapter-case-042; docs/whatif.md, fifth round);
 - free space is the clamp less what the socket holds: segments above a
   hole wait in the out-of-order queue, and the segments an arrival makes
   readable are still queued when that arrival is acknowledged (the ACK
@@ -19,24 +18,25 @@ cumulative ACK and never moves the right edge back (tcp_select_window):
   small window), so a hole shrinks the room ahead of the cumulative ACK;
 - the clamp is the receive buffer's window (tcp_rmem's default at first),
   raised as the lab's Linux 6.18 client does it (tcp_rcv_space_adjust and
-  tcp_rcvbuf_grow; docs/whatif.md, seventh round): the receiver measures
-  what the application read over consecutive intervals of at least its
-  RTT estimate (rcv_rtt: a lower sample applies at once, a higher one is
-  smoothed by 1/8), checked at each read; an interval's count `new` that
-  exceeds the last kept one `old` (`space`, ten segments at first) is kept
-  and raises the clamp to 2 x new (one round trip late) plus the
-  slow-start term 4 x new x (new - old) / old (the sender may double its
-  rate meanwhile), plus the span of the out-of-order queue (from the hole
-  to the highest segment held); a segment that arrives above a hole
-  re-evaluates it with new = old (2 x space + span). Read from the lab's
-  captures: a fresh lossless transfer offers 55.9 segments through its
-  second round, then 2 x 21 + 4 x 21 x 10 / 11 = 118 (117.4 offered) from
-  the third, 240 from the fourth and 480 from the fifth; the rule this
-  model had before (2 x the most read in any sliding round trip + 16)
-  offered 95 at the 80th segment where the kernel offers 134, and after a
-  245-segment warm-up left a persistent connection 203 segments where the
-  kernel has 427, so the replay held a warmed sender's burst back that
-  the kernel lets into the queue.
+  tcp_rcvbuf_grow; docs/whatif.md, seventh round). The receiver measures
+  over consecutive intervals of at least its RTT estimate (rcv_rtt: a
+  lower sample applies at once, a higher one is smoothed by 1/8); the
+  measure runs as a read copies its first segment past the interval's
+  end, and counts what was read since the interval began less what is
+  still queued (copied -= inq), so a filled hole that releases many
+  segments at once restarts the interval instead of growing the buffer.
+  A count `new` above the last kept one `old` (`space`, ten segments at
+  first) is kept and raises the clamp to 2 x new (one round trip late)
+  plus the slow-start term 4 x new x (new - old) / old, plus the span of
+  the out-of-order queue (from the hole to the highest segment held); a
+  segment that arrives above a hole re-evaluates it with new = old (2 x
+  space + span). Read from the lab's captures: a fresh lossless transfer
+  offers 55.9 segments through its second round, then 2 x 21 + 4 x 21 x
+  10 / 11 = 118 (117.4 offered) from the third, 240 from the fourth and
+  480 from the fifth. The rule this model had before (2 x the most read
+  in any sliding round trip + 16) offered 95 at the 80th segment where the
+  kernel offers 134, and after a 245-segment warm-up left a persistent
+  connection 203 segments where the kernel has 427.
 
 A loss therefore costs window too: while a hole is open the application
 reads nothing, the buffer is not raised, and the data above the hole takes
@@ -92,11 +92,14 @@ class Receiver:
         free = self.clamp - held - in_order
         self.ssthresh = max(self.ssthresh, min(self.ssthresh + 2, free))
         self.unread = in_order
-        if in_order:
+        if in_order and now - self.since >= self.rtt:
+            # tcp_rcv_space_adjust, run as the read copies its first segment:
+            # what was read since the interval began, less what is still queued
+            new = self.copied + 1 - (in_order - 1)
+            if new > self.space:
+                self.grow(new, span)
+            self.copied, self.since = in_order - 1, now  # the rest: the next interval
+        elif in_order:
             self.copied += in_order
-            if now - self.since >= self.rtt:  # tcp_rcv_space_adjust, at the read
-                if self.copied > self.space:
-                    self.grow(self.copied, span)
-                self.copied, self.since = 0, now
         elif span:  # data queued out of order: tcp_rcvbuf_grow with new = old
             self.grow(self.space, span)
