@@ -12,7 +12,11 @@ before it had received k segments of the response, k = 0 (what the sender
 first sees), 10, 20, 40, 80, 160, 240, median over the requests; the
 kernel's own `tcpi_rwnd_limited_us` (server log, beside each run's
 capture) and the response's transfer at the client (first to last byte).
-The replay's: the group `--calibrate` selects (default: the same) is
+The receiver model fed the kernel's own arrivals (each data segment the
+capture shows, in order, through whatif/receiver.py as the replay feeds
+it; the handshake's RTT as each RTT sample): the window it would have
+offered at the same marks, so the receiver is judged apart from the
+replay's sender. The replay's: the group `--calibrate` selects (default: the same) is
 calibrated as the engine does and its transfers replayed as the
 `--where` group's connection is (fresh, or persistent after the warm-up),
 with the window on and off: the same offered-window readings from the
@@ -38,14 +42,27 @@ def _kv(text):
     return dict(p.split("=", 1) for p in filter(None, (text or "").split(",")))
 
 
-def kernel_windows(con, reqs, mss):
-    """Per request: ([window at each mark], first-to-last byte s)."""
-    out = []
+def _first_seq(fb, p):
+    """(the response's first sequence number, fresh): after the SYN-ACK on
+    a fresh connection (no data before the response); else the first data
+    at or after the response's first byte."""
+    fresh = not any(not r[1] and r[5] and r[0] < fb for r in p)  # no data before it
+    syn = [r[2] for r in p if not r[1] and r[6] is not None and r[6] & 0x12 == 0x12]
+    if fresh and syn:
+        return syn[0] + 1, True
+    return min((r[2] for r in p if not r[1] and r[5] and r[0] >= fb), default=0), False
+
+
+def kernel_windows(con, reqs, mss, rcv_window):
+    """Per request: ([window at each mark], first-to-last byte s), and
+    [window at each mark] of the receiver model fed the kernel's arrivals
+    (fresh connections; None on a persistent one)."""
+    out, fed = [], []
     for cap, flow, fb, lb in reqs:
         p = con.execute("""SELECT ts_ns, from_client, tcp_seq, tcp_ack, tcp_window_bytes,
-                payload_bytes FROM packets WHERE capture_id = ? AND flow_id = ?
+                payload_bytes, tcp_flags FROM packets WHERE capture_id = ? AND flow_id = ?
             ORDER BY frame""", [cap, flow]).fetchall()
-        first = next(r[2] for r in p if not r[1] and r[5] and r[0] >= fb)  # response's first seq
+        first, fresh = _first_seq(fb, p)
         acks = [(r[0], (r[3] - first) % 2**32, r[4]) for r in p if r[1] and r[3] is not None
                 and r[4] is not None and r[0] <= lb]
         row = []
@@ -53,7 +70,31 @@ def kernel_windows(con, reqs, mss):
             w = [win for _, a, win in acks if a <= k * mss or a > 2**31]
             row.append(w[-1] / mss if w else math.nan)
         out.append((row, (lb - fb) / 1e9))
-    return out
+        rtt = con.execute("SELECT handshake_rtt_ns FROM flows WHERE capture_id = ? AND flow_id = ?",
+                          [cap, flow]).fetchone()[0]
+        if rcv_window and rtt and fresh:
+            fed.append((_fed(p, first, fb, lb, mss, rcv_window, rtt / 1e9), 0, 0))
+    return out, fed
+
+
+def _fed(p, first, fb, lb, mss, rcv_window, rtt):
+    """The receiver model's offered window at each mark, fed the arrivals."""
+    from tracekit.whatif.receiver import Receiver
+    r, got, cum, top, edge, seen = Receiver(*rcv_window), 0, 0, 0, int(rcv_window[0]), set()
+    offers = [(0, edge)]
+    for ts, up, seq, _, _, size, _ in p:
+        s = ((seq - first) % 2**32) // mss
+        if up or not size or ts > lb or s in seen or s > 2**20:
+            continue
+        seen.add(s)
+        got, before = got + 1, cum
+        while cum in seen:
+            cum += 1
+        top, held = max(top, s + 1), got - cum
+        r.on_data(ts / 1e9, cum - before, top - cum if held else 0, rtt, held)
+        edge = max(edge, cum + int(r.window(held)))
+        offers.append((cum, edge - cum))
+    return [[w for c, w in offers if c <= k][-1] for k in MARKS]
 
 
 class _Watched:
@@ -140,7 +181,7 @@ def main(argv=None):
         ORDER BY run, request""", list(where.values())).fetchall()
     cal = calibrate(con, {**where, **_kv(args.calibrate)})
     fresh = where.get("connection", "fresh") == "fresh"
-    kern = kernel_windows(con, [r[:4] for r in reqs], cal.mss)
+    kern, fed = kernel_windows(con, [r[:4] for r in reqs], cal.mss, cal.rcv_window)
     on = engine.setting(cal, {"connection": where.get("connection", "fresh"),
                               "rcv_window": "client"})
     off = engine.setting(cal, {"connection": where.get("connection", "fresh"),
@@ -154,6 +195,8 @@ def main(argv=None):
           + " |")
     print("| --- |" + " ---: |" * len(MARKS))
     print(_line("kernel (client capture)", kern))
+    if fed:
+        print(_line("model fed the kernel's arrivals", fed))
     print(_line("replay", rep_on))
     rw = _server_rwnd(args.runs, [(r[4], r[5]) for r in reqs]) if args.runs else []
     print(f"kernel: transfer (first to last byte) median {np.median([k[1] for k in kern]):.3f} s"
