@@ -70,8 +70,10 @@ class Receiver:
     def restart(self):
         """A new response on the connection: the idle before it (a request
         round trip and the server's time) outlasts the receiver's RTT, so
-        its first read ends the interval; what was read since carries."""
+        its first read ends the interval; what was read since carries.
+        Returns the window offered as it starts."""
         self.since = -math.inf
+        return self.window(0)
 
     def grow(self, new, span):
         """tcp_rcvbuf_grow: `new` becomes the kept reading; the buffer's
@@ -82,7 +84,8 @@ class Receiver:
 
     def on_data(self, now, in_order, span, sample, held=0):
         """A data segment arrived at `now`, `sample` s after the ACK that
-        clocked it left (the receiver's RTT sample): `in_order` segments
+        clocked it left (the receiver's RTT sample; the replay: since it was
+        sent, plus the ACK's half round trip): `in_order` segments
         became readable (read right after the ACK); `held` segments wait
         above a hole, `span` from the hole to the highest held (0 without
         a hole)."""
