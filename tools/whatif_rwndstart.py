@@ -13,8 +13,9 @@ first sees), 10, 20, 40, 80, 160, 240, median over the requests; the
 kernel's own `tcpi_rwnd_limited_us` (server log, beside each run's
 capture) and the response's transfer at the client (first to last byte).
 The receiver model fed the kernel's own arrivals (each data segment the
-capture shows, in order, through whatif/receiver.py as the replay feeds
-it; the handshake's RTT as each RTT sample): the window it would have
+capture shows on the connection, a persistent one's earlier responses
+included, through whatif/receiver.py as the replay feeds it; the
+handshake's RTT as each RTT sample): the window it would have
 offered at the same marks, so the receiver is judged apart from the
 replay's sender. The replay's: the group `--calibrate` selects (default: the same) is
 calibrated as the engine does and its transfers replayed as the
@@ -42,27 +43,30 @@ def _kv(text):
     return dict(p.split("=", 1) for p in filter(None, (text or "").split(",")))
 
 
-def _first_seq(fb, p):
-    """(the response's first sequence number, fresh): after the SYN-ACK on
-    a fresh connection (no data before the response); else the first data
-    at or after the response's first byte."""
-    fresh = not any(not r[1] and r[5] and r[0] < fb for r in p)  # no data before it
+def _isn(p):
+    """The server's first data sequence number (after its SYN-ACK), or None."""
     syn = [r[2] for r in p if not r[1] and r[6] is not None and r[6] & 0x12 == 0x12]
-    if fresh and syn:
-        return syn[0] + 1, True
-    return min((r[2] for r in p if not r[1] and r[5] and r[0] >= fb), default=0), False
+    return syn[0] + 1 if syn else None
 
 
 def kernel_windows(con, reqs, mss, rcv_window):
     """Per request: ([window at each mark], first-to-last byte s), and
     [window at each mark] of the receiver model fed the kernel's arrivals
-    (fresh connections; None on a persistent one)."""
+    on the whole connection up to the response's end (a persistent one's
+    earlier responses included; the model restarts its measure where each
+    response's data begins, as the replay does)."""
     out, fed = [], []
+    starts = {}
+    for cap, flow, fb, _ in reqs:
+        starts.setdefault((cap, flow), []).append(fb)
     for cap, flow, fb, lb in reqs:
         p = con.execute("""SELECT ts_ns, from_client, tcp_seq, tcp_ack, tcp_window_bytes,
                 payload_bytes, tcp_flags FROM packets WHERE capture_id = ? AND flow_id = ?
             ORDER BY frame""", [cap, flow]).fetchall()
-        first, fresh = _first_seq(fb, p)
+        isn = _isn(p)
+        first = min((r[2] for r in p if not r[1] and r[5] and r[0] >= fb), default=0)
+        if isn is not None and not any(not r[1] and r[5] and r[0] < fb for r in p):
+            first = isn  # a fresh connection: its first segment may have been lost
         acks = [(r[0], (r[3] - first) % 2**32, r[4]) for r in p if r[1] and r[3] is not None
                 and r[4] is not None and r[0] <= lb]
         row = []
@@ -72,20 +76,26 @@ def kernel_windows(con, reqs, mss, rcv_window):
         out.append((row, (lb - fb) / 1e9))
         rtt = con.execute("SELECT handshake_rtt_ns FROM flows WHERE capture_id = ? AND flow_id = ?",
                           [cap, flow]).fetchone()[0]
-        if rcv_window and rtt and fresh:
-            fed.append((_fed(p, first, fb, lb, mss, rcv_window, rtt / 1e9), 0, 0))
+        if rcv_window and rtt and isn is not None:
+            base = ((first - isn) % 2**32) // mss
+            fed.append((_fed(p, isn, base, lb, mss, rcv_window, rtt / 1e9,
+                             sorted(starts[(cap, flow)])), 0, 0))
     return out, fed
 
 
-def _fed(p, first, fb, lb, mss, rcv_window, rtt):
-    """The receiver model's offered window at each mark, fed the arrivals."""
+def _fed(p, isn, base, lb, mss, rcv_window, rtt, starts):
+    """The receiver model's offered window at each mark (segments from
+    `base`), fed the connection's arrivals up to `lb`."""
     from tracekit.whatif.receiver import Receiver
     r, got, cum, top, edge, seen = Receiver(*rcv_window), 0, 0, 0, int(rcv_window[0]), set()
-    offers = [(0, edge)]
+    offers, begun = [(0, edge)], 0
     for ts, up, seq, _, _, size, _ in p:
-        s = ((seq - first) % 2**32) // mss
+        s = ((seq - isn) % 2**32) // mss
         if up or not size or ts > lb or s in seen or s > 2**20:
             continue
+        if begun < len(starts) and ts >= starts[begun]:
+            r.restart()
+            begun = sum(1 for t in starts if t <= ts)
         seen.add(s)
         got, before = got + 1, cum
         while cum in seen:
@@ -94,7 +104,7 @@ def _fed(p, first, fb, lb, mss, rcv_window, rtt):
         r.on_data(ts / 1e9, cum - before, top - cum if held else 0, rtt, held)
         edge = max(edge, cum + int(r.window(held)))
         offers.append((cum, edge - cum))
-    return [[w for c, w in offers if c <= k][-1] for k in MARKS]
+    return [[w for c, w in offers if c <= base + k][-1] for k in MARKS]
 
 
 class _Watched:
