@@ -244,31 +244,34 @@ def test_a_hole_holds_the_receivers_window_closed_form():
 
 
 def test_a_filled_hole_offers_only_the_room_its_queued_data_leaves():
-    """Closed form, Linux's receiver (first offer 44.6 segments, clamp 56):
-    segments 1..k arrive above a hole at 0. rcv_ssthresh grows by 2 per
-    arrival only into the free space 56 - held (tcp_grow_window's room), so
-    it stops at 52 (k = 4: min(44.6 + 2k, 56 - k)) instead of climbing to
-    the clamp; when segment 0 arrives the k + 1 segments it releases are
-    still queued as its ACK leaves, so that ACK offers only the clamp
-    (raised by the arrivals above the hole to 2 x 10 + 16 + the held span,
-    k + 1 = 21, then by the 21 segments read to 2 x 21 + 16 = 58) less
-    those 21 segments: 37, where rcv_ssthresh alone would offer 52; at the
-    next arrival they have been read (22 in the round trip: clamp 60) and
-    the offer is rcv_ssthresh, 54."""
+    """Closed form, Linux's receiver (first offer 44.6 segments, clamp 56,
+    its RTT estimate RTT, a measuring interval begun at 0): segments 1..k
+    arrive above a hole at 0. rcv_ssthresh grows by 2 per arrival only into
+    the free space 56 - held (tcp_grow_window's room), so it stops at 52
+    (k = 4: min(44.6 + 2k, 56 - k)) instead of climbing to the clamp; the
+    out-of-order data re-evaluates the buffer (2 x 10 + the span k + 1 =
+    41: still 56). When segment 0 arrives, within the interval, the k + 1
+    segments it releases are still queued as its ACK leaves, so that ACK
+    offers only the clamp less those 21 segments: 35, where rcv_ssthresh
+    alone would offer 52; at the next arrival they have been read and the
+    offer is rcv_ssthresh, 54. The first read after the interval (one RTT)
+    counts the 23 read: the buffer's window becomes 2 x 23 + 4 x 23 x 13 /
+    10 (tcp_rcvbuf_grow's slow-start term)."""
     from tracekit.whatif.receiver import Receiver
 
     k = 20
-    r = Receiver(ssthresh=44.6, clamp=56.0)
+    r = Receiver(ssthresh=44.6, clamp=56.0, since=0.0, rtt=RTT)
     edge = 44
     for held in range(1, k + 1):
         r.on_data(0.001 * held, 0, held + 1, RTT, held)
         edge = max(edge, int(r.window(held)))
-    assert edge == 52 and r.ssthresh == pytest.approx(52.0)
-    assert r.clamp == 2 * 10 + 16 + (k + 1)
+    assert edge == 52 and r.ssthresh == pytest.approx(52.0) and r.clamp == 56.0
     r.on_data(0.05, k + 1, 0, RTT, 0)
-    assert r.clamp == 2 * 21 + 16 and r.window(0) == pytest.approx(37.0)
+    assert r.clamp == 56.0 and r.window(0) == pytest.approx(35.0)
     r.on_data(0.06, 1, 0, RTT, 0)  # the application has read them
-    assert r.clamp == 2 * 22 + 16 and r.window(0) == pytest.approx(54.0)
+    assert r.window(0) == pytest.approx(54.0)
+    r.on_data(0.11, 1, 0, RTT, 0)
+    assert r.space == 23 and r.clamp == pytest.approx(2 * 23 + 4 * 23 * 13 / 10)
 
 
 def test_the_tunnel_replay_has_the_rounds_of_selective_repeat_and_fec_groups():

@@ -145,7 +145,7 @@ class Transfer:
         # the window (until snd_una passes usage_seq); else the most in flight
         self.cwnd_limited, self.max_out, self.usage_seq = False, 0, 0
         self.rcv_got = self.rcv_top = 0  # segments the receiver holds; above the highest
-        self.rcv_edge = self.snd_edge = int(conn.rcv.window(0)) if conn.rcv else n
+        self.rcv_edge = self.snd_edge = int(conn.rcv.restart()) if conn.rcv else n
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -183,8 +183,8 @@ class Transfer:
             r = self.c.rcv
             if r is not None:  # the window it offers: never a right edge moved back
                 held = self.rcv_got - self.rcv_cum
-                r.on_data(self.now, self.rcv_cum - before,
-                          self.rcv_top - self.rcv_cum if held else 0, self.p.rtt, held)
+                r.on_data(self.now, self.rcv_cum - before, self.rcv_top - self.rcv_cum if held
+                          else 0, self.now - self.sent_at[s] + self.p.rtt / 2, held)
                 self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
