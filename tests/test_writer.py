@@ -84,7 +84,8 @@ def test_two_lanes_append_every_row_once_and_a_call_sees_all_put_before_it():
     seen = []
     for i in range(20):  # 60,000 rows: units of 10,000 to either thread
         w.put("t", _table(i * 3_000, 3_000))
-    w.call(lambda c: seen.append(c.execute(f"SELECT count(*) FROM {storage('t')}").fetchall()[0][0]))
+    count = f"SELECT count(*) FROM {storage('t')}"
+    w.call(lambda c: seen.append(c.execute(count).fetchall()[0][0]))
     for i in range(20, 35):  # then 45,000 more, the last 5,000 appended by finish
         w.put("t", _table(i * 3_000, 3_000))
     w.finish()
