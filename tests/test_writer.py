@@ -72,3 +72,39 @@ def test_appends_reach_the_file_as_whole_row_groups(tmp_path):
     assert [n for *_, n in groups][:2] == [writer.ROW_GROUP] * 2
     assert con.execute(f"SELECT count(DISTINCT k), min(k), max(k) FROM {storage('t')}").fetchone() \
         == (350_000, 0, 349_999)
+
+
+def test_two_lanes_append_every_row_once_and_a_call_sees_all_put_before_it():
+    """lanes=2 (ingest): appends also go to a second thread with its own
+    cursor; a task put with `call` still runs after every row put before it
+    is appended, and finish waits for the lane's last append."""
+    con = _store()
+    w = writer.AppendWriter(con, row_group=10_000, first=10_000, lanes=2)
+    w.start()
+    seen = []
+    for i in range(20):  # 60,000 rows: units of 10,000 to either thread
+        w.put("t", _table(i * 3_000, 3_000))
+    count = f"SELECT count(*) FROM {storage('t')}"
+    w.call(lambda c: seen.append(c.execute(count).fetchall()[0][0]))
+    for i in range(20, 35):  # then 45,000 more, the last 5,000 appended by finish
+        w.put("t", _table(i * 3_000, 3_000))
+    w.finish()
+    assert seen == [60_000]
+    assert not w.lane.is_alive()
+    rows = con.execute(f"SELECT k, v FROM {storage('t')}").fetchall()
+    assert sorted(rows) == [(k, f"r{k}") for k in range(105_000)]
+
+
+def test_an_append_that_fails_on_the_lane_is_raised_by_finish():
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE {storage('t')} (k BIGINT CHECK (k >= 0), v VARCHAR)")
+    w = writer.AppendWriter(con, row_group=1_000, first=1_000, lanes=2)
+    w.start()
+    w.put("t", _table(-500, 1_000))  # the first append (to the idle lane) breaks the check
+    try:
+        w.finish()
+    except duckdb.ConstraintException:
+        pass
+    else:
+        raise AssertionError("the lane's failed append was not raised")
+    assert not w.lane.is_alive()

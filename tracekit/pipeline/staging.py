@@ -143,7 +143,7 @@ class Run:
         self.digests = {} if digests is None else digests  # sha256 -> capture id, this command
         self.stored = dict(con.execute("SELECT sha256, capture_id FROM captures").fetchall())
         self.writer = AppendWriter(con.cursor(), row_group=INSERT_ROWS,
-                                   first=min(ROW_GROUP, INSERT_ROWS))
+                                   first=min(ROW_GROUP, INSERT_ROWS), lanes=2)
         self.writer.start()
         self.gathered = {target: [] for target in GATHERED}  # column parts not yet put
         self.gathered_rows = dict.fromkeys(GATHERED, 0)

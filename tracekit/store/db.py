@@ -95,9 +95,18 @@ def connect(path=None, read_only=False):
     # spilling to disk (its default, 80 % of RAM, is not a bound at all)
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEKIT_MEMORY_LIMIT', MEMORY_LIMIT)}'")
     if not read_only:
-        _upgrade(con)
-        for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
-            con.execute(create_table_sql(name))
+        if exists:  # (a new store is made at this schema: its catalogue query cost 7 ms)
+            _upgrade(con)
+        # one transaction: a commit each made a new store's ~25 statements 25
+        # writes of the log to disk (0.08-0.13 s of wall time, against 0.05)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for name in sorted(TABLES, key=lambda n: n in STAGED):  # views after what they read
+                con.execute(create_table_sql(name))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
         recover(con)
     return con
 
