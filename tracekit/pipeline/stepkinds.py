@@ -282,8 +282,11 @@ class PartitionedStoreStep(StoreStep):
         """The query of a part's rows of a table (`part_view(table, part)`),
         from `sources` ({table: relation})."""
         if parts <= self.DIRECT_PARTS:
+            # (written as a range so that DuckDB estimates a part's rows: `= part` it took
+            # for 2 of 482 k, built its joins' hash tables on the requests, not on the
+            # flows, and spilled: 256 MB and 7 MB spilled a part, 174 MB and none so)
             return lambda t, part: (f"SELECT * FROM {sources[t]} "
-                                    f"WHERE hash(request_key) % {parts} = {part}")
+                                    f"WHERE (hash(request_key) % {parts} + {parts - part}) % {parts} < 1")
         for t in self.PART_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
                         f"hash(request_key) % {parts} AS _bucket FROM {sources[t]} "

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
-from ...store.arrow import numpy_array, string_array
+from ...store.arrow import numpy_array
 from ...store.schema import create_table_sql
 from ...store.writer import AppendWriter
 from . import phases_sql
@@ -357,7 +357,7 @@ def _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode, 
         [numpy_array(pe, None), numpy_array(prd, None), numpy_array(pn, None)],
         names=["episode", "round", "ns"]))
     columns = {
-        "request_key": string_array([str(k) for k in r["request_key"]]),
+        "request_key": r["request_key"],
         "capture_id": numpy_array(r["capture_id"], nulls, pa.int32()),
         "flow_id": col(np.where(has_flow, r["flow_id"], 0)),
         "a_ns": col(a, mask=None), "b_ns": col(b, mask=None), "c_ns": col(c, mask=None),
