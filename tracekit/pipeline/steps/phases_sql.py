@@ -19,8 +19,7 @@ import os
 
 import numpy as np
 
-from ...store.arrow import fetch_numpy as _fetch
-from ...store.arrow import numpy_array
+from ...store.arrow import fetch_numpy as _fetch, numpy_array
 from ...store.db import settings
 from .stalls import STATES
 
