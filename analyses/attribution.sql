@@ -538,7 +538,7 @@ span_cols AS (  -- the spans' columns, in the order of their times' list (spans_
 
 long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
            -- same stream, so that nothing reads the wide rows twice), with what each
-           -- span's detail needs kept beside it; a span of no time is left out (as final),
+           -- span's detail needs kept beside it; a span of no time is left out,
            -- download_transfer kept (most requests have no loss recovery: no list to join);
            -- a span is its position in span_cols (a number: no name carried or looked up)
     SELECT * EXCLUDE (loss_position, transfer_position) FROM (
@@ -594,10 +594,9 @@ no_packets AS (
     FROM requests q WHERE q.flow_id IS NULL
 ),
 
-final AS (
+final AS (  -- (long left out the spans of no time, but loss recovery's and the download's
+            -- transfer: a span is a row here when it took time, or is one of those)
     SELECT * FROM spans
-    WHERE ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
-        OR span = 'loss_recovery'
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail
