@@ -239,11 +239,14 @@ class PartitionedStoreStep(StoreStep):
     copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL is
     the same for one part or many: it reads whatever those names hold.
 
-    A part of 161 k requests of the mixed capture runs in 224 MB without
-    spilling (192 MB: 17 MB of temporary files; 241 k spill under the 256 MB
-    of analyze): PART_REQUESTS keeps a part under analyze's limit."""
+    A part of 161 k requests of the mixed capture peaks at 157 MB of DuckDB's
+    buffers, one of 241 k at 213 MB, neither spilling (before the parts' rows
+    were estimated, see _bucket_views: 244 MB and 7 MB of temporary files for
+    161 k): PART_REQUESTS keeps a part under analyze's limit of 256 MB. Two
+    parts of the mixed capture's 482 k requests cost 2.06-2.07 CPU s, three
+    2.18-2.20."""
 
-    PART_REQUESTS = 170_000
+    PART_REQUESTS = 250_000
     DIRECT_PARTS = 8  # parts that filter the tables themselves; more: bucketed copies
     PART_TABLES = ("requests", "bounds", "request_phases")
 
