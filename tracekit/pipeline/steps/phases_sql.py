@@ -188,15 +188,23 @@ def fetch_keyed(con, sql, params=None):
 
 
 def _numbers(column):
-    """A numeric or boolean Arrow array (no nulls) as numpy."""
-    n, data = len(column), column.buffers()[1]
-    if str(column.type) == "bool":
-        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little") if n else []
-        return np.asarray(bits[column.offset:column.offset + n], bool)
-    dtype = np.dtype({"double": "float64"}.get(str(column.type), str(column.type)))
+    """A numeric or boolean Arrow array as numpy (a NULL as 0 or false; the
+    instants' SQL leaves none)."""
+    n, (valid, data) = len(column), column.buffers()[:2]
     if not n:
-        return np.zeros(0, dtype)
-    return np.frombuffer(data, dtype, count=n, offset=column.offset * dtype.itemsize)
+        return np.zeros(0, bool if str(column.type) == "bool" else np.int64)
+    if str(column.type) == "bool":
+        values = _bits(data, column.offset, n)
+    else:
+        dtype = np.dtype({"double": "float64"}.get(str(column.type), str(column.type)))
+        values = np.frombuffer(data, dtype, count=n, offset=column.offset * dtype.itemsize)
+    return np.where(_bits(valid, column.offset, n), values, 0).astype(values.dtype) \
+        if column.null_count else values
+
+
+def _bits(buffer, offset, n):
+    return np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")[offset:offset + n] \
+        .astype(bool)
 
 
 def _split(r, parts):
