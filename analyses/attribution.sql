@@ -519,8 +519,11 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
     ) t(col, span_order, span, phase, irreducible, detail)
 ),
 
-span_cols AS (  -- the spans' columns, in the order of their times' list (spans_rows)
-    SELECT [
+span_cols AS (  -- the spans' columns, in the order of their times' list (spans_rows), each
+                -- named by its position (loss recovery's rows: the one after them)
+    SELECT cols, range(1, len(cols) + 1) AS positions, len(cols) + 1 AS loss_position,
+        list_position(cols, 'download_transfer') AS transfer_position
+    FROM (SELECT [
                 'connect_tcp', 'connect_tls', 'connect_quic', 'connect_proxy',
                 'setup_client_idle', 'setup_propagation', 'upload_transfer',
                 'upload_loss_recovery', 'upload_waiting', 'upload_pacing',
@@ -530,31 +533,34 @@ span_cols AS (  -- the spans' columns, in the order of their times' list (spans_
                 'download_transfer', 'window_waiting', 'pacing', 'receiver_limited',
                 'server_idle', 'download_tunnel_transit', 'sender_wait',
                 'download_unexplained', 'tail_propagation', 'tail_download_transfer',
-                'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols
+                'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols)
 ),
 
 long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, come in the
            -- same stream, so that nothing reads the wide rows twice), with what each
-           -- span's detail needs kept beside it; a span of no time is left out (as final),
-           -- download_transfer kept (most requests have no loss recovery: no list to join)
-    SELECT * FROM (
+           -- span's detail needs kept beside it; a span of no time is left out,
+           -- download_transfer kept (most requests have no loss recovery: no list to join);
+           -- a span is its position in span_cols (a number: no name carried or looked up)
+    SELECT * EXCLUDE (loss_position, transfer_position) FROM (
         SELECT r.request_key, r.from_client_side, r.rate_known, r.processing_source, r.rtt_source,
-            unnest(CASE WHEN r.loss_rows IS NULL THEN n.cols
-                ELSE list_concat(list_transform(r.loss_rows, lambda x: 'loss_recovery'), n.cols)
-                END) AS col,
+            n.loss_position, n.transfer_position,
+            unnest(CASE WHEN r.loss_rows IS NULL THEN n.positions
+                ELSE list_concat(list_transform(r.loss_rows, lambda x: n.loss_position), n.positions)
+                END) AS position,
             unnest(CASE WHEN r.loss_rows IS NULL THEN r.span_ns
                 ELSE list_concat(list_transform(r.loss_rows, lambda x: x.ns), r.span_ns) END) AS ns,
             unnest(list_transform(r.loss_rows, lambda x: x.detail)) AS loss_detail
         FROM spans_rows r, span_cols n)
-    WHERE col = 'loss_recovery' OR ns IS NOT NULL AND (ns <> 0 OR col = 'download_transfer')
+    WHERE position = loss_position OR ns IS NOT NULL AND (ns <> 0 OR position = transfer_position)
 ),
 
-lookup AS (  -- the catalogue as one row of lists, read by position: a join on the span's
-             -- name built its hash table on the many rows, not the 26 (DuckDB cannot
-             -- estimate a CTE's rows: 0.6 of 1.3 s per part of 100 k requests)
-    SELECT list(col ORDER BY col) AS cols,
-        list(struct_pack(span_order, span, phase, irreducible, detail) ORDER BY col) AS entries
-    FROM catalogue
+lookup AS (  -- the catalogue as one list in the order of span_cols' positions, read by
+             -- position: a join on the span's name built its hash table on the many rows,
+             -- not the 34 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
+             -- 100 k requests)
+    SELECT list(struct_pack(span_order, span, phase, irreducible, detail)
+                ORDER BY coalesce(list_position(n.cols, c.col), n.loss_position)) AS entries
+    FROM catalogue c, span_cols n
 ),
 
 spans AS (
@@ -577,7 +583,7 @@ spans AS (
              ELSE c.detail END AS detail
     FROM (SELECT l.request_key, l.ns::HUGEINT AS ns, l.from_client_side, l.rate_known,
                  l.processing_source, l.rtt_source, l.loss_detail,
-                 unnest(k.entries[list_position(k.cols, l.col)])
+                 unnest(k.entries[l.position])
           FROM long l, lookup k) c
 ),
 
@@ -588,10 +594,9 @@ no_packets AS (
     FROM requests q WHERE q.flow_id IS NULL
 ),
 
-final AS (
+final AS (  -- (long left out the spans of no time, but loss recovery's and the download's
+            -- transfer: a span is a row here when it took time, or is one of those)
     SELECT * FROM spans
-    WHERE ns <> 0 OR span IN ('download_transfer', 'propagation') AND phase <> 'wait'
-        OR span = 'loss_recovery'
     UNION ALL SELECT * FROM no_packets
 )
 SELECT * FROM final ORDER BY request_key, span_order, detail

@@ -239,11 +239,14 @@ class PartitionedStoreStep(StoreStep):
     copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL is
     the same for one part or many: it reads whatever those names hold.
 
-    A part of 161 k requests of the mixed capture runs in 224 MB without
-    spilling (192 MB: 17 MB of temporary files; 241 k spill under the 256 MB
-    of analyze): PART_REQUESTS keeps a part under analyze's limit."""
+    A part of 161 k requests of the mixed capture peaks at 157 MB of DuckDB's
+    buffers, one of 241 k at 213 MB, neither spilling (before the parts' rows
+    were estimated, see _bucket_views: 244 MB and 7 MB of temporary files for
+    161 k): PART_REQUESTS keeps a part under analyze's limit of 256 MB. Two
+    parts of the mixed capture's 482 k requests cost 2.06-2.07 CPU s, three
+    2.18-2.20."""
 
-    PART_REQUESTS = 170_000
+    PART_REQUESTS = 250_000
     DIRECT_PARTS = 8  # parts that filter the tables themselves; more: bucketed copies
     PART_TABLES = ("requests", "bounds", "request_phases")
 
@@ -282,8 +285,11 @@ class PartitionedStoreStep(StoreStep):
         """The query of a part's rows of a table (`part_view(table, part)`),
         from `sources` ({table: relation})."""
         if parts <= self.DIRECT_PARTS:
+            # (written as a range so that DuckDB estimates a part's rows: `= part` it took
+            # for 2 of 482 k, built its joins' hash tables on the requests, not on the
+            # flows, and spilled: 256 MB and 7 MB spilled a part, 174 MB and none so)
             return lambda t, part: (f"SELECT * FROM {sources[t]} "
-                                    f"WHERE hash(request_key) % {parts} = {part}")
+                                    f"WHERE (hash(request_key) % {parts} + {parts - part}) % {parts} < 1")
         for t in self.PART_TABLES:
             con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
                         f"hash(request_key) % {parts} AS _bucket FROM {sources[t]} "

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
-from ...store.arrow import numpy_array, string_array
+from ...store.arrow import numpy_array
 from ...store.schema import create_table_sql
 from ...store.writer import AppendWriter
 from . import phases_sql
@@ -80,7 +80,7 @@ def pause_inputs(key, client, ts, size, has_mss, full, out_has_prev, out_prev, o
 def pauses(r):
     """The server's data packets of a partition that follow another (download_gaps'
     input), from its packets (PACKETS_SQL)."""
-    order = np.lexsort((_i64(r["frame"]), _i64(r["flow_key"])))
+    order = _lexorder(_i64(r["frame"]), _i64(r["flow_key"]))
     key, ts = _i64(r["flow_key"])[order], _i64(r["ts_ns"])[order]
     client = np.asarray(r["from_client"], bool)[order]
     size, full = _i64(r["payload_bytes"])[order], _i64(r["full_bytes"])[order]
@@ -201,7 +201,28 @@ def download_gaps(req_key, req_c, req_d, req_rtt, pk_key, pk_ts, pk_prev, pk_pre
 
 
 def _i64(a):
-    return np.asarray(a).astype(np.int64)
+    return np.asarray(a, dtype=np.int64)  # (no copy when it is one already)
+
+
+def _lexorder(sub, key):
+    """np.lexsort((sub, key)), the same permutation, in O(n) where it can be:
+    fetched rows mostly come in (key, sub) order already (then a check does),
+    or in `sub`'s order (a table's rows in time or frame order: then a stable
+    sort of the key alone does, a radix sort when a partition's keys span
+    fewer than 2^16). 2.9 M packets: 0.19 -> 0.03 s."""
+    n = len(key)
+    if n < 2:
+        return np.arange(n)
+    step = key[1:] - key[:-1]
+    rising = sub[1:] >= sub[:-1]
+    if (step >= 0).all() and ((step > 0) | rising).all():
+        return np.arange(n)
+    if rising.all():
+        low = key.min()
+        if key.max() - low < 65536:
+            return np.argsort((key - low).astype(np.uint16), kind="stable")
+        return np.argsort(key, kind="stable")
+    return np.lexsort((sub, key))
 
 
 PART_RUNS = 500_000  # stall runs and data packets a partition holds at most (bounded memory)
@@ -289,7 +310,7 @@ def _partition(con, part, rows):
     nstates = len(STATES)
     up = np.zeros((n, nstates), np.int64)
     down = np.zeros((n, nstates), np.int64)
-    qo = np.lexsort((c, key))
+    qo = _lexorder(c, key)
     no_flow = part[0] is None
     if n and not no_flow:
         # upload and download: state totals
@@ -297,20 +318,21 @@ def _partition(con, part, rows):
         runs_c2s = runs["c2s"].astype(bool)
         runs_key, runs_lo = _i64(runs["flow_key"]), _i64(runs["start_ns"])
         runs_hi, runs_state = _i64(runs["end_ns"]), _i64(runs["state"])
-        for c2s, (lo, hi, out) in ((True, (a, b, up)), (False, (c, d, down))):
+        sorted_runs = {}  # each direction's runs in (key, start) order
+        for c2s, (lo, hi, out, order) in ((True, (a, b, up, _lexorder(a, key))),
+                                          (False, (c, d, down, qo))):
             sel = runs_c2s == c2s
             rk, rlo, rhi = runs_key[sel], runs_lo[sel], runs_hi[sel]
             rs = runs_state[sel]
-            ro = np.lexsort((rlo, rk))
-            order = np.lexsort((lo, key))
+            ro = _lexorder(rlo, rk)
+            sorted_runs[c2s] = rk[ro], rlo[ro], rhi[ro], rs[ro]
             tmp = np.zeros((n, nstates), np.int64)
-            state_overlaps(jit, key[order], lo[order], hi[order], rk[ro], rlo[ro], rhi[ro], rs[ro],
-                           tmp)
+            state_overlaps(jit, key[order], lo[order], hi[order], *sorted_runs[c2s], tmp)
             out[order] = tmp
         # download loss stretches by recovery round
         lr = _read(rows("loss"), ("flow_key", "start_ns", "end_ns", "episode", "round"))
         lk, llo, lhi = _i64(lr["flow_key"]), _i64(lr["start_ns"]), _i64(lr["end_ns"])
-        lo_ord = np.lexsort((llo, lk))
+        lo_ord = _lexorder(llo, lk)
         empty = np.zeros(0, np.int64)
         size = overlap_pairs(jit, key[qo], c[qo], d[qo], lk[lo_ord], llo[lo_ord], lhi[lo_ord],
                              empty, empty, empty)
@@ -323,16 +345,12 @@ def _partition(con, part, rows):
         # the download's gaps seen from the client, by what explains them
         pk = pauses(_read(rows("packets"), PACKET_COLUMNS))
         pkk, pts, pprev = pk["flow_key"], pk["ts_ns"], pk["prev_ns"]
-        po = np.lexsort((pprev, pkk))
-        s2c = ~runs_c2s
-        rk, rlo = runs_key[s2c], runs_lo[s2c]
-        ro = np.lexsort((rlo, rk))
+        po = _lexorder(pprev, pkk)
         gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
         tmp = np.zeros((n, len(GAP_CLASSES)), np.int64)
         download_gaps(jit, key[qo], c[qo], d[qo], _i64(r["rtt_ns"])[qo], pkk[po], pts[po],
                       pprev[po], pk["prev_bytes"][po], pk["full_bytes"][po],
-                      pk["last_client_ns"][po], rk[ro], rlo[ro], runs_hi[s2c][ro],
-                      runs_state[s2c][ro], tmp)
+                      pk["last_client_ns"][po], *sorted_runs[False], tmp)
         gaps[qo] = tmp
     else:
         gaps = np.zeros((n, len(GAP_CLASSES)), np.int64)
@@ -357,7 +375,7 @@ def _table(r, has_flow, a, b, c, d, up, down, gaps, pair_request, pair_episode, 
         [numpy_array(pe, None), numpy_array(prd, None), numpy_array(pn, None)],
         names=["episode", "round", "ns"]))
     columns = {
-        "request_key": string_array([str(k) for k in r["request_key"]]),
+        "request_key": r["request_key"],
         "capture_id": numpy_array(r["capture_id"], nulls, pa.int32()),
         "flow_id": col(np.where(has_flow, r["flow_id"], 0)),
         "a_ns": col(a, mask=None), "b_ns": col(b, mask=None), "c_ns": col(c, mask=None),

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from ...store.arrow import fetch_numpy as _fetch
+from ...store.arrow import fetch_numpy as _fetch, numpy_array
 from ...store.db import settings
 from .stalls import STATES
 
@@ -27,20 +27,18 @@ DIRECT_PARTS = 16  # partitions read straight from the tables; more: spilled
 
 INSTANTS_SQL = """
 WITH r AS (
-    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, q.vantage,
-        b.rtt_ns, f.protocol = 'udp' AS quic, f.client_mss,
+    SELECT q.request_key, q.capture_id, q.flow_id, q.start_ns, q.end_ns, b.rtt_ns,
         q.request_first_byte_ns AS a0, q.request_last_byte_ns AS b0,
         q.response_first_byte_ns AS c0, q.response_last_byte_ns AS d0
     FROM requests q JOIN bounds b USING (request_key)
-    LEFT JOIN flows f USING (capture_id, flow_id)
 ),
 cut AS (SELECT *, greatest(start_ns, least(coalesce(a0, start_ns), end_ns)) AS a FROM r),
 cut2 AS (SELECT *, greatest(a, least(coalesce(b0, a), end_ns)) AS b FROM cut),
 cut3 AS (SELECT *, greatest(b, least(coalesce(c0, b), end_ns)) AS c FROM cut2)
-SELECT request_key, capture_id, flow_id, coalesce(capture_id, 0) * 4294967296
-           + coalesce(flow_id, 0) AS flow_key,
-       capture_id IS NOT NULL AS has_flow, vantage, coalesce(quic, false) AS quic,
-       coalesce(rtt_ns, 0) AS rtt_ns, a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d,
+SELECT request_key, coalesce(capture_id, 0) AS capture_id, coalesce(flow_id, 0) AS flow_id,
+       coalesce(capture_id, 0) * 4294967296 + coalesce(flow_id, 0) AS flow_key,
+       capture_id IS NOT NULL AS has_flow, coalesce(rtt_ns, 0) AS rtt_ns,
+       a, b, c, greatest(c, least(coalesce(d0, c), end_ns)) AS d,
        coalesce(m.part, $no_flow) AS part
 FROM cut3 LEFT JOIN _phase_flows m USING (capture_id, flow_id)
 """
@@ -145,8 +143,9 @@ def _part_files(tmp, name, k):
 def direct(con, parts):
     """A reader of each partition's rows (`read(k)(name)` -> columns, or None:
     none) straight from the tables (flow_parts first)."""
-    once = {name: _split(_fetch(con, sql, params), len(parts)) for name, sql, params in (
-        ("instants", INSTANTS_SQL, {"no_flow": len(parts) - 1}), ("loss", LOSS_ROUNDS_SQL, {}))}
+    once = {"instants": _split(fetch_keyed(con, INSTANTS_SQL, {"no_flow": len(parts) - 1}),
+                               len(parts)),
+            "loss": _split(_fetch(con, LOSS_ROUNDS_SQL), len(parts))}
 
     def read(k):
         cid, lo, hi = parts[k]
@@ -169,16 +168,54 @@ def spilled(con, tmp):
     def read(k):
         def rows(name):
             files = _part_files(tmp, name, k)
-            return None if files is None else _fetch(con, f"SELECT * FROM {files}")
+            if files is None:
+                return None
+            read = fetch_keyed if name == "instants" else _fetch
+            return read(con, f"SELECT * FROM {files}")
         return rows
     return read
+
+
+def fetch_keyed(con, sql, params=None):
+    """{column: numpy array} of a query's result, but `request_key` an Arrow
+    string array: a column of 482 k keys made Python strings to fetch, split
+    and encode again for the table cost ~0.3 CPU s (the mixed capture). (The
+    numbers are read from the Arrow buffers: pyarrow's to_numpy() and take()
+    of a numpy array import pandas, half a second.)"""
+    t = con.sql(sql, params=params or None).to_arrow_table()
+    return {c: (t.column(c).combine_chunks() if c == "request_key"
+                else _numbers(t.column(c).combine_chunks())) for c in t.column_names}
+
+
+def _numbers(column):
+    """A numeric or boolean Arrow array as numpy (a NULL as 0 or false; the
+    instants' SQL leaves none)."""
+    n, (valid, data) = len(column), column.buffers()[:2]
+    if not n:
+        return np.zeros(0, bool if str(column.type) == "bool" else np.int64)
+    if str(column.type) == "bool":
+        values = _bits(data, column.offset, n)
+    else:
+        dtype = np.dtype({"double": "float64"}.get(str(column.type), str(column.type)))
+        values = np.frombuffer(data, dtype, count=n, offset=column.offset * dtype.itemsize)
+    return np.where(_bits(valid, column.offset, n), values, 0).astype(values.dtype) \
+        if column.null_count else values
+
+
+def _bits(buffer, offset, n):
+    return np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")[offset:offset + n] \
+        .astype(bool)
 
 
 def _split(r, parts):
     """Columns split by their `part` ([columns or None for each partition])."""
     order = np.argsort(r["part"], kind="stable")
     ends = np.searchsorted(r["part"][order], np.arange(parts + 1))
-    return [{c: v[order[ends[k]:ends[k + 1]]] for c, v in r.items()} if ends[k + 1] > ends[k]
-            else None for k in range(parts)]
+    return [{c: _take(v, order[ends[k]:ends[k + 1]]) for c, v in r.items()}
+            if ends[k + 1] > ends[k] else None for k in range(parts)]
+
+
+def _take(values, rows):
+    return values[rows] if isinstance(values, np.ndarray) else values.take(numpy_array(rows))
 
 
