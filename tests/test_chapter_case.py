@@ -104,3 +104,28 @@ def test_the_spans_beyond_the_bound_are_the_gap_on_every_request(store):
         FROM bounds b JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
     assert len(rows) == 480
     assert [r for r in rows if r[1] is None or r[1] != r[2]] == []
+
+
+def test_the_same_path_calibrates_the_same_at_both_loss_levels(store, monkeypatch):
+    """The warm runs at 14 % and 3.6 % crossed one path (333 Mbit/s, 200 ms,
+    the forwarder's 4 ms of jitter): the calibration reads the same path from
+    both. The trains at 14 % (BBR pacing ~13 ms apart) once read 0.88 Mbit/s
+    as the bottleneck while 3.6 % read nothing: now both are unknown, at
+    least the flows' own arrivals in a round trip; and the jitter the lab
+    set, read as 0 at both before, comes from the handshakes' spread."""
+    from tracekit.core.errors import TracekitError
+    from tracekit.whatif import calibrate as cal_mod
+    where = {"experiment": "chapter-case", "path": "direct", "connection": "persistent"}
+    cals = {lv: cal_mod.calibrate(store.con, {**where, "loss_down": lv}) for lv in ("0.14", "0.036")}
+    for lv, c in cals.items():
+        assert "rate_mbps" not in c.estimates, lv
+        assert 5 < c.estimates["rate_floor_mbps"] < 333, lv
+        assert 0.002 < c.jitter_s < 0.008, lv
+        assert c.rate_Bps == 333e6 / 8  # the runs' label
+    assert cals["0.14"].estimates["rate_train_mbps"] < 1  # the pacing the floor refuses
+    labels = cal_mod._common_labels
+    monkeypatch.setattr(cal_mod, "_common_labels", lambda df: {
+        k: v for k, v in labels(df).items() if k != "bottleneck_mbps"})
+    for lv in cals:
+        with pytest.raises(TracekitError, match="bottleneck rate is unknown.*at least"):
+            cal_mod.calibrate(store.con, {**where, "loss_down": lv})
