@@ -13,10 +13,16 @@ same losses), and last the engine's differential prediction taken apart:
     predicted(target) = measured(source) - [replay(source) - replay(target)]
     error = [measured(source) - replay(source)]        (the source's residual)
           - [measured(target) - own replay(target)]    (the target's residual)
-          + [replay(target) from the source's calibration - own replay(target)]
+          + [replay(target) from the source's calibration
+             - replay(target) from its own calibration, the level as stated]
+          + [that - own replay(target) as calibrated]
 
-so a value measured differently at the two levels shows in the last term,
-and what the replay misses about the source's runs in the first.
+(replays "as calibrated" use the calibration's own reading of the factor,
+as the engine replays its source; the target is replayed at the level as
+stated, as the engine does), so a value measured differently at the two
+levels shows in the third term, the stated level against the trace's
+reading of it in the fourth, and what the replay misses about the source's
+runs in the first. Monte Carlo: the own replay with three other seeds.
 """
 
 import argparse
@@ -29,25 +35,23 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Setting fields (the replay's inputs) and Calibration fields read beside them
-SETTING = ("rtt", "rate", "burst", "loss_up", "queue", "jitter", "cc", "initcwnd", "pacing",
-           "processing", "rcv_window")
+SETTING = ("rtt", "rate", "loss", "burst", "loss_up", "queue", "jitter", "cc", "initcwnd",
+           "pacing", "processing", "rcv_window")
 CAL = ("server_s", "reuse_s", "mss", "requests")
 
 
-def _median(cal, s, draws):
-    from tracekit.whatif.engine import replay
-    return float(np.median(replay(cal, s, draws)))
+def _median(cal, s, draws, seed=None):
+    from tracekit.whatif.engine import SEED, replay
+    return float(np.median(replay(cal, s, draws, SEED if seed is None else seed)))
 
 
-def swapped(cal, donor, factor, level, name, draws):
-    """Median replay of `cal` at factor=level with `name` taken from `donor`."""
+def swapped(cal, donor, name, draws):
+    """Median replay of `cal` as calibrated with `name` taken from `donor`."""
     from tracekit.whatif.engine import setting
-    s = setting(cal, {factor: level})
+    s = setting(cal, {})
     if name in SETTING:
-        s = dataclasses.replace(s, **{name: getattr(setting(donor, {factor: level}), name)})
+        s = dataclasses.replace(s, **{name: getattr(setting(donor, {}), name)})
         return _median(cal, s, draws)
-    if name == "all":
-        return _median(donor, setting(donor, {factor: level}), draws)
     return _median(dataclasses.replace(cal, **{name: getattr(donor, name)}), s, draws)
 
 
@@ -75,35 +79,41 @@ def report(con, where, factor, levels, draws):
     for k in sorted(set(a.estimates) | set(b.estimates)):
         out.append(f"| trace:{k} | {_show(a.estimates.get(k, '--'))} | "
                    f"{_show(b.estimates.get(k, '--'))} | the trace's own estimate |")
-    out += ["", "| cell replayed | own calibration | " + " | ".join(
-        f"{n} from the other" for n in SETTING + CAL[:2]) + " | all from the other |",
-        "| --- | ---: | " + " | ".join("---:" for _ in SETTING + CAL[:2]) + " | ---: |"]
+    names = SETTING + CAL[:2]
+    out += ["", "| cell replayed (as calibrated) | own calibration | Monte Carlo: seeds 27-29 | "
+            + " | ".join(f"{n} from the other" for n in names) + " |",
+            "| --- | ---: | --- | " + " | ".join("---:" for _ in names) + " |"]
     own = {}
     for lv in levels:
         cal, donor = cals[lv], cals[[x for x in levels if x != lv][0]]
-        own[lv] = _median(cal, _setting(cal, factor, lv), draws)
-        row = [f"{swapped(cal, donor, factor, float(lv), n, draws) - own[lv]:+.3f}"
-               for n in SETTING + CAL[:2] + ("all",)]
-        out.append(f"| {factor}={lv} | {own[lv]:.3f} s | " + " | ".join(row) + " |")
+        own[lv] = _median(cal, _setting(cal, factor, None), draws)
+        mc = ", ".join(f"{_median(cal, _setting(cal, factor, None), draws, k) - own[lv]:+.3f}"
+                       for k in (27, 28, 29))
+        row = [f"{swapped(cal, donor, n, draws) - own[lv]:+.3f}" for n in names]
+        out.append(f"| {factor}={lv} | {own[lv]:.3f} s | {mc} | " + " | ".join(row) + " |")
     out += ["", "| source -> target | measured source | replay source | residual | "
-            "replay target (source's calibration) | own replay of target | swap term | "
+            "replay target (source's calibration, the level as stated) | target's own calibration "
+            "at the stated level | swap term | its own calibrated value | stated vs calibrated | "
             "measured target | target residual | predicted | error |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for src, tgt in (levels, levels[::-1]):
         cal = cals[src]
         ms = float(np.median([q.duration_s for q in cal.requests]))
         mt = float(np.median([q.duration_s for q in cals[tgt].requests]))
         rt = _median(cal, _setting(cal, factor, tgt), draws)
+        stated = _median(cals[tgt], _setting(cals[tgt], factor, tgt), draws)
         pred = ms - (own[src] - rt)
         out.append(f"| {src} -> {tgt} | {ms:.3f} | {own[src]:.3f} | {ms - own[src]:+.3f} | "
-                   f"{rt:.3f} | {own[tgt]:.3f} | {rt - own[tgt]:+.3f} | {mt:.3f} | "
-                   f"{mt - own[tgt]:+.3f} | {pred:.3f} | {pred - mt:+.3f} ({pred / mt - 1:+.0%}) |")
+                   f"{rt:.3f} | {stated:.3f} | {rt - stated:+.3f} | {own[tgt]:.3f} | "
+                   f"{stated - own[tgt]:+.3f} | {mt:.3f} | {mt - own[tgt]:+.3f} | {pred:.3f} | "
+                   f"{pred - mt:+.3f} ({pred / mt - 1:+.0%}) |")
     return "\n".join(out) + "\n"
 
 
 def _setting(cal, factor, level):
+    """The Setting as calibrated (level None), else with factor=level as stated."""
     from tracekit.whatif.engine import setting
-    return setting(cal, {factor: float(level)})
+    return setting(cal, {} if level is None else {factor: float(level)})
 
 
 def main(argv):

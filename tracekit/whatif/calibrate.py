@@ -11,11 +11,12 @@ otherwise the trace:
   the SYN or SYN-ACK was sent twice); without a
   handshake, the smallest request round trip (last request byte -> first
   response byte) less the server's time;
-- bottleneck rate: trains of full-sized response segments (at least
-  `TRAIN` in a row, each gap within 10 % of the train's median gap) reach
-  the client spaced by the bottleneck's serialisation when they crossed
-  its queue; the rate is the wire size over the median spacing of the
-  tightest quarter of the trains. Fewer than `MIN_TRAINS` trains: unknown;
+- bottleneck rate: trains of full-sized response segments at one spacing,
+  unless the flows' own arrivals in a round trip show the path carried
+  more (then the trains are the sender's pacing: unknown, at least that);
+  fewer than `MIN_TRAINS` trains: unknown (whatif/pathrate.py);
+- jitter: the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), the
+  replay's model of the spread (whatif/pathrate.py); a label wins;
 - loss (downstream): retransmissions of response segments that were not
   spurious over the segments (a client sees one retransmission per segment
   whose first copy was lost; retransmissions lost again never reach it),
