@@ -488,3 +488,33 @@ def test_jitter_is_read_from_the_spread_of_the_handshakes():
     src = {}
     assert pathrate.jitter(0.2 + x[:7], {}, src, {}) == 0.0 and "fewer than 8" in src["jitter"]
     assert pathrate.jitter(0.2 + x, {"jitter_ms": "4"}, {}, {}) == 0.004
+
+
+def test_bbr_counts_a_responses_lossy_tail_towards_leaving_startup_as_linux():
+    """Linux marks a connection application-limited only when the
+    application writes (tcp_rate_check_app_limited, from tcp_sendmsg): a
+    response written at once is limited for its first flight only, so the
+    rounds that recover its lost segments after all of it was sent count
+    towards BBR's full-bandwidth check. The replay had taken every round
+    begun after the last new segment as application-limited, so at 14 %
+    loss a 245-segment response never counted them. The transfer itself
+    does not change; the state the next response starts from does."""
+    from tracekit.whatif import tcp
+
+    def one(seed):
+        c = Conn(cc="bbr")
+        c.srtt, c.rttvar, c.min_rtt = 0.2, 0.1, 0.2
+        path = Path(rtt=0.2, rate=333e6 / 8, queue_bytes=8_325_000, loss=0.14)
+        t = Transfer(c, path, 245, MSS, np.random.default_rng(seed)).run()
+        return t, c.bbr_mode, c.full_bw_rounds
+
+    runs = [one(seed) for seed in range(12)]
+    assert sum(1 for _, _, k in runs if k >= 1) >= 10  # the tail's rounds counted
+    assert runs[1][1] == "probe"  # three of them without 25 % growth: out of Startup
+    tcp.APP_LIMITED_AT_WRITE = False
+    try:
+        before = [one(seed) for seed in range(12)]
+    finally:
+        tcp.APP_LIMITED_AT_WRITE = True
+    assert [t for t, _, _ in before] == [t for t, _, _ in runs]
+    assert all(m == "startup" and k == 0 for _, m, k in before)

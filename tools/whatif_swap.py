@@ -70,7 +70,8 @@ def report(con, where, factor, levels, draws):
     from tracekit.whatif.factors import as_labels
     cals = {lv: calibrate(con, {**where, **as_labels({factor: lv})}) for lv in levels}
     a, b = (cals[lv] for lv in levels)
-    out = [f"| value | {levels[0]} | {levels[1]} | source ({levels[0]}) |", "| --- | --- | --- | --- |"]
+    out = [f"| value | {levels[0]} | {levels[1]} | source ({levels[0]}) |",
+           "| --- | --- | --- | --- |"]
     for f in dataclasses.fields(a):
         if f.name in ("sources", "estimates"):
             continue
@@ -95,7 +96,7 @@ def report(con, where, factor, levels, draws):
             "replay target (source's calibration, the level as stated) | target's own calibration "
             "at the stated level | swap term | its own calibrated value | stated vs calibrated | "
             "measured target | target residual | predicted | error |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "| --- |" + " ---: |" * 12]
     for src, tgt in (levels, levels[::-1]):
         cal = cals[src]
         ms = float(np.median([q.duration_s for q in cal.requests]))
