@@ -104,3 +104,61 @@ def test_the_spans_beyond_the_bound_are_the_gap_on_every_request(store):
         FROM bounds b JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
     assert len(rows) == 480
     assert [r for r in rows if r[1] is None or r[1] != r[2]] == []
+
+
+def test_the_same_path_calibrates_the_same_at_both_loss_levels(store, monkeypatch):
+    """The warm runs at 14 % and 3.6 % crossed one path (333 Mbit/s, 200 ms,
+    the forwarder's 4 ms of jitter): the calibration reads the same path from
+    both. The trains at 14 % (BBR pacing ~13 ms apart) once read 0.88 Mbit/s
+    as the bottleneck while 3.6 % read nothing: now both are unknown, at
+    least the flows' own arrivals in a round trip; and the jitter the lab
+    set, read as 0 at both before, comes from the handshakes' spread."""
+    from tracekit.core.errors import TracekitError
+    from tracekit.whatif import calibrate as cal_mod
+    where = {"experiment": "chapter-case", "path": "direct", "connection": "persistent"}
+    cals = {lv: cal_mod.calibrate(store.con, {**where, "loss_down": lv})
+            for lv in ("0.14", "0.036")}
+    for lv, c in cals.items():
+        assert "rate_mbps" not in c.estimates, lv
+        assert 5 < c.estimates["rate_floor_mbps"] < 333, lv
+        assert 0.002 < c.jitter_s < 0.008, lv
+        assert c.rate_Bps == 333e6 / 8  # the runs' label
+    assert cals["0.14"].estimates["rate_train_mbps"] < 1  # the pacing the floor refuses
+    labels = cal_mod._common_labels
+    monkeypatch.setattr(cal_mod, "_common_labels", lambda df: {
+        k: v for k, v in labels(df).items() if k != "bottleneck_mbps"})
+    for lv in cals:
+        with pytest.raises(TracekitError, match="bottleneck rate is unknown.*at least"):
+            cal_mod.calibrate(store.con, {**where, "loss_down": lv})
+
+
+def test_the_warm_replay_ends_the_first_response_with_the_kernels_window(store):
+    """The server's tcp_info after the first measured response of each warm
+    14 % run: a quarter of the kernel's connections hold about 115 segments
+    (BBR out of Startup at a low bandwidth). The replay of the same
+    calibration (80 connections: the warm-up, then r0) matches its
+    quartiles since BBR counts a response's lossy tail as Linux does; it
+    held 200 or more at the lower quartile before."""
+    import math
+    from tracekit.whatif.calibrate import calibrate
+    from tracekit.whatif.engine import _conn, _path, setting
+    from tracekit.whatif.tcp import Transfer
+    where = {"experiment": "chapter-case", "path": "direct", "connection": "persistent",
+             "loss_down": "0.14"}
+    cal = calibrate(store.con, where)
+    runs = sorted({q.run for q in cal.requests})
+    kernel = [w for (w,) in store.con.execute("""SELECT json_extract(fields,
+        '$.tcpi_snd_cwnd')::INT FROM events WHERE kind = 'tcp_info' AND request = 'r0'
+        AND run IN (SELECT unnest(?))""", [runs]).fetchall()]
+    assert len(kernel) == 20
+    s = setting(cal, {})
+    replay = []
+    for u in range(80):
+        rng, c = np.random.default_rng([5, u]), _conn(s)
+        for _ in range(2):
+            Transfer(c, _path(s), math.ceil(354_640 / cal.mss), cal.mss, rng).run()
+        replay.append(c.cwnd)
+    k25, k50 = np.percentile(kernel, [25, 50])
+    r25, r50 = np.percentile(replay, [25, 50])
+    assert k25 < 130 and abs(r25 - k25) < 0.2 * k25, (k25, r25)
+    assert abs(r50 - k50) < 0.1 * k50, (k50, r50)

@@ -443,3 +443,81 @@ def test_bbr_recovery_ending_with_a_loss_still_marked_goes_on_as_linux():
     tr.run()
     cum, recovering, point = next(s for s in tr.states if s[0] >= 12)
     assert recovering and point > 12
+
+
+def _arrivals(gaps_ms, t0=0.0, size=MSS):
+    ts = t0 + np.concatenate(([0.0], np.cumsum(gaps_ms))) / 1e3
+    return ts, np.full(len(ts), size)
+
+
+def test_trains_paced_slower_than_the_flows_own_arrivals_are_the_senders_not_the_path():
+    """A sender pacing one segment every 13 ms makes trains of 0.92 Mbit/s
+    (the warm 14 % chapter-case runs: BBR holding a low estimate); another
+    flow of the same path delivered 60 segments in one round trip. The
+    path carried at least that, so the trains' rate is unknown, not 0.92 --
+    while trains at the bottleneck's spacing stay the estimate."""
+    from tracekit.whatif import pathrate
+    paced = {("c", k): _arrivals([13.0] * 11, t0=k) for k in range(3)}
+    burst = _arrivals([1.0, 2.3] * 29 + [1.0], t0=10.0)  # 60 segments in 97 ms, no train
+    gaps = {**paced, ("c", 9): burst}
+    floor = 59 * (MSS + 52) / (0.2 + 0.004)
+    assert pathrate.rate_floor(gaps, 0.2, 0.004) == pytest.approx(floor)
+    src, est = {}, {}
+    with pytest.raises(TracekitError, match=r"the sender's.*at least 3\.47 Mbit/s"):
+        pathrate.rate(gaps, MSS, 0.2, 0.004, {}, src, est)
+    assert est["rate_train_mbps"] == pytest.approx((MSS + 52) * 8 / 0.013 / 1e6)
+    assert "rate_mbps" not in est
+    # trains at the bottleneck's spacing (W: 50 Mbit/s) are above the floor: the estimate
+    at_rate = {("c", k): _arrivals([W * 1e3] * 11, t0=k) for k in range(3)}
+    rate = pathrate.rate({**at_rate, ("c", 9): burst}, MSS, 0.2, 0.004, {}, {}, {})
+    assert rate == pytest.approx(RATE)
+    # a label still wins, with the trace's reading beside it
+    assert pathrate.rate(gaps, MSS, 0.2, 0.004, {"bottleneck_mbps": "333"}, {}, {}) == 333e6 / 8
+
+
+def test_jitter_is_read_from_the_spread_of_the_handshakes():
+    """The replay's jitter (uniform [0, j/2) each way) makes the handshake
+    RTT's excess triangular on [0, j): its interquartile range is
+    j (1 - 1/sqrt(2)); quartiles placed exactly give j back."""
+    from tracekit.whatif import pathrate
+    j = 0.004
+    # the triangle's quantiles at (i + 0.5) / n: an ideal sample of 40 handshakes
+    u = (np.arange(40) + 0.5) / 40
+    x = np.where(u < 0.5, j / 2 * np.sqrt(2 * u), j - j / 2 * np.sqrt(2 * (1 - u)))
+    est = {}
+    got = pathrate.jitter(0.2 + x, {}, {}, est)
+    assert got == pytest.approx(j, rel=0.03)
+    assert pathrate.jitter(np.full(40, 0.2), {}, {}, {}) == 0.0
+    src = {}
+    assert pathrate.jitter(0.2 + x[:7], {}, src, {}) == 0.0 and "fewer than 8" in src["jitter"]
+    assert pathrate.jitter(0.2 + x, {"jitter_ms": "4"}, {}, {}) == 0.004
+
+
+def test_bbr_counts_a_responses_lossy_tail_towards_leaving_startup_as_linux():
+    """Linux marks a connection application-limited only when the
+    application writes (tcp_rate_check_app_limited, from tcp_sendmsg): a
+    response written at once is limited for its first flight only, so the
+    rounds that recover its lost segments after all of it was sent count
+    towards BBR's full-bandwidth check. The replay had taken every round
+    begun after the last new segment as application-limited, so at 14 %
+    loss a 245-segment response never counted them. The transfer itself
+    does not change; the state the next response starts from does."""
+    from tracekit.whatif import tcp
+
+    def one(seed):
+        c = Conn(cc="bbr")
+        c.srtt, c.rttvar, c.min_rtt = 0.2, 0.1, 0.2
+        path = Path(rtt=0.2, rate=333e6 / 8, queue_bytes=8_325_000, loss=0.14)
+        t = Transfer(c, path, 245, MSS, np.random.default_rng(seed)).run()
+        return t, c.bbr_mode, c.full_bw_rounds
+
+    runs = [one(seed) for seed in range(12)]
+    assert sum(1 for _, _, k in runs if k >= 1) >= 10  # the tail's rounds counted
+    assert runs[1][1] == "probe"  # three of them without 25 % growth: out of Startup
+    tcp.APP_LIMITED_AT_WRITE = False
+    try:
+        before = [one(seed) for seed in range(12)]
+    finally:
+        tcp.APP_LIMITED_AT_WRITE = True
+    assert [t for t, _, _ in before] == [t for t, _, _ in runs]
+    assert all(m == "startup" and k == 0 for _, m, k in before)

@@ -69,7 +69,17 @@ def _lt_interval(tr):
 
 def bbr_round(tr, app_limited):
     """A round trip ended (transfer `tr`): the bandwidth filter's window of 10
-    rounds, Startup's exit (the bandwidth not grown by 25 % in 3 rounds), ProbeBW's cycle."""
+    rounds, Startup's exit (the bandwidth not grown by 25 % in 3 rounds), ProbeBW's cycle.
+
+    `app_limited`: the sample that ended the round is from a segment sent
+    before the response's first delivery. Linux marks a connection
+    application-limited only when the application writes with nothing
+    unsent (tcp_rate_check_app_limited, from tcp_sendmsg), until what was
+    in flight then is delivered; a response written at once is limited for
+    its first flight only, and the rounds that recover its lossy tail after
+    all of it was sent do count towards leaving Startup. (The replay had
+    taken every round begun after the last new segment as limited, so a
+    lossy warm-up never counted them: tcp.APP_LIMITED_AT_WRITE.)"""
     c = tr.c
     c.bw_samples = {r: v for r, v in c.bw_samples.items() if r > c.rounds - 10}
     c.btlbw = max(c.bw_samples.values(), default=c.btlbw)

@@ -11,11 +11,12 @@ otherwise the trace:
   the SYN or SYN-ACK was sent twice); without a
   handshake, the smallest request round trip (last request byte -> first
   response byte) less the server's time;
-- bottleneck rate: trains of full-sized response segments (at least
-  `TRAIN` in a row, each gap within 10 % of the train's median gap) reach
-  the client spaced by the bottleneck's serialisation when they crossed
-  its queue; the rate is the wire size over the median spacing of the
-  tightest quarter of the trains. Fewer than `MIN_TRAINS` trains: unknown;
+- bottleneck rate: trains of full-sized response segments at one spacing,
+  unless the flows' own arrivals in a round trip show the path carried
+  more (then the trains are the sender's pacing: unknown, at least that);
+  fewer than `MIN_TRAINS` trains: unknown (whatif/pathrate.py);
+- jitter: the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), the
+  replay's model of the spread (whatif/pathrate.py); a label wins;
 - loss (downstream): retransmissions of response segments that were not
   spurious over the segments (a client sees one retransmission per segment
   whose first copy was lost; retransmissions lost again never reach it),
@@ -45,10 +46,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-TRAIN = 8
+from . import pathrate
+from .pathrate import MIN_TRAINS, WIRE_HEADER
+
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
-MIN_TRAINS = 3
-WIRE_HEADER = 52  # IP + TCP with timestamps
 
 
 @dataclass
@@ -126,7 +127,11 @@ def calibrate(con, where):
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
     rtt = _rtt(df, proc, labels, src, est)
-    rate = _rate(gaps, mss, labels, src, est)
+    hs = df.handshake_rtt_ns.dropna()
+    hs = hs[hs > 0].to_numpy(dtype=float) / 1e9
+    jitter = pathrate.jitter(hs, labels, src, est)
+    spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
+    rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
     loss, burst = _loss(con, flows, labels, src, est)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     if proc is None:
@@ -145,7 +150,7 @@ def calibrate(con, where):
         server_s=max(float(np.median(ttfb)) - rtt - proc, 0.0),
         connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
-        jitter_s=_label_float(labels, "jitter_ms", 0.0) / 1e3, sources=src, estimates=est)
+        jitter_s=jitter, sources=src, estimates=est)
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
                              _overflow_flights(con, flows, rtt) if est.get("queue_drops") else [])
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
@@ -213,49 +218,6 @@ def _segments(con, flows):
     vals, counts = np.unique(allsz, return_counts=True)
     mss = int(vals[np.argmax(counts)]) if len(vals) else 1448
     return mss, out
-
-
-def _trains(gaps, mss):
-    """Median spacing (s) and length (segments) of each train of full-sized segments."""
-    trains = []
-    for ts, size in gaps.values():
-        full = size >= mss
-        d = np.diff(ts)
-        ok = full[1:] & full[:-1] & (d > 0)
-        i = 0
-        while i < len(d):
-            if not ok[i]:
-                i += 1
-                continue
-            j = i
-            while j + 1 < len(d) and ok[j + 1] and abs(d[j + 1] - np.median(d[i:j + 1])) <= \
-                    0.1 * np.median(d[i:j + 1]):
-                j += 1
-            if j - i + 1 >= TRAIN:
-                trains.append((float(np.median(d[i:j + 1])), j - i + 2))
-            i = j + 1
-    return trains
-
-
-def _rate(gaps, mss, labels, src, est):
-    trains = _trains(gaps, mss)
-    wire = mss + WIRE_HEADER
-    if len(trains) >= MIN_TRAINS:
-        sp = np.sort([t[0] for t in trains])
-        tight = sp[:max(1, len(sp) // 4)]
-        est["rate_mbps"] = wire * 8 / float(np.median(tight)) / 1e6
-        est["rate_trains"] = len(trains)
-    for name in ("bottleneck_mbps", "rate_mbps"):
-        if name in labels:
-            src["rate"] = f"label {name}"
-            return _label_float(labels, name, 0.0) * 1e6 / 8
-    if "rate_mbps" in est:
-        src["rate"] = f"{est['rate_trains']} trains of >= {TRAIN} segments"
-        return est["rate_mbps"] * 1e6 / 8
-    from ..core.errors import TracekitError
-    raise TracekitError("the bottleneck rate is unknown: fewer than "
-                        f"{MIN_TRAINS} trains of {TRAIN} full-sized segments in these requests; "
-                        "state it with --assume rate_mbps=N (or label the runs bottleneck_mbps=N)")
 
 
 def _rtt(df, proc, labels, src, est):
@@ -376,7 +338,7 @@ def _overflow_flights(con, flows, rtt):
 
 
 def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
-    longest = max((n for _, n in _trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
+    longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     est["queue_lower_bytes"] = longest
     if "queue_bytes" in labels:
         src["queue"] = "label queue_bytes"

@@ -305,6 +305,7 @@ def explain(cal):
         ("loss_up", f"{cal.loss_up:.4f}", "label loss_up, else 0 (a client capture "
                                            "cannot see what it lost upstream)"),
         ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue", "")),
+        ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter", "")),
         ("congestion", cal.congestion, cal.sources.get("congestion", "")),
         ("initcwnd", str(cal.initcwnd), cal.sources.get("initcwnd", "")),
         ("mss", str(cal.mss), "most common response segment"),

@@ -41,10 +41,11 @@ The sender, as Linux does it in outline:
   round or a restore, as Linux re-enters Recovery on that ACK -- except through
   Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
   when a segment sent after it began is delivered, a retransmission
-  included (counted in segments delivered, as bbr_update_bw).
+  included (counted in segments delivered, as bbr_update_bw), and is
+  application-limited only as Linux marks it (whatif/bbr.py, bbr_round).
 
-The sixth round's five rules (docs/whatif.md) are switches below, on as Linux
-has them, for tools/whatif_sender.py to compare the replay without each.
+The sixth round's five rules and the seventh's (docs/whatif.md) are switches,
+on as Linux has them, for tools/whatif_sender.py to compare without each.
 
 `Conn` carries the state across the transfers of one persistent connection
 (slow start after idle off, as the lab's persistent level sets it).
@@ -61,7 +62,8 @@ RTO_MIN = 0.2
 INITIAL_RTO = 1.0
 CUBIC_C = 0.4
 MAX_TIME = 120.0
-REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = CHAINED_RECOVERY = True  # Linux's (docstring)
+REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = True  # Linux's rules (docstring)
+CHAINED_RECOVERY = APP_LIMITED_AT_WRITE = True
 
 
 @dataclass
@@ -376,8 +378,7 @@ class Transfer:
             self.rack_idx, self.rack_ts = self.order_idx[s], self.sent_at[s]
             self.rack_rtt = self.now - self.sent_at[s]
         if c.cc == "bbr":
-            # Linux's delivery rate: over the longer of the send and the ACK
-            # intervals, none shorter than min_rtt (tcp_rate_gen)
+            # Linux's delivery rate: over the longer send/ACK interval, >= min_rtt (tcp_rate_gen)
             d0, t0, f0 = self.deliv_at_send[s]
             self.first_tx = max(self.first_tx, self.sent_at[s])
             span = max(self.now - t0, self.sent_at[s] - f0)
@@ -391,7 +392,8 @@ class Transfer:
             c.rounds += 1
             self.round_end = self.delivered if DELIVERED_ROUNDS else self.nxt
             self.max_pipe = self.pipe
-            limited = self.round_app_limited
+            limited = (self.deliv_at_send[s][0] == 0 if APP_LIMITED_AT_WRITE  # sent before
+                       else self.round_app_limited)  # the response's first delivery: bbr.py
             self.round_app_limited = self.nxt >= self.n
             if c.cc == "bbr":
                 bbr_round(self, limited)

@@ -1,0 +1,133 @@
+"""What a client's capture says about the path's rate and the round trip's
+spread, for the calibration (whatif/calibrate.py).
+
+The bottleneck rate: trains of full-sized response segments (at least
+`TRAIN` in a row, each gap within 10 % of the train's median gap) reach the
+client spaced by the bottleneck's serialisation when they crossed its
+queue; the estimate is the wire size over the median spacing of the
+tightest quarter of the trains. But a sender that paces slower than the
+path (BBR holding a low bandwidth estimate under heavy loss, a sender
+limited by its window) also makes trains, spaced by its own pacing: their
+rate is the sender's, not the path's. The flow's own arrivals bound the
+path from below: the bytes that reached the client in any one round trip
+T left the bottleneck within T plus the round trip's spread (a packet held
+back by the delay's variation lets those behind it bunch, by at most the
+spread), so the bottleneck carried at least (bytes - one packet) / (T +
+spread). A train estimate below that floor is the sender's spacing: the
+rate is unknown (at least the floor) -- never a number the trace
+contradicts.
+
+The spread: the base RTT is the smallest handshake RTT; the spread of the
+others is the path's delay variation, which the replay models as the lab's
+forwarder does: uniform [0, jitter/2) extra each way, never reordering,
+so the handshake RTT's excess is a triangular distribution on [0, jitter)
+whose interquartile range is jitter x (1 - 1/sqrt(2)). The calibration
+reads jitter from that range (robust to a stray slow handshake) where
+there are `MIN_HANDSHAKES` or more; fewer: 0, said so.
+"""
+
+import math
+
+import numpy as np
+
+TRAIN = 8
+MIN_TRAINS = 3
+MIN_HANDSHAKES = 8
+WIRE_HEADER = 52  # IP + TCP with timestamps
+TRIANGLE_IQR = 1 - 1 / math.sqrt(2)  # IQR / width of the sum of two uniform legs
+
+
+def trains(gaps, mss):
+    """Median spacing (s) and length (segments) of each train of full-sized segments."""
+    out = []
+    for ts, size in gaps.values():
+        full = size >= mss
+        d = np.diff(ts)
+        ok = full[1:] & full[:-1] & (d > 0)
+        i = 0
+        while i < len(d):
+            if not ok[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(d) and ok[j + 1] and abs(d[j + 1] - np.median(d[i:j + 1])) <= \
+                    0.1 * np.median(d[i:j + 1]):
+                j += 1
+            if j - i + 1 >= TRAIN:
+                out.append((float(np.median(d[i:j + 1])), j - i + 2))
+            i = j + 1
+    return out
+
+
+def rate_floor(gaps, rtt, spread):
+    """Bytes/s the bottleneck carried at least: the most wire bytes that
+    reached the client within one round trip `rtt`, less one packet, over
+    rtt + `spread` (the delay's variation bunches arrivals by at most that)."""
+    best = 0.0
+    for ts, size in gaps.values():
+        if len(ts) < 2:
+            continue
+        wire = np.cumsum(np.asarray(size, dtype=np.float64) + WIRE_HEADER)
+        end = np.searchsorted(ts, ts + rtt, side="right") - 1
+        got = wire[end] - np.concatenate(([0.0], wire[:-1]))  # bytes from i through end
+        first = np.asarray(size, dtype=np.float64)[:len(ts)] + WIRE_HEADER
+        best = max(best, float(np.max(got - first)))
+    return best / (rtt + spread) if rtt > 0 else 0.0
+
+
+def rate(gaps, mss, rtt, spread, labels, src, est):
+    """The bottleneck rate (bytes/s) for the calibration: a label, else the
+    trains' rate where the flow's own arrivals do not exceed it; else an
+    error naming what the trace can say (its floor) and how to state it."""
+    from ..core.errors import TracekitError
+    found = trains(gaps, mss)
+    wire = mss + WIRE_HEADER
+    floor = rate_floor(gaps, rtt, spread)
+    est["rate_floor_mbps"] = floor * 8 / 1e6
+    estimate = None
+    if len(found) >= MIN_TRAINS:
+        sp = np.sort([t[0] for t in found])
+        estimate = wire / float(np.median(sp[:max(1, len(sp) // 4)]))
+        est["rate_trains"] = len(found)
+        est["rate_train_mbps"] = estimate * 8 / 1e6
+        if estimate >= floor:
+            est["rate_mbps"] = estimate * 8 / 1e6
+    for name in ("bottleneck_mbps", "rate_mbps"):
+        if name in labels:
+            src["rate"] = f"label {name}"
+            try:
+                return float(labels[name]) * 1e6 / 8
+            except (TypeError, ValueError):
+                return 0.0
+    if "rate_mbps" in est:
+        src["rate"] = (f"{len(found)} trains of >= {TRAIN} segments (the flows' own arrivals: "
+                       f"at least {floor * 8 / 1e6:.2f} Mbit/s)")
+        return estimate
+    why = (f"fewer than {MIN_TRAINS} trains of {TRAIN} full-sized segments" if estimate is None
+           else f"the trains' spacing ({estimate * 8 / 1e6:.2f} Mbit/s) is the sender's: the "
+                f"flows delivered more in one round trip")
+    raise TracekitError(f"the bottleneck rate is unknown: {why} (it is at least "
+                        f"{floor * 8 / 1e6:.2f} Mbit/s); state it with --assume rate_mbps=N "
+                        "(or label the runs bottleneck_mbps=N)")
+
+
+def jitter(handshakes_s, labels, src, est):
+    """The round trip's spread (s, the replay's `jitter`): a label `jitter_ms`,
+    else the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), else 0."""
+    hs = np.asarray(handshakes_s, dtype=np.float64)
+    if len(hs) >= MIN_HANDSHAKES:
+        q25, q75 = np.percentile(hs, [25, 75])
+        est["jitter_ms"] = float(q75 - q25) / TRIANGLE_IQR * 1e3
+        est["rtt_range_ms"] = float(hs.max() - hs.min()) * 1e3
+    if "jitter_ms" in labels:
+        src["jitter"] = "label jitter_ms"
+        try:
+            return float(labels["jitter_ms"]) / 1e3
+        except (TypeError, ValueError):
+            return 0.0
+    if "jitter_ms" in est:
+        src["jitter"] = (f"the spread of {len(hs)} handshake RTTs (interquartile range / "
+                         f"{TRIANGLE_IQR:.3f})")
+        return est["jitter_ms"] / 1e3
+    src["jitter"] = f"none: fewer than {MIN_HANDSHAKES} handshakes to read it from"
+    return 0.0
