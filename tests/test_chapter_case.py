@@ -122,6 +122,18 @@ def test_the_same_path_calibrates_the_same_at_both_loss_levels(store, monkeypatc
         assert "rate_mbps" not in c.estimates, lv
         assert 5 < c.estimates["rate_floor_mbps"] < 333, lv
         assert 0.002 < c.jitter_s < 0.008, lv
+        # one handshake a connection, not one a request (a persistent
+        # connection carries three): the connections with a clean handshake
+        flows, reqs = store.con.execute("""
+            SELECT count(DISTINCT (r.capture_id, r.flow_id)) FILTER (
+                       WHERE f.syn_count = 1 AND f.synack_count = 1), count(*)
+            FROM requests r JOIN flows f USING (capture_id, flow_id)
+            WHERE r.vantage = 'client' AND r.labels['experiment'] = 'chapter-case'
+              AND r.labels['path'] = 'direct' AND r.labels['connection'] = 'persistent'
+              AND r.labels['loss_down'] = ?""", [lv]).fetchone()
+        assert 18 <= flows <= 20 < reqs, lv
+        assert c.sources["jitter"].startswith(f"the spread of {flows} handshake RTTs"), lv
+        assert c.sources["rtt"] == f"smallest handshake RTT of {flows} flows", lv
         assert c.rate_Bps == 333e6 / 8  # the runs' label
     assert cals["0.14"].estimates["rate_train_mbps"] < 1  # the pacing the floor refuses
     labels = cal_mod._common_labels

@@ -127,8 +127,7 @@ def calibrate(con, where):
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
     rtt = _rtt(df, proc, labels, src, est)
-    hs = df.handshake_rtt_ns.dropna()
-    hs = hs[hs > 0].to_numpy(dtype=float) / 1e9
+    hs = _handshakes(df).to_numpy(dtype=float) / 1e9
     jitter = pathrate.jitter(hs, labels, src, est)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
@@ -220,9 +219,15 @@ def _segments(con, flows):
     return mss, out
 
 
+def _handshakes(df):
+    """Each flow's handshake RTT (ns), once a flow: a persistent connection's
+    requests share one handshake, which must not weigh as many."""
+    hs = df.drop_duplicates(["capture_id", "flow_id"]).handshake_rtt_ns.dropna()
+    return hs[hs > 0]
+
+
 def _rtt(df, proc, labels, src, est):
-    hs = df.handshake_rtt_ns.dropna()
-    hs = hs[hs > 0]
+    hs = _handshakes(df)
     if len(hs):
         est["rtt_ms"] = float(hs.min()) / 1e6
         src["rtt"] = f"smallest handshake RTT of {len(hs)} flows"
