@@ -1,6 +1,8 @@
 """The what-if engine: the replay against closed forms, the vocabulary, the
 Shapley split, and the suite on the lab's committed counterfactual runs."""
 
+import csv
+import io
 import math
 import os
 import sys
@@ -164,6 +166,31 @@ def test_the_command_prints_and_refuses_in_one_line(suite):
                          capture_output=True, text=True)
     assert tun.returncode == 0, tun.stderr
     assert tun.stdout.splitlines()[1].startswith("9,")  # the 9 fresh requests at 5 %
+
+
+def test_explain_names_what_was_assumed_and_what_was_read(suite):
+    """--assume states a value in place of the calibration's: --explain shows
+    the stated value with 'assumed' as its source (it kept the trace's
+    source beside the stated value before), and the values not stated keep
+    theirs."""
+    import subprocess
+    run = [sys.executable, "-m", "tracekit.cli", "whatif", "--db", suite[2], "--where",
+           "experiment=counterfactual", "--where", "connection=fresh", "--from",
+           "loss_down=0.05", "--set", "loss_down=0", "--draws", "8", "--explain",
+           "--format", "csv"]
+    rows = {}
+    for assume in ([], ["--assume", "jitter_ms=2.5,rtt_ms=90,loss_up=0.01"]):
+        out = subprocess.run(run + assume, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        got = list(csv.reader(io.StringIO(out.stdout)))
+        assert got[0] == ["group", "parameter", "value", "from"]
+        rows[bool(assume)] = {r[1]: (r[2], r[3]) for r in got[1:] if len(r) == 4}
+    read, stated = rows[False], rows[True]
+    assert stated["jitter_ms"] == ("2.50", "assumed (--assume)")
+    assert stated["rtt_ms"] == ("90.0", "assumed (--assume)")
+    assert stated["loss_up"] == ("0.0100", "assumed (--assume)")
+    assert "assumed" not in read["jitter_ms"][1] and "assumed" not in read["rtt_ms"][1]
+    assert stated["rate_mbps"] == read["rate_mbps"] and stated["initcwnd"] == read["initcwnd"]
 
 
 def test_the_tunnel_in_whatif_is_the_kcp_replay_beside_the_servers_time(suite):

@@ -276,7 +276,12 @@ def _assume(cal, name, v):
     cal.loss_up, cal.jitter_s = s.loss_up, s.jitter
     if name == "rcv_window":
         cal.rcv_model = v == "client" and cal.rcv_window is not None
-    cal.sources[name] = "assumed (--assume)"
+    cal.sources[SOURCE_KEYS.get(name, name)] = "assumed (--assume)"
+
+
+# a factor's name -> the key its calibration's source is kept under (explain)
+SOURCE_KEYS = {"rtt_ms": "rtt", "rate_mbps": "rate", "queue_bytes": "queue",
+               "jitter_ms": "jitter", "processing_ms": "processing"}
 
 
 def _intervals(r):
@@ -302,8 +307,9 @@ def explain(cal):
         ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate", "")),
         ("loss_down", f"{cal.loss_down:.4f}", cal.sources.get("loss_down", "")),
         ("burst", f"{cal.burst:.3f}", "P(lost | previous lost), 0: independent"),
-        ("loss_up", f"{cal.loss_up:.4f}", "label loss_up, else 0 (a client capture "
-                                           "cannot see what it lost upstream)"),
+        ("loss_up", f"{cal.loss_up:.4f}", cal.sources.get(
+            "loss_up", "label loss_up, else 0 (a client capture cannot see what it lost "
+                       "upstream)")),
         ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue", "")),
         ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter", "")),
         ("congestion", cal.congestion, cal.sources.get("congestion", "")),
