@@ -132,8 +132,8 @@ def test_the_same_path_calibrates_the_same_at_both_loss_levels(store, monkeypatc
               AND r.labels['path'] = 'direct' AND r.labels['connection'] = 'persistent'
               AND r.labels['loss_down'] = ?""", [lv]).fetchone()
         assert 18 <= flows <= 20 < reqs, lv
-        assert c.sources["jitter"].startswith(f"the spread of {flows} handshake RTTs"), lv
-        assert c.sources["rtt"] == f"smallest handshake RTT of {flows} flows", lv
+        assert c.sources["jitter_ms"].startswith(f"the spread of {flows} handshake RTTs"), lv
+        assert c.sources["rtt_ms"] == f"smallest handshake RTT of {flows} flows", lv
         assert c.rate_Bps == 333e6 / 8  # the runs' label
     assert cals["0.14"].estimates["rate_train_mbps"] < 1  # the pacing the floor refuses
     labels = cal_mod._common_labels

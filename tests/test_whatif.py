@@ -516,7 +516,7 @@ def test_jitter_is_read_from_the_spread_of_the_handshakes():
     assert got == pytest.approx(j, rel=0.03)
     assert pathrate.jitter(np.full(40, 0.2), {}, {}, {}) == 0.0
     src = {}
-    assert pathrate.jitter(0.2 + x[:7], {}, src, {}) == 0.0 and "fewer than 8" in src["jitter"]
+    assert pathrate.jitter(0.2 + x[:7], {}, src, {}) == 0.0 and "fewer than 8" in src["jitter_ms"]
     assert pathrate.jitter(0.2 + x, {"jitter_ms": "4"}, {}, {}) == 0.004
 
 

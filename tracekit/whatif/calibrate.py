@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import pathrate
-from .pathrate import MIN_TRAINS, WIRE_HEADER
+from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
 
@@ -83,7 +83,7 @@ class Calibration:
     jitter_s: float = 0.0
     rcv_window: tuple | None = None  # (first, clamp) segments the client offers; None: unknown
     rcv_model: bool = False  # replay the client's receive window (rcv_window=client: the default)
-    sources: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)  # factor name (rtt_ms, ...) -> where from
     estimates: dict = field(default_factory=dict)
 
 
@@ -135,14 +135,14 @@ def calibrate(con, where):
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     if proc is None:
         proc = max(float(np.median(ttfb)) - rtt, 0.0)
-        src["processing"] = "request round trip less the RTT"
+        src["processing_ms"] = "request round trip less the RTT"
     else:
-        src["processing"] = "server events (model_start -> model_end)"
+        src["processing_ms"] = "server events (model_start -> model_end)"
     fresh = (df.connection == "fresh").to_numpy()
     sent = (df.request_last_byte_ns - df.start_ns).to_numpy() / 1e9
     cal = Calibration(
         requests=_requests(con, df), rtt_s=rtt, rate_Bps=rate, loss_down=loss, burst=burst,
-        loss_up=_label_float(labels, "loss_up", 0.0), queue_bytes=0.0,
+        loss_up=label_float(labels, "loss_up", 0.0), queue_bytes=0.0,
         congestion=_congestion(con, df, gaps, rtt, rate, mss, labels, src),
         initcwnd=_initcwnd(con, flows, mss, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",
         mss=mss, processing_s=proc,
@@ -196,13 +196,6 @@ def _common_labels(df):
     return out or {}
 
 
-def _label_float(labels, name, default):
-    try:
-        return float(labels[name])
-    except (KeyError, ValueError, TypeError):
-        return default
-
-
 def _segments(con, flows):
     """(MSS, {flow: arrays of (ts_s, payload) of response data in order})."""
     out = {}
@@ -230,14 +223,14 @@ def _rtt(df, proc, labels, src, est):
     hs = _handshakes(df)
     if len(hs):
         est["rtt_ms"] = float(hs.min()) / 1e6
-        src["rtt"] = f"smallest handshake RTT of {len(hs)} flows"
+        src["rtt_ms"] = f"smallest handshake RTT of {len(hs)} flows"
         return est["rtt_ms"] / 1e3
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns) / 1e9
     if "rtt_ms" in labels:
-        src["rtt"] = "label rtt_ms (no handshake in the trace)"
-        return _label_float(labels, "rtt_ms", 0.0) / 1e3
+        src["rtt_ms"] = "label rtt_ms (no handshake in the trace)"
+        return label_float(labels, "rtt_ms", 0.0) / 1e3
     est["rtt_ms"] = (float(ttfb.min()) - (proc or 0.0)) * 1e3
-    src["rtt"] = "smallest request round trip less the server's time"
+    src["rtt_ms"] = "smallest request round trip less the server's time"
     return est["rtt_ms"] / 1e3
 
 
@@ -346,14 +339,14 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
     longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     est["queue_lower_bytes"] = longest
     if "queue_bytes" in labels:
-        src["queue"] = "label queue_bytes"
-        return _label_float(labels, "queue_bytes", 0.0)
+        src["queue_bytes"] = "label queue_bytes"
+        return label_float(labels, "queue_bytes", 0.0)
     est["queue_overflow_flights"] = len(overflows)
     if len(overflows) >= MIN_TRAINS:  # one run of 3 can be random loss's
-        src["queue"] = (f"the smallest of {len(overflows)} flights that reached the client before "
+        src["queue_bytes"] = (f"the smallest of {len(overflows)} flights that reached the client before "
                         "the queue overflowed (a run of lost segments)")
         return float(min(overflows)) * (mss + WIRE_HEADER)
-    src["queue"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
+    src["queue_bytes"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
     return max(float(longest), 0.4 * rate * rtt)
 
 
@@ -413,7 +406,7 @@ def _initcwnd(con, flows, mss, rtt, labels, src, est):
         est["initcwnd"] = int(np.median(firsts))
     if "initcwnd" in labels:
         src["initcwnd"] = "label initcwnd"
-        return int(_label_float(labels, "initcwnd", 10))
+        return int(label_float(labels, "initcwnd", 10))
     if firsts:
         src["initcwnd"] = f"first flight of {len(firsts)} connections"
         return est["initcwnd"]

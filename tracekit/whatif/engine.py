@@ -276,12 +276,7 @@ def _assume(cal, name, v):
     cal.loss_up, cal.jitter_s = s.loss_up, s.jitter
     if name == "rcv_window":
         cal.rcv_model = v == "client" and cal.rcv_window is not None
-    cal.sources[SOURCE_KEYS.get(name, name)] = "assumed (--assume)"
-
-
-# a factor's name -> the key its calibration's source is kept under (explain)
-SOURCE_KEYS = {"rtt_ms": "rtt", "rate_mbps": "rate", "queue_bytes": "queue",
-               "jitter_ms": "jitter", "processing_ms": "processing"}
+    cal.sources[name] = "assumed (--assume)"
 
 
 def _intervals(r):
@@ -303,19 +298,19 @@ def explain(cal):
     """[(name, value, source)] of a calibration, for --explain."""
     rows = [
         ("requests", f"{len(cal.requests)} ({sum(q.fresh for q in cal.requests)} fresh)", ""),
-        ("rtt_ms", f"{cal.rtt_s * 1e3:.1f}", cal.sources.get("rtt", "")),
-        ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate", "")),
+        ("rtt_ms", f"{cal.rtt_s * 1e3:.1f}", cal.sources.get("rtt_ms", "")),
+        ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate_mbps", "")),
         ("loss_down", f"{cal.loss_down:.4f}", cal.sources.get("loss_down", "")),
         ("burst", f"{cal.burst:.3f}", "P(lost | previous lost), 0: independent"),
         ("loss_up", f"{cal.loss_up:.4f}", cal.sources.get(
             "loss_up", "label loss_up, else 0 (a client capture cannot see what it lost "
                        "upstream)")),
-        ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue", "")),
-        ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter", "")),
+        ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue_bytes", "")),
+        ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter_ms", "")),
         ("congestion", cal.congestion, cal.sources.get("congestion", "")),
         ("initcwnd", str(cal.initcwnd), cal.sources.get("initcwnd", "")),
         ("mss", str(cal.mss), "most common response segment"),
-        ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing", "")),
+        ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing_ms", "")),
         ("server_ms", f"{cal.server_s * 1e3:.1f}", "request round trip - RTT - processing"),
         ("connect_ms", f"{cal.connect_s * 1e3:.2f}", "fresh: request sent after handshake"),
         ("rcv_window", ("modelled: " if cal.rcv_model else "not modelled: ")

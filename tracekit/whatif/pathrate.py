@@ -37,6 +37,14 @@ WIRE_HEADER = 52  # IP + TCP with timestamps
 TRIANGLE_IQR = 1 - 1 / math.sqrt(2)  # IQR / width of the sum of two uniform legs
 
 
+def label_float(labels, name, default):
+    """A label's value as a number; `default` where it is absent or not one."""
+    try:
+        return float(labels[name])
+    except (KeyError, ValueError, TypeError):
+        return default
+
+
 def trains(gaps, mss):
     """Median spacing (s) and length (segments) of each train of full-sized segments."""
     out = []
@@ -94,13 +102,10 @@ def rate(gaps, mss, rtt, spread, labels, src, est):
             est["rate_mbps"] = estimate * 8 / 1e6
     for name in ("bottleneck_mbps", "rate_mbps"):
         if name in labels:
-            src["rate"] = f"label {name}"
-            try:
-                return float(labels[name]) * 1e6 / 8
-            except (TypeError, ValueError):
-                return 0.0
+            src["rate_mbps"] = f"label {name}"
+            return label_float(labels, name, 0.0) * 1e6 / 8
     if "rate_mbps" in est:
-        src["rate"] = (f"{len(found)} trains of >= {TRAIN} segments (the flows' own arrivals: "
+        src["rate_mbps"] = (f"{len(found)} trains of >= {TRAIN} segments (the flows' own arrivals: "
                        f"at least {floor * 8 / 1e6:.2f} Mbit/s)")
         return estimate
     why = (f"fewer than {MIN_TRAINS} trains of {TRAIN} full-sized segments" if estimate is None
@@ -120,14 +125,11 @@ def jitter(handshakes_s, labels, src, est):
         est["jitter_ms"] = float(q75 - q25) / TRIANGLE_IQR * 1e3
         est["rtt_range_ms"] = float(hs.max() - hs.min()) * 1e3
     if "jitter_ms" in labels:
-        src["jitter"] = "label jitter_ms"
-        try:
-            return float(labels["jitter_ms"]) / 1e3
-        except (TypeError, ValueError):
-            return 0.0
+        src["jitter_ms"] = "label jitter_ms"
+        return label_float(labels, "jitter_ms", 0.0) / 1e3
     if "jitter_ms" in est:
-        src["jitter"] = (f"the spread of {len(hs)} handshake RTTs (interquartile range / "
+        src["jitter_ms"] = (f"the spread of {len(hs)} handshake RTTs (interquartile range / "
                          f"{TRIANGLE_IQR:.3f})")
         return est["jitter_ms"] / 1e3
-    src["jitter"] = f"none: fewer than {MIN_HANDSHAKES} handshakes to read it from"
+    src["jitter_ms"] = f"none: fewer than {MIN_HANDSHAKES} handshakes to read it from"
     return 0.0
