@@ -126,9 +126,9 @@ def calibrate(con, where):
     flows = list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
-    rtt = _rtt(df, proc, labels, src, est)
-    hs = _handshakes(df).to_numpy(dtype=float) / 1e9
-    jitter = pathrate.jitter(hs, labels, src, est)
+    hs = _handshakes(df)
+    rtt = _rtt(df, hs, proc, labels, src, est)
+    jitter = pathrate.jitter(hs.to_numpy(dtype=float) / 1e9, labels, src, est)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
     loss, burst = _loss(con, flows, labels, src, est)
@@ -219,8 +219,8 @@ def _handshakes(df):
     return hs[hs > 0]
 
 
-def _rtt(df, proc, labels, src, est):
-    hs = _handshakes(df)
+def _rtt(df, hs, proc, labels, src, est):
+    """The base RTT (s): the smallest of the flows' handshake RTTs `hs` (ns)."""
     if len(hs):
         est["rtt_ms"] = float(hs.min()) / 1e6
         src["rtt_ms"] = f"smallest handshake RTT of {len(hs)} flows"

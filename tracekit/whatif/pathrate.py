@@ -75,11 +75,11 @@ def rate_floor(gaps, rtt, spread):
     for ts, size in gaps.values():
         if len(ts) < 2:
             continue
-        wire = np.cumsum(np.asarray(size, dtype=np.float64) + WIRE_HEADER)
+        packet = np.asarray(size, dtype=np.float64) + WIRE_HEADER
+        wire = np.cumsum(packet)
         end = np.searchsorted(ts, ts + rtt, side="right") - 1
-        got = wire[end] - np.concatenate(([0.0], wire[:-1]))  # bytes from i through end
-        first = np.asarray(size, dtype=np.float64)[:len(ts)] + WIRE_HEADER
-        best = max(best, float(np.max(got - first)))
+        got = wire[end] - (wire - packet)  # bytes from i through end
+        best = max(best, float(np.max(got - packet)))
     return best / (rtt + spread) if rtt > 0 else 0.0
 
 
