@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from tracekit.whatif import delack
 from tracekit.whatif.receiver import Receiver
 from tracekit.whatif.tcp import Conn, Path, Transfer
 
@@ -59,7 +60,7 @@ def _second_response_s(rcv):
     return t.snd_edge, t.run()
 
 
-def test_a_warmed_lossless_connection_is_not_held_by_the_receive_window():
+def test_a_warmed_lossless_connection_is_not_held_by_the_receive_window(monkeypatch):
     """After a 245-segment warm-up the lab's client offers 427 segments
     (rwnd-connection, persistent reno; tcpi_rwnd_limited 0 in all 9
     measured responses of each congestion control): the window it grew
@@ -67,7 +68,10 @@ def test_a_warmed_lossless_connection_is_not_held_by_the_receive_window():
     next response, so the replay's second response takes the same time
     with the client's window as without it. The sliding-round rule left
     203 segments, which held back the warmed window of 255 that the
-    kernel sends into the queue."""
+    kernel sends into the queue. (Delayed ACKs off in both: with the
+    window's model the client delays its ACKs once its window stops
+    growing, whatif/delack.py; without it, it ACKs every segment.)"""
+    monkeypatch.setattr(delack, "DELAYED", False)
     edge, with_window = _second_response_s(Receiver(ssthresh=44.6, clamp=55.9))
     _, without = _second_response_s(None)
     assert edge >= 245

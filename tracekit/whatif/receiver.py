@@ -88,11 +88,12 @@ class Receiver:
         sent, plus the ACK's half round trip): `in_order` segments
         became readable (read right after the ACK); `held` segments wait
         above a hole, `span` from the hole to the highest held (0 without
-        a hole)."""
+        a hole). Returns whether rcv_ssthresh grew."""
         if sample > 0:  # tcp_rcv_rtt_update: the minimum at once, else smoothed
             self.rtt = sample if not self.rtt or sample < self.rtt else (
                 self.rtt + (sample - self.rtt) / 8)
         free = self.clamp - held - in_order
+        before = self.ssthresh
         self.ssthresh = max(self.ssthresh, min(self.ssthresh + 2, free))
         self.unread = in_order
         if in_order and now - self.since >= self.rtt:
@@ -106,3 +107,4 @@ class Receiver:
             self.copied += in_order
         elif span:  # data queued out of order: tcp_rcvbuf_grow with new = old
             self.grow(self.space, span)
+        return self.ssthresh > before  # tcp_grow_window: a quick ACK (icsk_ack.quick |= 1)

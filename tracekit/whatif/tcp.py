@@ -56,11 +56,12 @@ from dataclasses import dataclass, field
 
 from .bbr import bbr_round, bbr_window, lt_sampling
 from .pacing import pacing_rate, tso_unit
+from .delack import DELACK, Acks
 from .recovery import prr
+from . import window
 
 RTO_MIN = 0.2
 INITIAL_RTO = 1.0
-CUBIC_C = 0.4
 MAX_TIME = 120.0
 REO_TIMER = DELIVERED_ROUNDS = IW_BURST = TSO_UNITS = True  # Linux's rules (docstring)
 CHAINED_RECOVERY = APP_LIMITED_AT_WRITE = True
@@ -89,9 +90,9 @@ class Conn:
     srtt: float = 0.0
     rttvar: float = 0.0
     min_rtt: float = 1e9
-    wmax: float = 0.0
-    epoch: float = -1.0
-    w_est: float = 0.0
+    cwnd_cnt: int = 0   # segments delivered towards the next +1 (tcp_cong_avoid_ai)
+    cubic: object = None  # CUBIC's and HyStart's state (whatif/window.py)
+    last_send: float = 0.0  # s, the last send on the previous response's clock
     btlbw: float = 0.0
     bw_samples: dict = field(default_factory=dict)  # round -> its largest rate sample
     bbr_mode: str = "startup"
@@ -122,6 +123,7 @@ class Transfer:
         self.events, self.seq = [], 0
         self.sacked = [False] * n
         self.lost = [False] * n
+        self.resent = [False] * n  # sent again: no RTT sample (Karn)
         self.sent_at = [0.0] * n
         self.deliv_at_send = [(0, 0.0, 0.0)] * n
         self.order = []            # (sent time, segment) in send order (RACK)
@@ -148,6 +150,7 @@ class Transfer:
         self.cwnd_limited, self.max_out, self.usage_seq = False, 0, 0
         self.rcv_got = self.rcv_top = 0  # segments the receiver holds; above the highest
         self.rcv_edge = self.snd_edge = int(conn.rcv.restart()) if conn.rcv else n
+        self.acks = Acks(fresh=conn.segs_out == 0)  # the client's delayed ACKs (whatif/delack.py)
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -173,10 +176,11 @@ class Transfer:
 
     # -- the receiver ---------------------------------------------------------
     def _on_data(self, s):
-        if not self.rcv[s]:
+        duplicate, before, held_before = self.rcv[s], self.rcv_cum, self.rcv_got - self.rcv_cum
+        grew = True  # without the receive window's model: an ACK for each segment
+        if not duplicate:
             self.rcv[s] = True
             self.rcv_got += 1
-            before = self.rcv_cum
             while self.rcv_cum < self.n and self.rcv[self.rcv_cum]:
                 self.rcv_cum += 1
             if self.rcv_cum == self.n and self.done is None:
@@ -185,9 +189,21 @@ class Transfer:
             r = self.c.rcv
             if r is not None:  # the window it offers: never a right edge moved back
                 held = self.rcv_got - self.rcv_cum
-                r.on_data(self.now, self.rcv_cum - before, self.rcv_top - self.rcv_cum if held
+                grew = r.on_data(self.now, self.rcv_cum - before, self.rcv_top - self.rcv_cum if held
                           else 0, self.now - self.sent_at[s] + self.p.rtt / 2, held)
                 self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
+        if self.acks.now(s == before, held_before > 0, duplicate, grew):
+            self._ack(s)
+        elif self.acks.pending == 1:
+            self._at(self.now + DELACK, "delack", (self.acks.gen, s))
+
+    def _on_delack(self, arg):
+        gen, s = arg
+        if gen == self.acks.gen and self.acks.pending:
+            self._ack(s)
+
+    def _ack(self, s):
+        self.acks.sent()
         if self.p.loss_up and self.rng.random() < self.p.loss_up:
             return
         t = self.now + self.p.rtt / 2
@@ -206,6 +222,7 @@ class Transfer:
         self.order.append((self.now, s))
         if retx:
             self.lost[s] = False
+            self.resent[s] = True
         if self.in_recovery and not self.loss_state:
             self.prr_out += 1
         self.pipe += 1
@@ -297,9 +314,12 @@ class Transfer:
         if gen != self.timer_gen or self.cum >= self.nxt:
             return
         c = self.c
-        self._window_cut(self.in_recovery)
-        c.ssthresh = max(c.cwnd, 2.0)
-        c.cwnd = 1.0
+        if c.cc == "bbr":
+            self._window_cut(self.in_recovery)
+            c.ssthresh = max(c.cwnd, 2.0)
+            c.cwnd = 1.0
+        else:  # tcp_enter_loss
+            window.on_loss(c, rto=True, recovering=self.in_recovery)
         self.in_recovery, self.recovery_point, self.loss_state = True, self.nxt, True
         self.backoff += 1
         for s in range(self.cum, self.nxt):
@@ -325,11 +345,8 @@ class Transfer:
             self.round_end = self.delivered if DELIVERED_ROUNDS else self.nxt
             self.conserve_round = c.rounds
             return
-        beta = 0.5 if c.cc == "reno" else 0.7
         self.prr_prior, self.prr_delivered, self.prr_out = c.cwnd, 0, 0
-        c.wmax = c.cwnd
-        c.epoch = -1.0
-        c.cwnd = c.ssthresh = max(c.cwnd * beta, 2.0)
+        window.on_loss(c)
 
     def _mark_rack_losses(self):
         """RACK: a transmission sent before the latest-sent one delivered is lost
@@ -411,6 +428,7 @@ class Transfer:
                 c.rttvar = 0.75 * c.rttvar + 0.25 * abs(c.srtt - rtt)
                 c.srtt = 0.875 * c.srtt + 0.125 * rtt
         newly, self.rs_losses, rounds, una = 0, 0, c.rounds, self.cum
+        fresh_sample = not self.sacked[s] and s >= una and not self.resent[s]
         if s >= self.cum and not self.sacked[s] and s >= cum:
             self.sacked[s] = True
             self._deliver(s)
@@ -424,21 +442,33 @@ class Transfer:
         if newly:
             self.backoff = 0
             self.tlp_done = False
+            if fresh_sample and c.cc != "bbr":  # cubictcp_acked
+                window.on_sample(self, rtt)
         self._mark_rack_losses()
         if self.in_recovery and self.cum >= self.recovery_point:
             if (CHAINED_RECOVERY and c.cc == "bbr" and self.lost_out
                     and not self.loss_state):  # leaves and re-enters on this ACK: BBR sees
                 self.recovery_point = self.nxt  # no exit (no restore, no new conservation)
                 c.prior_cwnd = max(c.prior_cwnd, c.cwnd)  # bbr_save_cwnd in Recovery
+            elif CHAINED_RECOVERY and self.lost_out and not self.loss_state:
+                # a segment still marked lost: Linux ends the reduction (cwnd =
+                # ssthresh) and, on the same ACK, enters Recovery again with a
+                # new cut from there (tcp_time_to_recover: lost_out)
+                c.cwnd = c.ssthresh
+                self.recovery_point = self.nxt
+                self._window_cut()
             else:
                 if c.cc == "bbr":
                     c.cwnd = max(c.cwnd, c.prior_cwnd)
                 elif not self.loss_state:  # tcp_end_cwnd_reduction
                     c.cwnd = c.ssthresh
                 self.in_recovery = self.loss_state = False
-        if newly and (not self.in_recovery or self.loss_state):
-            self._grow(newly)  # after an RTO Linux slow-starts from one segment
-        elif newly and c.cc != "bbr":
+        if not newly or c.cc == "bbr":
+            pass
+        elif not self.in_recovery or self.loss_state:  # after an RTO: slow start from 1
+            if self.cum > una:  # tcp_may_raise_cwnd: the cumulative ACK moved
+                window.grow(self, newly)
+        else:
             prr(self, newly, self.rs_losses, self.cum > una)
         if c.cc == "bbr":
             if newly:
@@ -448,40 +478,14 @@ class Transfer:
         if newly:
             self._arm_timer()
 
-    def _grow(self, acked):
-        c = self.c
-        if c.cc == "bbr":
-            return
-        if c.cwnd < c.ssthresh:
-            if self.cwnd_limited or c.cwnd < 2 * self.max_out:  # tcp_is_cwnd_limited
-                c.cwnd += acked
-            return
-        if not self.cwnd_limited:
-            return  # not window-limited: Linux does not grow the window
-        if c.cc == "reno":
-            c.cwnd += acked / c.cwnd
-            return
-        if c.epoch < 0:
-            c.epoch = self.now
-            c.wmax = max(c.wmax, c.cwnd)
-            c.w_est = c.cwnd
-        k = ((c.wmax * 0.3) / CUBIC_C) ** (1 / 3)
-        t = self.now - c.epoch + (c.min_rtt if c.min_rtt < 1e9 else 0)
-        target = CUBIC_C * (t - k) ** 3 + c.wmax
-        c.w_est += 3 * 0.3 / 1.7 * acked / c.cwnd
-        target = max(target, c.w_est)
-        if target > c.cwnd:
-            c.cwnd += min(target - c.cwnd, c.cwnd) * acked / c.cwnd
-        else:
-            c.cwnd += 0.01 * acked / c.cwnd
-
     def run(self):
+        window.new_transfer(self.c, self.c.last_send)
         if not self.c.lt.get("use"):  # the idle before a response: application-limited
             self.c.lt.clear()
         self._try_send()
         handlers = {"data": self._on_data, "ack": self._on_ack, "tlp": self._on_tlp,
                     "rto": self._on_rto, "pace": lambda _: self._try_send(),
-                    "reo": self._on_reo}
+                    "reo": self._on_reo, "delack": self._on_delack}
         while self.events and self.done is None:
             t, _, kind, arg = heapq.heappop(self.events)
             if t > MAX_TIME:
@@ -495,6 +499,9 @@ class Transfer:
             self.now = t
             if kind == "ack":
                 self._on_ack(arg)
+            elif kind == "delack":  # the last segment's delayed ACK
+                self._on_delack(arg)
+        self.c.last_send = max(self.sent_at)  # (the next response's clock starts at 0)
         if self.c.cc == "bbr" and self.in_recovery:  # the window is restored as recovery ends
             self.c.cwnd = max(self.c.cwnd, self.c.prior_cwnd)
         return self.done if self.done is not None else MAX_TIME
