@@ -5,8 +5,10 @@ decide, store, lab); this module only puts them under one group, and
 imports a room only when one of its commands runs (or help lists them
 all): each room pulls in what its commands need (numpy for the agents'
 tables, the presentation layer for the views), and `tracekit ingest` paid
-for all of them (the 200 k slice: 0.61 -> 0.59 s wall, median of 9
-alternated runs).
+for all of them. `import tracekit.cli`: 80 -> 41 ms; the 200 k slice's
+ingest 0.611 -> 0.589 s wall (a script doing the same imports, median of
+9 alternated runs on a quiet machine, 2026-12-05 08:39; numpy, DuckDB and
+pyarrow are imported by ingest anyway).
 """
 
 import importlib
