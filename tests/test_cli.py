@@ -138,3 +138,16 @@ def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch, capsys)
     quiet = cli.Progress(enabled=False)
     quiet("/x/big.pcap", 1, 2)
     assert capsys.readouterr().err == ""
+
+
+def test_every_room_lists_the_commands_it_holds():
+    # the group loads a room (a module of tracekit.cli) when one of its commands
+    # is asked for, by the names ROOMS gives: they must be the room's own
+    import importlib
+
+    from tracekit.cli.app import ROOMS
+    for room, names in ROOMS.items():
+        module = importlib.import_module(f"tracekit.cli.{room}")
+        assert tuple(c.name for c in module.COMMANDS) == names, room
+    assert sorted(main.commands) == sorted(n for names in ROOMS.values() for n in names)
+    assert all(any(p.name == "quiet" for p in c.params) for c in main.commands.values())

@@ -344,9 +344,16 @@ def ingest(db: str | os.PathLike[str] | None = None,
            dataset_progress: Callable[..., object] | None = None) -> Any:
     """Ingest files and manifests' runs into the store or dataset `db`
     (pipeline.ingest.ingest); returns an Ingested."""
+    from .store.dataset import is_dataset
+    from .store.db import default_db_path
+    from .store.opening import Opening
+    path = str(db or default_db_path())
+    # a store opens on a thread while the pipeline's modules are imported
+    opening = (Opening(path) if (files or manifests) and not (workers or cluster)
+               and not is_dataset(path) else None)
     from .pipeline.ingest import ingest as run
     return run(db, files, manifests, labels, replace, input_format, clock_offset_ns, time_ns,
-               progress, workers, cluster, dataset_progress)
+               progress, workers, cluster, dataset_progress, opening)
 
 
 def on_dataset(db: str | os.PathLike[str] | None, workers: int | None = None,

@@ -97,3 +97,6 @@ def report(summary):
                 continue
             click.echo(f"warning: {table}: capture {capture_id} was not analysed and is left "
                        f"out of the analyses after it: {reason}", err=True)
+
+
+COMMANDS = [analyze]

@@ -94,3 +94,6 @@ def report(run, experiment, compare, by, levels, where, out, db):
                             levels=levels.split(",") if levels else None,
                             where=parse_labels(where))
     click.echo(f"wrote {out} ({len(page) / 1e6:.1f} MB, self-contained)")
+
+
+COMMANDS = [plot, report]

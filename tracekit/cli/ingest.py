@@ -153,3 +153,6 @@ def _warn_capture(s):
         click.echo(f"tracekit: warning: {s.path}: {name} is not decoded: its "
                    f"packets are stored undecoded (decode_status link_type_unsupported, "
                    f"{n:,} in this file); other interfaces were decoded", err=True)
+
+
+COMMANDS = [ingest]

@@ -73,3 +73,6 @@ def lab_clean(force):
     """
     for line in api.lab_clean(force):
         click.echo(line)
+
+
+COMMANDS = [lab]

@@ -75,10 +75,23 @@ def gather(files=(), manifests=(), labels=None, input_format="auto", time_ns=Non
 
 def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_format="auto",
            clock_offset_ns=None, time_ns=None, progress=None, workers=None, cluster=None,
-           dataset_progress=None):
+           dataset_progress=None, opening=None):
     """Ingest `files` and the runs of `manifests` into the store `db` (a
     DuckDB file, created if needed) or the dataset `db` (a folder, on Dask:
-    `workers` local processes or the scheduler at `cluster`). Returns Ingested."""
+    `workers` local processes or the scheduler at `cluster`). Returns Ingested.
+    `opening`: the store `db` already opening on a thread (store/opening.py),
+    taken where it would have been opened; discarded if the call fails first."""
+    try:
+        return _ingest(db, files, manifests, labels, replace, input_format, clock_offset_ns,
+                       time_ns, progress, workers, cluster, dataset_progress, opening)
+    except BaseException:
+        if opening is not None:
+            opening.discard()  # (nothing once it was taken)
+        raise
+
+
+def _ingest(db, files, manifests, labels, replace, input_format, clock_offset_ns, time_ns,
+            progress, workers, cluster, dataset_progress, opening):
     labels = labels or {}
     if not files and not manifests:
         raise TracekitError("nothing to ingest: give capture or log FILES, or --manifest FILE")
@@ -94,22 +107,26 @@ def ingest(db=None, files=(), manifests=(), labels=None, replace=False, input_fo
         inputs = gather(files, manifests, labels, input_format, time_ns, warm)
         inputs.names = spooled.names
         out = _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress,
-                               workers, cluster, dataset_progress)
+                               workers, cluster, dataset_progress, opening)
     out.seconds = out.seconds if out.dataset is not None else time.perf_counter() - started
     return out
 
 
 def _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress, workers,
-                     cluster, dataset_progress):
+                     cluster, dataset_progress, opening=None):
     if on_dask(db_path, workers, cluster):
         if replace:
             raise TracekitError("--replace is not available for a dataset: a file already in it "
                                 "is skipped; analyse again with tracekit analyze --store DIR")
         return _ingest_dataset(db_path, inputs, labels, clock_offset_ns, workers, cluster,
                                dataset_progress)
-    new_store = not os.path.exists(db_path)
+    if opening is not None:
+        new_store = opening.new
+        con = opening.result()
+    else:
+        new_store = not os.path.exists(db_path)
+        con = connect(db_path)
     ok = False
-    con = connect(db_path)
     try:
         out = ingest_into(con, inputs, labels, replace, clock_offset_ns, progress)
         ok = True
