@@ -78,16 +78,25 @@ def test_a_warm_cubic_sender_chains_recovery_as_linux():
 @pytest.mark.skipif(not os.path.exists(os.path.join(CHAPTER, "chapter-case.runs.json"))
                     or not shutil.which("tshark"), reason="chapter-case runs or tshark missing")
 def test_bbr_replays_the_chapter_cases_transfers_from_its_drops():
-    """The chapter case's fresh and warm BBR runs (80 responses each, 3.6 and
-    14 % loss): with the path's own drops the replay is not slow -- the
-    Monte-Carlo fresh 14 % cell's 2.93-3.21 s against the lab's 2.82 s was
-    the draws, not the sender. The jitter is the replay's own (4 ms)."""
+    """The chapter case's fresh and warm BBR runs (40 responses each at 3.6
+    and at 14 % loss): with the path's own drops the replay is not slow --
+    the Monte-Carlo fresh 14 % cell's 2.93-3.21 s against the lab's 2.82 s
+    was the draws, not the sender. At 3.6 % each transfer is within a few
+    %; at 14 % a warm transfer is chaotic (the same drops, the replay's own
+    4 ms of jitter: exact in some, 50-100 % off either way in others, as
+    an RTO or BBR's long-term sampling falls one way or the other), so only
+    its median is held to be unbiased."""
     runs = [r for r in (whatif_droplog.read_run(os.path.join(CHAPTER, d), "bbr")
                         for d in sorted(os.listdir(CHAPTER))
                         if os.path.exists(os.path.join(CHAPTER, d, "manifest.json"))) if r]
+    loss = {r["run"]: r["loss"] for r in runs}
     rows = whatif_droplog.compare(runs)
-    for connection in ("fresh", "persistent"):
-        e = _errors(rows, "bbr", connection)
-        assert len(e) == 80
-        assert np.median(np.abs(e)) < 0.09, connection
-        assert abs(np.median(e)) < 0.03, connection
+    for level in (0.036, 0.14):
+        for connection in ("fresh", "persistent"):
+            e = np.array([(r - k) / k for c, conn, run, _, k, r in rows
+                          if conn == connection and loss[run] == level])
+            assert len(e) == 40
+            assert abs(np.median(e)) < 0.03, (level, connection)
+            if level == 0.036:
+                assert np.median(np.abs(e)) < 0.03, connection
+                assert np.mean(np.abs(e) <= 0.10) >= 0.7, connection

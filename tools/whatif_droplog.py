@@ -93,6 +93,7 @@ def read_run(d, congestion="cubic"):
         "run": m["run"], "cc": cc, "connection": st["connection"],
         "rtt": (m["path"]["up"]["delay_ms"] + down["delay_ms"]) / 1e3,
         "jitter": (m["path"]["up"]["jitter_ms"] + down["jitter_ms"]) / 1e3,
+        "loss": down["loss"],
         "rate": down["rate_mbps"] * 1e6 / 8, "queue": down["queue_bytes"], "size": size,
         "connections": [{"requests": reqs, "drops": drops.get(p, [])} for p, reqs in conns.items()],
         "kernel": {r: (end[r] - first[r]) / 1e9 for r in order if r in first and r in end},

@@ -119,7 +119,7 @@ def replay_traces(loss, draws, seed=7, rwnd=None, jitter=0.0):
             super()._send_segment(s, retx)
 
         def _on_ack(self, arg):
-            cum, s, _ = arg
+            cum, s = arg[:2]
             self.log_acks.append((self.now, cum, s > cum, [(s, s + 1)] if s >= cum else []))
             super()._on_ack(arg)
 

@@ -17,6 +17,8 @@ STARTUP_GAIN = 2.89
 PROBE_GAINS = (1.25, 0.75, 1, 1, 1, 1, 1, 1)
 LT_LOSS = 50 / 256      # lost/delivered that marks an interval as policed
 LT_MAX_ROUNDS = 48      # ProbeBW rounds the long-term bandwidth is used
+AGG_WIN_ROUNDS = 5      # bbr_extra_acked_win_rtts
+AGG_MAX_S = 0.1         # bbr_extra_acked_max_us: the aggregation window's cap, in time at bw
 
 
 def bbr_bw(c):
@@ -94,6 +96,29 @@ def bbr_round(tr, app_limited):
         c.cycle += 1
 
 
+def ack_aggregation(tr, acked, round_start):
+    """bbr_update_ack_aggregation: how far the segments ACKed since an epoch
+    began run ahead of what the bandwidth would deliver in that time (ACKs
+    that come compressed, delayed or in bursts), the largest such excess over
+    two windows of 5 rounds, capped at the window; BBR adds it to its window
+    once it has left Startup (bbr_ack_aggregation_cwnd), at most 100 ms at
+    the bandwidth."""
+    c, a = tr.c, tr.c.agg
+    if not a:
+        a.update(extra=[0.0, 0.0], idx=0, rounds=0, t=tr.now, acked=0.0)
+    if round_start:
+        a["rounds"] += 1
+        if a["rounds"] >= AGG_WIN_ROUNDS:
+            a["rounds"], a["idx"] = 0, 1 - a["idx"]
+            a["extra"][a["idx"]] = 0.0
+    expected = bbr_bw(c) * (tr.now - a["t"]) / tr.wire
+    if a["acked"] <= expected:  # (or 2^20 segments since the epoch began)
+        a["acked"], a["t"], expected = 0.0, tr.now, 0.0
+    a["acked"] += acked
+    extra = min(a["acked"] - expected, c.cwnd)
+    a["extra"][a["idx"]] = max(a["extra"][a["idx"]], extra)
+
+
 def bbr_window(tr, acked):
     """BBR's window on an ACK of `acked` segments: packet conservation for the
     first round of recovery, else growing by what is acked towards gain x BDP."""
@@ -109,6 +134,8 @@ def bbr_window(tr, acked):
         c.bbr_mode = "probe"
     gain = STARTUP_GAIN if c.bbr_mode == "startup" else 2.0
     target = gain * bdp + 3
+    if c.bbr_mode != "startup" and c.agg:  # bbr_ack_aggregation_cwnd
+        target += min(max(c.agg["extra"]), bbr_bw(c) * AGG_MAX_S / tr.wire)
     if c.bbr_mode != "startup":
         c.cwnd = min(c.cwnd + acked, target)
     elif c.cwnd < target or tr.delivered < c.initcwnd:

@@ -54,9 +54,9 @@ on as Linux has them, for tools/whatif_sender.py to compare without each.
 import heapq
 from dataclasses import dataclass, field
 
-from .bbr import bbr_round, bbr_window, lt_sampling
+from .bbr import ack_aggregation, bbr_round, bbr_window, lt_sampling
 from .pacing import pacing_rate, tso_unit
-from .delack import DELACK, Acks
+from .delack import Acks, ClientSide
 from .recovery import prr
 from . import window
 
@@ -103,6 +103,7 @@ class Conn:
     prior_cwnd: float = 0.0
     rounds: int = 0
     lt: dict = field(default_factory=dict)  # BBR's long-term bandwidth sampling
+    agg: dict = field(default_factory=dict)  # BBR's ACK aggregation (extra_acked)
     tot_delivered: int = 0
     tot_lost: int = 0
     segs_out: int = 0   # data segments the connection has sent (tcpi_data_segs_out)
@@ -113,7 +114,7 @@ class Conn:
             self.cwnd = float(self.initcwnd)
 
 
-class Transfer:
+class Transfer(ClientSide):
     """One response of `n` segments; `run()` returns the time (s, from the
     first send) at which the receiver holds all of it in order."""
 
@@ -150,7 +151,7 @@ class Transfer:
         self.cwnd_limited, self.max_out, self.usage_seq = False, 0, 0
         self.rcv_got = self.rcv_top = 0  # segments the receiver holds; above the highest
         self.rcv_edge = self.snd_edge = int(conn.rcv.restart()) if conn.rcv else n
-        self.acks = Acks(fresh=conn.segs_out == 0)  # the client's delayed ACKs (whatif/delack.py)
+        self.rcv_acks = Acks(fresh=conn.segs_out == 0)  # the client's delayed ACKs (whatif/delack.py)
 
     # -- the path -------------------------------------------------------------
     def _emit(self, s):
@@ -173,43 +174,6 @@ class Transfer:
     def _at(self, t, kind, arg):
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, arg))
-
-    # -- the receiver ---------------------------------------------------------
-    def _on_data(self, s):
-        duplicate, before, held_before = self.rcv[s], self.rcv_cum, self.rcv_got - self.rcv_cum
-        grew = True  # without the receive window's model: an ACK for each segment
-        if not duplicate:
-            self.rcv[s] = True
-            self.rcv_got += 1
-            while self.rcv_cum < self.n and self.rcv[self.rcv_cum]:
-                self.rcv_cum += 1
-            if self.rcv_cum == self.n and self.done is None:
-                self.done = self.now
-            self.rcv_top = max(self.rcv_top, s + 1)
-            r = self.c.rcv
-            if r is not None:  # the window it offers: never a right edge moved back
-                held = self.rcv_got - self.rcv_cum
-                grew = r.on_data(self.now, self.rcv_cum - before, self.rcv_top - self.rcv_cum if held
-                          else 0, self.now - self.sent_at[s] + self.p.rtt / 2, held)
-                self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
-        if self.acks.now(s == before, held_before > 0, duplicate, grew):
-            self._ack(s)
-        elif self.acks.pending == 1:
-            self._at(self.now + DELACK, "delack", (self.acks.gen, s))
-
-    def _on_delack(self, arg):
-        gen, s = arg
-        if gen == self.acks.gen and self.acks.pending:
-            self._ack(s)
-
-    def _ack(self, s):
-        self.acks.sent()
-        if self.p.loss_up and self.rng.random() < self.p.loss_up:
-            return
-        t = self.now + self.p.rtt / 2
-        if self.p.jitter:
-            t = self.last_ack = max(t + self.p.jitter / 2 * self.rng.random(), self.last_ack)
-        self._at(t, "ack", (self.rcv_cum, s, self.rcv_edge))
 
     # -- the sender -----------------------------------------------------------
     def _send_segment(self, s, retx):
@@ -416,11 +380,12 @@ class Transfer:
                 bbr_round(self, limited)
 
     def _on_ack(self, arg):
-        cum, s, edge = arg
+        cum, s, edge, more = arg
         c = self.c
         self.snd_edge = max(self.snd_edge, edge)
         rtt = self.now - self.sent_at[s]
-        if not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0:
+        if (not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0
+                and rtt > 0):  # (not an ACK sent before the segment's resend left)
             c.min_rtt = min(c.min_rtt, rtt)
             if not c.srtt:
                 c.srtt, c.rttvar = rtt, rtt / 2
@@ -429,6 +394,11 @@ class Transfer:
                 c.srtt = 0.875 * c.srtt + 0.125 * rtt
         newly, self.rs_losses, rounds, una = 0, 0, c.rounds, self.cum
         fresh_sample = not self.sacked[s] and s >= una and not self.resent[s]
+        for x in more:  # the other segments its SACK blocks cover
+            if x >= self.cum and not self.sacked[x] and x >= cum:
+                self.sacked[x] = True
+                self._deliver(x)
+                newly += 1
         if s >= self.cum and not self.sacked[s] and s >= cum:
             self.sacked[s] = True
             self._deliver(s)
@@ -473,6 +443,7 @@ class Transfer:
         if c.cc == "bbr":
             if newly:
                 lt_sampling(self, c.rounds != rounds, self.deliv_at_send[s][0] == 0)
+                ack_aggregation(self, newly, c.rounds != rounds)
             bbr_window(self, newly)
         self._try_send()
         if newly:
