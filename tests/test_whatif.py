@@ -567,3 +567,44 @@ def test_bbr_counts_a_responses_lossy_tail_towards_leaving_startup_as_linux():
         tcp.APP_LIMITED_AT_WRITE = True
     assert [t for t, _, _ in before] == [t for t, _, _ in runs]
     assert all(m == "startup" and k == 0 for _, m, k in before)
+
+
+def test_hystart_ends_cubic_slow_start_where_the_kernel_did():
+    """lossbased-dev's warm-up (50 ms, 25 Mbit/s, a 256 kB queue, 245
+    segments): the kernel's CUBIC leaves it at ssthresh 134, cwnd 140
+    (tcp_info). HyStart's ACK train: in the round that starts at 80, ACKs
+    0.48 ms apart pass half of delay_min + 1 ms (25.6 ms) at about the 53rd,
+    so ssthresh = 80 + 53; Reno, without HyStart, slow-starts to 255."""
+    def warm(cc):
+        c = Conn(cc=cc)
+        c.srtt, c.rttvar, c.min_rtt = 0.05, 0.025, 0.05
+        path = Path(rtt=0.05, rate=25e6 / 8, queue_bytes=256_000)
+        Transfer(c, path, 245, MSS, Scripted([])).run()
+        return c
+    cubic, reno = warm("cubic"), warm("reno")
+    assert 130 <= cubic.ssthresh <= 136 and cubic.ssthresh <= cubic.cwnd <= 145
+    assert cubic.cubic.found
+    assert reno.cwnd == 255 and reno.ssthresh == 1e9
+
+
+def test_a_lone_last_segment_is_acknowledged_after_the_delayed_ack_timer():
+    """Past quickack mode (16 ACKs on a fresh connection) the client holds
+    the ACK of an odd in-order segment for TCP_DELACK_MIN (40 ms) and ACKs
+    every second at once; above a hole it sends the first 3 duplicate ACKs
+    at once, then compresses SACKs for min(1 ms, RTT / 20), one timer at a
+    time (whatif/delack.py)."""
+    from tracekit.whatif import delack
+    acks = delack.Acks(fresh=False)
+    assert acks.now(True, False, False) == delack.DELACK  # the timer
+    assert acks.now(True, False, False) is None or acks.pending == 2
+    acks.sent()
+    fresh, got = delack.Acks(fresh=True), []
+    for _ in range(19):  # each immediate ACK sent before the next arrival
+        got.append(fresh.now(True, False, False))
+        if got[-1] == 0:
+            fresh.sent()
+    assert got == [0] * 16 + [delack.DELACK, 0, delack.DELACK]  # then every second
+    warm = delack.Acks(fresh=False)
+    # above a hole: the first 3 duplicate ACKs at once, then compressed
+    got = [warm.now(False, False, False, ofo=True, rcv_nxt=5, rtt=0.05) for _ in range(5)]
+    assert got[:3] == [0, 0, 0] and got[3] == min(delack.COMPRESS, 0.05 / 20) and got[4] is None

@@ -53,7 +53,6 @@ class Cubic:
     origin: int = 0
     ack_cnt: int = 0
     tcp_cwnd: int = 0
-    cnt: int = 0
     delay_min: float = 0.0
     found: bool = False
     round_start: float = 0.0
