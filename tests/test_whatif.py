@@ -608,3 +608,23 @@ def test_a_lone_last_segment_is_acknowledged_after_the_delayed_ack_timer():
     # above a hole: the first 3 duplicate ACKs at once, then compressed
     got = [warm.now(False, False, False, ofo=True, rcv_nxt=5, rtt=0.05) for _ in range(5)]
     assert got[:3] == [0, 0, 0] and got[3] == min(delack.COMPRESS, 0.05 / 20) and got[4] is None
+
+
+def test_a_predicted_time_never_goes_below_what_the_target_can_take():
+    """A dozen lossy requests (measured 0.3-2.3 s) less a replayed saving of
+    about 1.5 s: the resampled difference reaches below zero, an impossible
+    time. The prediction and its interval stop at the fastest replayed
+    request at the target (0.20 s here); the saving keeps its own interval."""
+    from tracekit.whatif import engine
+    rng = np.random.default_rng(3)
+    measured = np.linspace(0.3, 2.3, 12)
+    source = 1.6 + rng.exponential(0.4, (12, 20))
+    target = 0.20 + rng.exponential(0.02, (12, 20))
+    r = engine.WhatIf({}, {}, {}, None, measured, source, target)
+    engine._intervals(r)
+    raw = float(np.median(measured)) - r.saving
+    assert raw < r.floor == pytest.approx(float(target.min()))
+    assert r.predicted == r.floor
+    lo, hi = r.intervals["predicted"]
+    assert lo >= r.floor > 0 and hi >= lo
+    assert r.intervals["saving"][0] > 1.0  # the saving itself is not clipped

@@ -23,7 +23,10 @@ its measured median says how well the calibration holds. Intervals are the
 as were measured, drawn from the replayed distribution: what a repeat of the
 experiment would show, bimodal outcomes included (a request that pays an
 RTO or does not); the predicted median's interval is the measured median's
-(resampled) less the replayed saving's.
+(resampled) less the replayed saving's, and neither it nor the predicted
+median goes below the fastest replayed request at the target (a group of a
+dozen lossy requests less a large saving could otherwise print a negative
+time).
 """
 
 import math
@@ -215,8 +218,14 @@ class WhatIf:
         return float(np.median(self.replay_source) - np.median(self.replay_target))
 
     @property
+    def floor(self):
+        """The fastest replayed request at the target: no median of them can
+        be lower (the measured median less a large saving can)."""
+        return float(np.min(self.replay_target))
+
+    @property
     def predicted(self):
-        return float(np.median(self.measured_source)) - self.saving
+        return max(float(np.median(self.measured_source)) - self.saving, self.floor)
 
     @property
     def measured_saving(self):
@@ -287,7 +296,8 @@ def _intervals(r):
     r.intervals["saving"] = _interval(a - b)
     ma = _resampled(r.measured_source, n, rng)
     # the measured median's own uncertainty less the replayed saving's
-    r.intervals["predicted"] = _interval(ma - (a - b))
+    lo, hi = _interval(ma - (a - b))  # never below what the target can take at all
+    r.intervals["predicted"] = (max(lo, r.floor), max(hi, r.floor))
     r.intervals["replay_source"] = _interval(a)
     if r.measured_target is not None and len(r.measured_target) > 1 and n > 1:
         mb = _resampled(r.measured_target, nt, rng)
