@@ -6,22 +6,23 @@ with a second state as in Gilbert-Elliott: after a loss the next packet is
 lost with probability `burst`), then a drop-tail FIFO of `queue_bytes`
 drained at `rate` bytes/s (the bottleneck), then the one-way delay
 `rtt / 2` (with jitter, uniform [0, jitter/2) more each way, never before
-the packet ahead: the lab's forwarder). The receiver acknowledges every
-segment at once (a cumulative ACK and the segment it got: its SACK block);
-ACKs come back after `rtt / 2` and are lost with `loss_up`.
+the packet ahead: the lab's forwarder). The receiver (the client,
+whatif/delack.py) acknowledges as Linux does -- quick ACKs, every second
+segment, a 40 ms timer, compressed SACKs -- each ACK cumulative and SACKing
+what arrived since the last; ACKs come back after `rtt / 2` and are lost
+with `loss_up`.
 
 The sender, as Linux does it in outline:
-- window: slow start (+1 segment per segment acknowledged) below ssthresh,
-  above it CUBIC (W(t) = C (t - K)^3 + W_max, C = 0.4, beta = 0.7, with its
-  Reno-friendly estimate) or Reno (+1 per window); it grows only while
-  tcp_is_cwnd_limited (window-limited once in a window counts for it);
+- window (whatif/window.py): slow start below ssthresh, above it CUBIC
+  (bictcp_update, with HyStart) or Reno, in whole segments, growing only
+  on an ACK that moves snd_una and while tcp_is_cwnd_limited;
 - loss detection by RACK (a segment is lost once one sent after it is
   delivered: with per-segment ACKs, fast retransmit; while its reordering
   window, min_rtt / 4, holds a segment back, a timer looks again when it
   expires: tcp_rack_reo_timeout); an episode sets
-  ssthresh = beta x cwnd (Reno 0.5) and PRR (RFC 6937) sends in
+  ssthresh (CUBIC 717/1024 of cwnd, Reno half) and PRR (RFC 6937) sends in
   proportion to what is delivered until the recovery point, then cwnd =
-  ssthresh;
+  ssthresh -- and a new episode on that ACK if a segment is still lost;
 - a tail loss probe after 2 srtt without an ACK (the last segment again),
   at most one per episode;
 - the retransmission timeout srtt + max(4 rttvar, 200 ms), doubled on each
@@ -36,7 +37,7 @@ The sender, as Linux does it in outline:
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
-  2 BDP, and does not reduce its rate on random loss -- a recovery that
+  2 BDP (plus the ACKs' aggregation once out of Startup: bbr.py), and does not reduce its rate on random loss -- a recovery that
   ends with a segment still marked lost goes on without a new conservation
   round or a restore, as Linux re-enters Recovery on that ACK -- except through
   Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
@@ -124,7 +125,7 @@ class Transfer(ClientSide):
         self.events, self.seq = [], 0
         self.sacked = [False] * n
         self.lost = [False] * n
-        self.resent = [False] * n  # sent again: no RTT sample (Karn)
+        self.resent = [False] * n  # sent again: no delay sample for CUBIC's HyStart
         self.sent_at = [0.0] * n
         self.deliv_at_send = [(0, 0.0, 0.0)] * n
         self.order = []            # (sent time, segment) in send order (RACK)
