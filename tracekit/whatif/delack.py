@@ -60,9 +60,6 @@ class Acks:
             return 0
         if in_order and not had_hole:
             self.pending += 1
-        if not in_order or had_hole and not ofo:
-            if not in_order and not ofo:
-                pass
         if in_order and had_hole and not ofo:
             return 0  # the hole filled: ICSK_ACK_NOW
         if self.quick:
@@ -125,10 +122,9 @@ class ClientSide:
         if when == 0:
             self._ack(s)
         elif when is not None:  # the delayed-ACK or the SACK-compression timer
-            self._at(self.now + when, "delack", (a.gen, s))
+            self._at(self.now + when, "delack", a.gen)
 
-    def _on_delack(self, arg):
-        gen, s = arg
+    def _on_delack(self, gen):
         if gen == self.rcv_acks.gen and self.rcv_acks.unacked:
             self._ack(self.rcv_acks.unacked[-1])
 

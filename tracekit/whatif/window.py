@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 CUBIC_C = 410 / 1024          # bic_scale x 10 / 1024
 BETA = 717                    # / 1024
+BETA_SCALE = 8 * (1024 + BETA) // 3 // (1024 - BETA)  # the Reno-friendly pace (15)
 HYSTART_LOW_WINDOW = 16
 HYSTART_MIN_SAMPLES = 8
 HYSTART_ACK_DELTA = 0.002     # s
@@ -188,7 +189,7 @@ def _cubic_cnt(tr, w, acked):
     cnt = int(w / (target - w)) if target > w else 100 * w
     if cu.last_max == 0 and cnt > 20:
         cnt = 20
-    delta = (w * (8 * (1024 + BETA) // 3 // (1024 - BETA))) >> 3  # the Reno-friendly pace
+    delta = (w * BETA_SCALE) >> 3  # segments per +1 of the Reno-friendly window
     while delta and cu.ack_cnt > delta:
         cu.ack_cnt -= delta
         cu.tcp_cwnd += 1
