@@ -8,6 +8,10 @@ experiment's [levels] give that level: persistent brings warmup,
 slow_start_after_idle and congestion), and the predicted saving is set
 beside the measured one (difference of medians, with its bootstrap 95 %
 interval). Within: |predicted - measured| <= max(10 % of measured, 10 ms).
+Beside each cell, its `chance` (how often even the true saving would be
+within the tolerance of a measured saving like this one, from the measured
+groups' own spread: engine.WhatIf.chance) and whether the measured saving
+lies inside the replay's 95 % interval of a repeat of the experiment.
 
     python tools/whatif_suite.py [--experiments counterfactual,cross-region]
         [--draws 400] [--store-dir out/whatif-suite] [--runs DIR:EXPERIMENT ...]
@@ -141,7 +145,12 @@ def row_text(where, source, target, r):
     change = f"{f} {a} -> {target[f]}"
     return (f"| {where['experiment']} | {change} | {fixed} | {m * 1e3:,.1f} "
             f"({lo * 1e3:,.0f}..{hi * 1e3:,.0f}) | {r.saving * 1e3:,.1f} | {err * 1e3:+,.1f} "
-            f"| {rel * 100:.0f} % | {'yes' if r.within else 'no'} |"), abs(err), rel
+            f"| {rel * 100:.0f} % | {'yes' if r.within else 'no'} | {_share(r.chance)} "
+            f"| {'yes' if r.covered else 'no'} |"), abs(err), rel
+
+
+def _share(x):
+    return "" if x is None else f"{x * 100:.0f} %"
 
 
 def summary(results):
@@ -150,6 +159,16 @@ def summary(results):
     rels = [abs(r.saving - r.measured_saving) / abs(r.measured_saving)
             for *_, r in results if r.measured_saving]
     return within, len(results), float(np.median(rels)) if rels else float("nan")
+
+
+def noise(results):
+    """(expected, covered, cells): what a perfect prediction would score (the
+    sum of the cells' chances: how often the true saving is within the
+    tolerance of a measured one, from the measured groups' own spread) and
+    how many measured savings lay inside the replay's 95 % interval."""
+    measured = [r for *_, r in results if r.chance is not None]
+    return (float(sum(r.chance for r in measured)), sum(1 for r in measured if r.covered),
+            len(measured))
 
 
 def main(argv=None):
@@ -175,8 +194,8 @@ def main(argv=None):
                      if os.path.exists(os.path.join(d, f"{name}.runs.json"))
                      else os.path.join(d, "runs.json"), toml))
     print("| experiment | change | fixed | measured saving ms (95 %) | predicted ms | error ms "
-          "| error | within |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
+          "| error | within | chance | in interval |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |")
     results = []
     for name, runs_json, toml in todo:
         exp = experiment(toml)
@@ -190,6 +209,10 @@ def main(argv=None):
     within, n, med = summary(results)
     print(f"\n{within} of {n} cells within max(10 %, 10 ms); median absolute error "
           f"{med * 100:.1f} %")
+    expected, covered, m = noise(results)
+    print(f"a perfect prediction would be within in {expected:.1f} of {m} (the measured "
+          f"groups' own spread: `chance`); the measured saving inside the predicted 95 % "
+          f"interval in {covered} of {m}")
     return results
 
 

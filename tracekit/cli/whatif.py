@@ -30,7 +30,9 @@ def _pairs(items, option):
               help="State a path or sender value instead of calibrating it (e.g. rate_mbps=50).")
 @click.option("--draws", type=click.IntRange(8), default=400, show_default=True,
               help="Monte-Carlo replays per group (each level).")
-@click.option("--explain", is_flag=True, help="Print the calibration (value and where from).")
+@click.option("--explain", is_flag=True,
+              help="Print the calibration (value and where from); where the queue is a guess, "
+                   "the predicted saving at half and at twice it.")
 @db_option
 @format_option
 @handle_errors
@@ -61,7 +63,7 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
                                _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
     if explain:
-        emit(*explain_rows(results), fmt)
+        emit(*explain_rows(results, draws), fmt)
     emit(*rows(results, by), fmt)
 
 

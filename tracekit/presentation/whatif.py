@@ -3,7 +3,7 @@ groups (--by) the what-if runs over."""
 
 import numpy as np
 
-from ..whatif.engine import DRAWS, explain, whatif
+from ..whatif.engine import DRAWS, explain, queue_sensitivity, whatif
 from ..whatif.factors import as_labels
 
 
@@ -36,7 +36,7 @@ def rows(results, by=()):
     """(columns, rows) of what-if results; times in ms."""
     columns = [*by, "n", "measured_ms", "replayed_ms", "predicted_ms", "predicted_95",
                "saving_ms", "saving_95", "target_n", "target_ms", "measured_saving_ms",
-               "error_ms", "within"]
+               "error_ms", "within", "chance", "in_95"]
     out = []
     for g, r in results:
         m = r.measured_saving
@@ -48,16 +48,22 @@ def rows(results, by=()):
                     _pair(r.intervals.get("saving")),
                     None if r.measured_target is None else len(r.measured_target),
                     None if r.measured_target is None else _ms(float(np.median(r.measured_target))),
-                    _ms(m), _ms(err), r.within])
+                    _ms(m), _ms(err), r.within,
+                    None if r.chance is None else round(r.chance, 2), r.covered])
     return columns, out
 
 
-def explain_rows(results):
-    """(columns, rows) of the calibration of each group."""
+def explain_rows(results, draws=DRAWS):
+    """(columns, rows) of the calibration of each group; where the queue was
+    guessed, the predicted saving at half and at twice it."""
     out = []
     for g, r in results:
         label = ", ".join(f"{k}={v}" for k, v in g.items())
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
+        for q, saving in queue_sensitivity(r, draws):
+            out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
+                        f"the queue is a guess: the predicted saving at {q / r.calibration.queue_bytes:g}x "
+                        f"it ({r.saving * 1e3:.1f} ms at the guess)"])
     return ["group", "parameter", "value", "from"], out
 
 

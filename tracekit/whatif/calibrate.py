@@ -49,6 +49,7 @@ import numpy as np
 from . import pathrate
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
+QUEUE_GUESS = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
 
 
@@ -346,7 +347,7 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
         src["queue_bytes"] = (f"the smallest of {len(overflows)} flights that reached the client before "
                         "the queue overflowed (a run of lost segments)")
         return float(min(overflows)) * (mss + WIRE_HEADER)
-    src["queue_bytes"] = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
+    src["queue_bytes"] = QUEUE_GUESS
     return max(float(longest), 0.4 * rate * rtt)
 
 

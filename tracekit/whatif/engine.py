@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibrate import WIRE_HEADER, calibrate, load_requests
+from .calibrate import QUEUE_GUESS, WIRE_HEADER, calibrate, load_requests
 from .factors import as_labels
 from .receiver import Receiver
 from .tcp import Conn, Path, Transfer
@@ -211,6 +211,12 @@ class WhatIf:
     replay_target: np.ndarray
     measured_target: np.ndarray | None = None
     intervals: dict = field(default_factory=dict)
+    # The chance that even the true saving is within the tolerance of a measured
+    # saving like this one: the share of the measured saving's resamples (each
+    # measured group's requests drawn again) within the tolerance of the measured
+    # value. A dozen lossy requests a group can leave it far below 1; summed over
+    # cells, what a perfect prediction would score. None without a measured target.
+    chance: float | None = None
 
     @property
     def saving(self):
@@ -238,7 +244,22 @@ class WhatIf:
         m = self.measured_saving
         if m is None:
             return None
-        return abs(self.saving - m) <= max(TOLERANCE[0] * abs(m), TOLERANCE[1])
+        return bool(_close(self.saving, m))
+
+    @property
+    def covered(self):
+        """The measured saving inside the replay's 95 % interval of a repeat
+        of the experiment (None without a measured target): how honest the
+        interval is, cell by cell."""
+        m, iv = self.measured_saving, self.intervals.get("saving")
+        if m is None or iv is None:
+            return None
+        return iv[0] <= m <= iv[1]
+
+
+def _close(predicted, measured):
+    """Within max(10 %, 10 ms) of the measured saving (predicted: a value or an array)."""
+    return np.abs(predicted - measured) <= max(TOLERANCE[0] * abs(measured), TOLERANCE[1])
 
 
 def _resampled(values, n, rng):
@@ -302,6 +323,24 @@ def _intervals(r):
     if r.measured_target is not None and len(r.measured_target) > 1 and n > 1:
         mb = _resampled(r.measured_target, nt, rng)
         r.intervals["measured_saving"] = _interval(ma - mb)
+        m = r.measured_saving  # (resample - measured) stands for (measured - true)
+        r.chance = float(np.mean(_close(ma - mb, m)))
+
+
+def queue_sensitivity(r, draws=DRAWS, seed=SEED):
+    """[(queue_bytes, saving s)] at half and at twice the queue when the
+    calibration guessed it (no label, no overflow seen) and the change does
+    not set it, else []: how much the prediction rests on the guess (a warm
+    burst overflows a small queue and not a large one)."""
+    cal = r.calibration
+    if "queue_bytes" in r.target or cal.sources.get("queue_bytes") != QUEUE_GUESS:
+        return []
+    out = []
+    for q in (cal.queue_bytes / 2, cal.queue_bytes * 2):
+        a = replay(cal, setting(cal, {"queue_bytes": q}), draws, seed)
+        b = replay(cal, setting(cal, {**r.target, "queue_bytes": q}), draws, seed)
+        out.append((q, float(np.median(a) - np.median(b))))
+    return out
 
 
 def explain(cal):
