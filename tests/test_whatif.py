@@ -5,6 +5,7 @@ import csv
 import io
 import math
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -670,3 +671,72 @@ def test_a_cells_chance_is_how_often_the_truth_is_within_a_measured_saving():
                       measured_target=tight(12))
     engine._intervals(r)
     assert r.chance == 1.0
+
+
+def _calibration(fresh=(True, True, True), loss=0.03, burst=0.4):
+    from tracekit.whatif.calibrate import Calibration, Request
+    reqs = [Request(f"r{i}", "run-1", i, 1.0, 300_000 + 10_000 * i, f, 0 if f else 1)
+            for i, f in enumerate(fresh)]
+    return Calibration(reqs, rtt_s=0.08, rate_Bps=20e6 / 8, loss_down=loss, burst=burst,
+                       loss_up=0.0, queue_bytes=100_000, congestion="cubic", initcwnd=10,
+                       pacing=False, mss=1448, processing_s=0.05, server_s=0.0, connect_s=0.0,
+                       reuse_s=0.0)
+
+
+def test_the_emulations_experiment_carries_the_calibration():
+    """The lab experiment `--emulate` runs: one factor, `arm`, whose levels
+    carry the source's and the target's settings. Bursty loss becomes the
+    lab's Gilbert-Elliott chain: driven through the lab's own model of its
+    forwarder (lab.wan.Link, the same draws as forwarder.c), it loses 3 % of
+    200,000 packets with P(lost | previous lost) = 0.4, as calibrated."""
+    from tracekit.lab import experiment as ex
+    from tracekit.lab import wan
+    from tracekit.whatif import emulate, engine
+    r = engine.WhatIf({}, {}, {"path": "tunnel-arq", "rtt_ms": 40}, _calibration(),
+                      np.ones(3), np.ones((3, 4)), np.ones((3, 4)))
+    sp = emulate.spec(r, trials=2, requests=3)
+    assert sp["response_bytes"] == 310_000 and sp["factors"] == {"arm": ["source", "target"]}
+    src, tgt = (ex.settings_of(sp, {"arm": a}) for a in ("source", "target"))
+    assert (src["rtt_ms"], src["rate_mbps"], src["queue_bytes"]) == (80.0, 20.0, 100_000)
+    assert (src["congestion"], src["initcwnd"], src["processing_ms"]) == ("cubic", 10, 50.0)
+    assert src["connection"] == "fresh" and src["path"] == "direct"
+    assert (tgt["rtt_ms"], tgt["path"], tgt["fec"]) == (40.0, "tunnel", "none")
+    link = wan.Link(ex._path_spec(src, 1).down, wan.Rng(7))
+    lost = np.array([link.admit(i * 1e-3, 1500)[0] is None for i in range(200_000)])
+    assert lost.mean() == pytest.approx(0.03, abs=0.003)
+    assert lost[1:][lost[:-1]].mean() == pytest.approx(0.4, abs=0.03)
+    # a persistent group keeps its warm-up; what the lab cannot do is refused
+    warm = engine.WhatIf({}, {}, {"loss_down": 0.0}, _calibration((False,) * 3), np.ones(3),
+                         np.ones((3, 4)), np.ones((3, 4)))
+    arms = emulate.spec(warm)["levels"]["arm"]
+    assert arms["source"]["warmup"] == 1 and arms["target"]["loss_down"] == 0.0
+    for cal, target in ((_calibration(), {"pacing": "fq"}),
+                        (_calibration((True, False, False)), {"loss_down": 0.0})):
+        r = engine.WhatIf({}, {}, target, cal, np.ones(3), np.ones((3, 4)), np.ones((3, 4)))
+        with pytest.raises(TracekitError):
+            emulate.spec(r)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("tcpdump"),
+                    reason="the emulation runs the lab (root, tcpdump)")
+def test_the_emulation_reruns_the_calibrated_path_with_the_kernels_tcp(suite, tmp_path):
+    """--set rtt_ms=50 from the lossless fresh counterfactual runs (100 ms,
+    50 Mbit/s): one round of 4 requests each way in the lab. The emulated
+    group reproduces the measured one within 10 % (the calibrated path and
+    workload are the group's), the saving is at least the three round trips
+    every request loses 50 ms on (handshake, request, first flight), and the
+    replay's saving agrees with the kernel's within max(10 %, 10 ms)."""
+    import tracekit
+    from tracekit import api
+    with tracekit.open(suite[2], read_only=True) as store:
+        (g, r), = store.whatif({"rtt_ms": 50}, {"experiment": "counterfactual",
+                                                "connection": "fresh"}, {"loss_down": 0.0},
+                               draws=40)
+    (_, e), = api.whatif_emulate([(g, r)], tmp_path, trials=1, requests=4)
+    arms = e.spec["levels"]["arm"]
+    assert arms["target"]["rtt_ms"] == 50.0 and arms["source"]["rtt_ms"] == pytest.approx(
+        r.calibration.rtt_s * 1e3, abs=0.01)
+    assert len(e.source_s) == len(e.target_s) == 4
+    assert abs(e.source_error) < 0.10, (np.median(e.source_s), e.measured_source_s)
+    assert e.saving > 3 * 0.050
+    assert e.agree, (e.saving, e.replay_saving)

@@ -442,6 +442,18 @@ def lab_run(experiment: str | os.PathLike[str], workdir: str | os.PathLike[str],
     return spec, manifests, busy
 
 
+def whatif_emulate(results: Sequence[tuple[Any, Any]], workdir: str | os.PathLike[str],
+                   trials: int = 4, requests: int = 4,
+                   progress: Callable[..., object] | None = None) -> list[tuple[Any, Any]]:
+    """Re-run each what-if group's calibrated path and workload in the lab (root),
+    as measured and with the change (tracekit.whatif.emulate); [(group, Emulation)]
+    beside `results` ([(group, WhatIf)], as Store.whatif returns). Each group's
+    runs and their store go in a folder of `workdir` of their own."""
+    from .whatif import emulate
+    return [(g, emulate.run(r, os.path.join(os.fspath(workdir), f"group-{i}"), trials, requests,
+                            progress)) for i, (g, r) in enumerate(results, 1)]
+
+
 def lab_clean(force: bool = False) -> list[str]:
     """Remove what crashed lab runs left; the lines saying what was done."""
     from .lab import cleanup

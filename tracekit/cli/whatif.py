@@ -1,5 +1,7 @@
 """Commands that predict from a calibrated replay: whatif, interactions."""
 
+import time
+
 import click
 
 from .. import api
@@ -33,10 +35,16 @@ def _pairs(items, option):
 @click.option("--explain", is_flag=True,
               help="Print the calibration (value and where from); where the queue is a guess, "
                    "the predicted saving at half and at twice it.")
+@click.option("--emulate", type=click.IntRange(1), default=None, metavar="ROUNDS",
+              help="Also re-run each group's calibrated path and workload in the lab (root), "
+                   "as measured and with the change, this many interleaved rounds of 4 "
+                   "requests each, and print the emulated saving beside the replay's.")
+@click.option("--emulate-dir", default="whatif-emulation", show_default=True, metavar="DIR",
+              help="Where the emulation's runs and their store go (a folder per group).")
 @db_option
 @format_option
 @handle_errors
-def whatif(where, source, target, by, assume, draws, explain, db, fmt):
+def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_dir, db, fmt):
     """Predict the time of a group's requests under a change (docs/whatif.md).
 
     The requests matching --where and --from calibrate a model of the path
@@ -51,13 +59,15 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
     loss_up, processing_ms, congestion, connection, initcwnd, queue_bytes,
     pacing, jitter_ms, warmup, slow_start_after_idle, rcv_window, path
     (--set path=tunnel or tunnel-arq: the response through kcptun, with FEC
-    sized for the loss or ARQ alone; calibrated on direct runs).
+    sized for the loss or ARQ alone; calibrated on direct runs). --emulate
+    re-runs the calibrated path and workload in the lab with real kernel
+    TCP, both ways, and prints the emulated saving beside the replay's.
 
     \b
     Example:
       tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection --draws 100
     """
-    from ..presentation.whatif import explain_rows, rows
+    from ..presentation.whatif import emulation_rows, explain_rows, rows
     with api.open(db, read_only=True) as store:
         store.require_analyzed()
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
@@ -65,6 +75,14 @@ def whatif(where, source, target, by, assume, draws, explain, db, fmt):
     if explain:
         emit(*explain_rows(results, draws), fmt)
     emit(*rows(results, by), fmt)
+    if emulate:
+        started = time.monotonic()
+
+        def progress(i, n, combo, skipped=False):
+            click.echo(f"emulation run {i}/{n}: {combo['arm']} "
+                       f"({time.monotonic() - started:.0f} s)", err=True)
+        emit(*emulation_rows(api.whatif_emulate(results, emulate_dir, emulate, 4, progress), by),
+             fmt)
 
 
 @click.command(context_settings=CONTEXT)

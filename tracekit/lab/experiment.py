@@ -12,6 +12,7 @@ levels, trials and a seed:
                                 # connection; protocol h2/h3, scheduling fifo/priority)
     trials = 4                  # rounds; each round runs every combination once
     requests = 4                # requests per run
+    response_bytes = 354640     # optional: the response's size (upload_bytes: bytes up)
     seed = 1
     [path]                      # the emulated WAN (tracekit.lab.wan)
     rtt_ms = 100                # split evenly between the two directions
@@ -113,6 +114,13 @@ def load(path):
     spec.setdefault("requests", 4)
     spec.setdefault("seed", 1)
     return spec
+
+
+def _shape(spec):
+    """(bytes up, bytes down): the workload's, or `upload_bytes` / `response_bytes`."""
+    from .tts import WORKLOADS as SHAPES
+    up, down = SHAPES[spec.get("workload", "tts")]
+    return int(spec.get("upload_bytes", up)), int(spec.get("response_bytes", down))
 
 
 def schedule(spec):
@@ -226,7 +234,6 @@ def _other_runner(spec, protocol):
 def run_one(spec, trial, order, combo, workdir):
     """One run; returns its manifest (also written as manifest.json)."""
     from .tts import PROCESSING_MS
-    from .tts import WORKLOADS as SHAPES
     from .tunnel import Tunnel, TunnelSettings
 
     s = settings_of(spec, combo)
@@ -267,7 +274,7 @@ def run_one(spec, trial, order, combo, workdir):
         server_cmd = [sys.executable, "-m", "tracekit.lab.tts", "server", "--addr", "0.0.0.0",
                       "--port", str(SERVER_PORT), "--log", files["server_log"], *server_extra]
         with running(path.server, server_cmd, "TTS server"):
-            up, down = SHAPES[spec.get("workload", "tts")]
+            up, down = _shape(spec)
             client_cmd = [sys.executable, "-m", "tracekit.lab.tts", "client",
                           "--log", files["client_log"], "--requests", str(spec["requests"]),
                           "--connection", s["connection"], "--run", run_id,
@@ -291,8 +298,7 @@ def run_one(spec, trial, order, combo, workdir):
             else:
                 with _recording(path, files, out, snaplen):
                     subprocess.run(path.client(client_cmd + ["--addr", SERVER_ADDR, "--port",
-                                                             str(SERVER_PORT)]),
-                                   check=True, timeout=600)
+                                                             str(SERVER_PORT)]), check=True, timeout=600)
             time.sleep(0.3)  # the server's last tcp_info
     manifest = _manifest(spec, s, trial, order, combo, pspec, tunnel_settings, files, path,
                          started, run_id,
@@ -309,9 +315,8 @@ def _run_h3(spec, s, trial, order, combo, out, files, pspec, run_id, started):
     """One run of the TTS shape over HTTP/3 (aioquic): fresh = a QUIC
     connection per request, persistent = one for all (warmup requests first)."""
     from .tts import PROCESSING_MS
-    from .tts import WORKLOADS as SHAPES
 
-    up, down = SHAPES[spec.get("workload", "tts")]
+    up, down = _shape(spec)
     if up:
         raise TracekitError("the h3 workload carries downloads only (tts)")
     qlogs = {side: os.path.join(out, f"{side}-qlog") for side in ("client", "server")}

@@ -1,0 +1,137 @@
+"""What-if, the second way: the calibrated path and workload re-run in the
+lab with real kernel TCP, as measured and with the change (issue #26).
+
+The replay (engine.py) is a model of Linux; the emulation is Linux. From a
+WhatIf's calibration, `spec` writes a lab experiment (tracekit.lab.experiment)
+of one factor, `arm`, whose two levels carry every setting of the source and
+of the target: the path (rtt_ms, rate_mbps, loss_down and its burstiness as a
+Gilbert-Elliott chain with the same P(lost | previous lost), loss_up,
+queue_bytes, jitter_ms, a tunnel with FEC or ARQ), the sender (congestion,
+initcwnd), the server's processing time, the connection (fresh, or
+persistent with its warm-up and slow start after idle) and the response's
+size (the group's median). `run` makes the runs (root; the arms interleaved
+round by round, reversed every other round), ingests them into a store of
+their own and analyses it; `Emulation` sets the emulated saving, with its
+bootstrap interval, beside the replay's: where the two agree, the replay
+holds for Linux on that calibration; where the emulation and the measured
+saving disagree, the calibration (a guessed queue, a rate) is what is
+wrong, not the replay.
+
+Not emulated: pacing with fq (the lab has no fq qdisc) -- refused; each
+request's own size (the lab sends one size).
+"""
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import TracekitError
+from .calibrate import load_requests
+from .engine import SEED, _close, _interval, _resampled, setting
+
+NAME = "whatif-emulation"
+ARM = "arm"
+
+
+def spec(r, trials=4, requests=4, seed=1):
+    """The lab experiment (a dict, as experiment.load returns) of a WhatIf."""
+    cal = r.calibration
+    fresh = {q.fresh for q in cal.requests}
+    if len(fresh) > 1:
+        raise TracekitError("the group mixes fresh and persistent connections: emulate each "
+                            "(--by connection, or --where connection=...)")
+    measured = "fresh" if fresh.pop() else "persistent"
+    warm = min((q.prior for q in cal.requests if not q.fresh), default=0)
+    arms = {"source": _settings(setting(cal, {}), measured, warm),
+            "target": _settings(setting(cal, r.target), measured, warm)}
+    size = int(np.median([q.bytes_down for q in cal.requests]))
+    return {"name": NAME, "workload": "tts", "trials": int(trials), "requests": int(requests),
+            "seed": int(seed), "response_bytes": size, "path": {}, "fixed": {},
+            "factors": {ARM: ["source", "target"]}, "levels": {ARM: arms}}
+
+
+def _settings(s, measured, warm):
+    """The lab settings of an engine Setting."""
+    if s.pacing:
+        raise TracekitError("pacing=fq cannot be emulated: the lab's kernel has no fq qdisc")
+    out = {"rtt_ms": round(s.rtt * 1e3, 3), "rate_mbps": round(s.rate * 8 / 1e6, 4),
+           "loss_down": s.loss, "loss_up": s.loss_up, "queue_bytes": int(s.queue),
+           "jitter_ms": round(s.jitter * 1e3, 3), "congestion": s.cc,
+           "initcwnd": int(s.initcwnd), "processing_ms": round(s.processing * 1e3, 3)}
+    if s.burst > 0 and s.loss > 0:
+        # bad state loses all, leaves it with 1 - burst: P(lost | lost) = burst and
+        # the stationary loss p / (p + r) = s.loss
+        leave = 1.0 - s.burst
+        out.update(loss_down=0.0, burst_r_down=leave, burst_loss_down=1.0,
+                   burst_p_down=s.loss * leave / (1.0 - s.loss))
+    connection = s.connection or measured
+    out["connection"] = connection
+    if connection == "persistent":
+        out["warmup"] = int(s.warmup if s.connection else warm)
+        out["slow_start_after_idle"] = int(s.ssai)
+    if s.path != "direct":
+        out["path"] = "tunnel"
+        out["fec"] = "none" if s.path == "tunnel-arq" else "auto"
+    return out
+
+
+@dataclass
+class Emulation:
+    spec: dict
+    workdir: str
+    source_s: np.ndarray      # each emulated request's time at the source arm
+    target_s: np.ndarray
+    replay_saving: float      # the WhatIf's (s)
+    measured_source_s: float  # the group's measured median
+    disturbed: tuple = ()     # runs the machine held up (the lab's note)
+
+    @property
+    def saving(self):
+        return float(np.median(self.source_s) - np.median(self.target_s))
+
+    @property
+    def interval(self):
+        rng = np.random.default_rng(SEED)
+        return _interval(_resampled(self.source_s, len(self.source_s), rng)
+                         - _resampled(self.target_s, len(self.target_s), rng))
+
+    @property
+    def agree(self):
+        """The replay's saving within max(10 %, 10 ms) of the emulated one."""
+        return bool(_close(self.replay_saving, self.saving))
+
+    @property
+    def source_error(self):
+        """Emulated source median / measured - 1: how well the calibrated path
+        and workload reproduce the group itself."""
+        return float(np.median(self.source_s)) / self.measured_source_s - 1.0
+
+
+def run(r, workdir, trials=4, requests=4, progress=None):
+    """Emulate a WhatIf in the lab under `workdir` (root): an Emulation."""
+    from ..lab import experiment as ex
+    from ..pipeline.analyze import analyze
+    from ..pipeline.ingest import ingest_runs
+    from ..pipeline.manifests import run_inputs
+    from ..pipeline.stores import open_store
+    sp = spec(r, trials, requests)
+    os.makedirs(workdir, exist_ok=True)
+    manifests = ex.run_experiment(sp, workdir, progress)
+    db = os.path.join(workdir, f"{NAME}.duckdb")
+    if os.path.exists(db):
+        os.remove(db)
+    con = open_store(db)
+    try:
+        ingest_runs(con, run_inputs(manifests, workdir))
+        analyze(con)
+        times = {arm: load_requests(con, {ARM: arm}).duration_ns.to_numpy() / 1e9
+                 for arm in ("source", "target")}
+    finally:
+        con.close()
+    for arm, t in times.items():
+        if not len(t):
+            raise TracekitError(f"{workdir}: the emulation's {arm} runs have no requests "
+                                f"(their logs and captures are there)")
+    return Emulation(sp, workdir, times["source"], times["target"], r.saving,
+                     float(np.median(r.measured_source)), tuple(ex.disturbed(manifests)))
