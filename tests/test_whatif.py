@@ -710,6 +710,12 @@ def test_the_emulations_experiment_carries_the_calibration():
                          np.ones((3, 4)), np.ones((3, 4)))
     arms = emulate.spec(warm)["levels"]["arm"]
     assert arms["source"]["warmup"] == 1 and arms["target"]["loss_down"] == 0.0
+    # the comparison: a tight pair agrees; a spread one holds the replay only in its interval
+    e = emulate.Emulation(sp, "", np.full(8, 0.5), np.full(8, 0.3), 0.205, 0.49)
+    assert e.saving == pytest.approx(0.2) and e.agree and e.source_error == pytest.approx(1 / 49)
+    spread = np.array([0.45, 0.5, 0.6, 1.5, 1.7, 2.0, 2.2, 2.5])  # median 1.6
+    e = emulate.Emulation(sp, "", spread, np.full(8, 0.4), 0.9, 1.6)
+    assert not e.agree and e.replay_inside and e.interval[0] < 0.9 < 1.2 < e.interval[1]
     for cal, target in ((_calibration(), {"pacing": "fq"}),
                         (_calibration((True, False, False)), {"loss_down": 0.0})):
         r = engine.WhatIf({}, {}, target, cal, np.ones(3), np.ones((3, 4)), np.ones((3, 4)))

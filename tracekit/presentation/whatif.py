@@ -57,13 +57,14 @@ def emulation_rows(pairs, by=()):
     """(columns, rows) of [(group, Emulation)] (whatif.emulate); times in ms."""
     columns = [*by, "emulated_n", "measured_ms", "emulated_ms", "source_error",
                "emulated_target_ms", "emulated_saving_ms", "emulated_95", "replay_saving_ms",
-               "agree", "busy_runs", "runs"]
+               "agree", "replay_in_95", "busy_runs", "runs"]
     out = []
     for g, e in pairs:
         out.append([*(g.get(b) for b in by), len(e.source_s), _ms(e.measured_source_s),
                     _ms(float(np.median(e.source_s))), f"{e.source_error * 100:+.1f} %",
                     _ms(float(np.median(e.target_s))), _ms(e.saving), _pair(e.interval),
-                    _ms(e.replay_saving), e.agree, len(e.disturbed), e.workdir])
+                    _ms(e.replay_saving), e.agree, e.replay_inside, len(e.disturbed),
+                    e.workdir])
     return columns, out
 
 

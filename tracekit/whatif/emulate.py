@@ -102,6 +102,13 @@ class Emulation:
         return bool(_close(self.replay_saving, self.saving))
 
     @property
+    def replay_inside(self):
+        """The replay's saving inside the emulated saving's 95 % interval (a few
+        lossy requests an arm leave it wide: agreement within 10 % is then luck)."""
+        lo, hi = self.interval
+        return bool(lo <= self.replay_saving <= hi)
+
+    @property
     def source_error(self):
         """Emulated source median / measured - 1: how well the calibrated path
         and workload reproduce the group itself."""
