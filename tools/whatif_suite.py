@@ -15,7 +15,7 @@ lies inside the replay's 95 % interval of a repeat of the experiment.
 
     python tools/whatif_suite.py [--experiments counterfactual,cross-region]
         [--draws 400] [--store-dir out/whatif-suite] [--runs DIR:EXPERIMENT ...]
-        [--tunnels]
+        [--tunnels] [--emulate ROUNDS [--emulate-dir DIR]]
 
 The runs are ingested into a store per experiment under --store-dir (made
 once, kept), client captures and event logs only, as a user would.
@@ -179,6 +179,10 @@ def main(argv=None):
     ap.add_argument("--runs", action="append", default=[], metavar="DIR:EXPERIMENT_TOML")
     ap.add_argument("--assume", default="", metavar="FACTOR=VALUE[,...]",
                     help="values stated instead of calibrated (e.g. queue_bytes=256000)")
+    ap.add_argument("--emulate", type=int, default=0, metavar="ROUNDS",
+                    help="also re-run each cell's calibration in the lab (root), ROUNDS rounds "
+                         "of 4 requests an arm, and print the emulated savings beside")
+    ap.add_argument("--emulate-dir", default=os.path.join(ROOT, "out", "whatif-emulation"))
     ap.add_argument("--tunnels", action="store_true",
                     help="the changes from the direct path to each tunnel path instead")
     args = ap.parse_args(argv)
@@ -213,7 +217,39 @@ def main(argv=None):
     print(f"a perfect prediction would be within in {expected:.1f} of {m} (the measured "
           f"groups' own spread: `chance`); the measured saving inside the predicted 95 % "
           f"interval in {covered} of {m}")
+    if args.emulate:
+        emulated(results, args.emulate, args.emulate_dir)
     return results
+
+
+def emulated(results, rounds, workdir):
+    """Each cell's calibration re-run in the lab (whatif/emulate.py): a table of
+    the emulated saving beside the measured and the replayed one."""
+    from tracekit import api
+    print("\n| experiment | change | fixed | measured saving ms | replayed ms | emulated ms (95 %) "
+          "| emulated error | emulated within | replay agrees | replay in its 95 % | source |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: |")
+    out = []
+    for i, (where, source, target, r) in enumerate(results, 1):
+        (_, e), = api.whatif_emulate([(where, r)], os.path.join(workdir, f"cell-{i}"), rounds, 4)
+        m = r.measured_saving
+        lo, hi = e.interval
+        close = abs(e.saving - m) <= max(0.10 * abs(m), 0.010)
+        out.append((close, e.agree, e.replay_inside))
+        (f, a), = source.items()
+        fixed = ", ".join(f"{k}={v}" for k, v in sorted(where.items())
+                          if k not in ("experiment", "path"))
+        print(f"| {where['experiment']} | {f} {a} -> {target[f]} | {fixed} | {m * 1e3:,.1f} "
+              f"| {r.saving * 1e3:,.1f} | {e.saving * 1e3:,.1f} ({lo * 1e3:,.0f}..{hi * 1e3:,.0f}) "
+              f"| {abs(e.saving - m) / abs(m) * 100:.0f} % | {'yes' if close else 'no'} "
+              f"| {'yes' if e.agree else 'no'} | {'yes' if e.replay_inside else 'no'} "
+              f"| {e.source_error * 100:+.1f} % |", flush=True)
+    n = len(out)
+    print(f"\nemulated within max(10 %, 10 ms) of the measured saving in "
+          f"{sum(c for c, _, _ in out)} of {n}; the replay agrees with the emulation in "
+          f"{sum(a for _, a, _ in out)} of {n}, inside its 95 % interval in "
+          f"{sum(i for *_, i in out)} of {n}")
+    return out
 
 
 if __name__ == "__main__":
