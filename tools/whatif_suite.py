@@ -226,6 +226,7 @@ def emulated(results, rounds, workdir):
     """Each cell's calibration re-run in the lab (whatif/emulate.py): a table of
     the emulated saving beside the measured and the replayed one."""
     from tracekit import api
+    from tracekit.whatif.engine import _close
     print("\n| experiment | change | fixed | measured saving ms | replayed ms | emulated ms (95 %) "
           "| emulated error | emulated within | replay agrees | replay in its 95 % | source |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | ---: |")
@@ -234,7 +235,7 @@ def emulated(results, rounds, workdir):
         (_, e), = api.whatif_emulate([(where, r)], os.path.join(workdir, f"cell-{i}"), rounds, 4)
         m = r.measured_saving
         lo, hi = e.interval
-        close = abs(e.saving - m) <= max(0.10 * abs(m), 0.010)
+        close = bool(_close(e.saving, m))
         out.append((close, e.agree, e.replay_inside))
         (f, a), = source.items()
         fixed = ", ".join(f"{k}={v}" for k, v in sorted(where.items())

@@ -76,9 +76,10 @@ def explain_rows(results, draws=DRAWS):
         label = ", ".join(f"{k}={v}" for k, v in g.items())
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
         for q, saving in queue_sensitivity(r, draws):
+            times = q / r.calibration.queue_bytes
             out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
-                        f"the queue is a guess: the predicted saving at {q / r.calibration.queue_bytes:g}x "
-                        f"it ({r.saving * 1e3:.1f} ms at the guess)"])
+                        f"the queue is a guess: the predicted saving at {times:g}x it "
+                        f"({r.saving * 1e3:.1f} ms at the guess)"])
     return ["group", "parameter", "value", "from"], out
 
 
