@@ -683,7 +683,7 @@ def _calibration(fresh=(True, True, True), loss=0.03, burst=0.4):
                        reuse_s=0.0)
 
 
-def test_the_emulations_experiment_carries_the_calibration():
+def test_the_emulations_experiment_carries_the_calibration(monkeypatch, tmp_path):
     """The lab experiment `--emulate` runs: one factor, `arm`, whose levels
     carry the source's and the target's settings. Bursty loss becomes the
     lab's Gilbert-Elliott chain: driven through the lab's own model of its
@@ -721,6 +721,11 @@ def test_the_emulations_experiment_carries_the_calibration():
         r = engine.WhatIf({}, {}, target, cal, np.ones(3), np.ones((3, 4)), np.ones((3, 4)))
         with pytest.raises(TracekitError):
             emulate.spec(r)
+    # without root: the lab's one line, before anything is made
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(TracekitError, match="needs root"):
+        emulate.run(warm, str(tmp_path / "emulation"))
+    assert not (tmp_path / "emulation").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("tcpdump"),

@@ -118,12 +118,18 @@ class Emulation:
 def run(r, workdir, trials=4, requests=4, progress=None):
     """Emulate a WhatIf in the lab under `workdir` (root): an Emulation."""
     from ..lab import experiment as ex
+    from ..lab.netns import require_root
     from ..pipeline.analyze import analyze
     from ..pipeline.ingest import ingest_runs
     from ..pipeline.manifests import run_inputs
     from ..pipeline.stores import open_store
     sp = spec(r, trials, requests)
-    os.makedirs(workdir, exist_ok=True)
+    require_root()
+    try:
+        os.makedirs(workdir, exist_ok=True)
+    except OSError as e:
+        raise TracekitError(f"{workdir}: cannot make the emulation's folder: "
+                            f"{e.strerror}") from None
     manifests = ex.run_experiment(sp, workdir, progress)
     db = os.path.join(workdir, f"{NAME}.duckdb")
     if os.path.exists(db):
