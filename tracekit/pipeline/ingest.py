@@ -10,7 +10,6 @@ order. A store this call created and could not fill is removed again. A
 capture from a stream (`-`, a pipe) is spooled first (pipeline/spool.py).
 """
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
 from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.dataset import is_dataset
-from ..store.db import connect, default_db_path
+from ..store.db import connect, default_db_path, remove_store
 from .captures import command as new_command
 from .captures import load_captures
 from .logs import load_logs
@@ -133,9 +132,7 @@ def _ingest_gathered(db_path, inputs, labels, replace, clock_offset_ns, progress
     finally:
         con.close()
         if not ok and new_store:  # a store this call created and could not fill: gone
-            for leftover in (db_path, db_path + ".wal"):
-                with contextlib.suppress(OSError):
-                    os.remove(leftover)
+            remove_store(db_path)
     return out
 
 

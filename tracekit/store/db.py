@@ -42,6 +42,13 @@ def default_db_path():
     return os.environ.get("TRACEKIT_DB") or DEFAULT_DB
 
 
+def remove_store(path):
+    """A store's file and its write-ahead log, gone (either may be missing)."""
+    for leftover in (path, path + ".wal"):
+        with contextlib.suppress(OSError):
+            os.remove(leftover)
+
+
 # A store never fetches code: DuckDB would otherwise download and load an
 # extension to read a file of another kind (a SQLite file, say).
 CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}

@@ -21,11 +21,10 @@ fails before it takes the connection `discard`s it, and a store the
 opening created is removed again.
 """
 
-import contextlib
 import os
 import threading
 
-from .db import connect
+from .db import connect, remove_store
 
 
 class Opening(threading.Thread):
@@ -59,6 +58,4 @@ class Opening(threading.Thread):
             self.con.close()
             self.con = None
         if self.new:
-            for leftover in (self.path, self.path + ".wal"):
-                with contextlib.suppress(OSError):
-                    os.remove(leftover)
+            remove_store(self.path)

@@ -23,6 +23,7 @@ request's own size (the lab sends one size).
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class Emulation:
     def saving(self):
         return float(np.median(self.source_s) - np.median(self.target_s))
 
-    @property
+    @cached_property
     def interval(self):
         rng = np.random.default_rng(SEED)
         return _interval(_resampled(self.source_s, len(self.source_s), rng)
@@ -123,6 +124,7 @@ def run(r, workdir, trials=4, requests=4, progress=None):
     from ..pipeline.ingest import ingest_runs
     from ..pipeline.manifests import run_inputs
     from ..pipeline.stores import open_store
+    from ..store.db import remove_store
     sp = spec(r, trials, requests)
     require_root()
     try:
@@ -132,8 +134,7 @@ def run(r, workdir, trials=4, requests=4, progress=None):
                             f"{e.strerror}") from None
     manifests = ex.run_experiment(sp, workdir, progress)
     db = os.path.join(workdir, f"{NAME}.duckdb")
-    if os.path.exists(db):
-        os.remove(db)
+    remove_store(db)  # an earlier emulation's, and its log
     con = open_store(db)
     try:
         ingest_runs(con, run_inputs(manifests, workdir))

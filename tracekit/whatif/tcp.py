@@ -37,7 +37,8 @@ The sender, as Linux does it in outline:
   delivery-rate samples, the minimum RTT its floor; it paces at gain x
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
-  2 BDP (plus the ACKs' aggregation once out of Startup: bbr.py), and does not reduce its rate on random loss -- a recovery that
+  2 BDP (plus the ACKs' aggregation once out of Startup: bbr.py), and does
+  not reduce its rate on random loss -- a recovery that
   ends with a segment still marked lost goes on without a new conservation
   round or a restore, as Linux re-enters Recovery on that ACK -- except through
   Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
