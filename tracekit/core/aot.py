@@ -13,7 +13,14 @@ kernel misses its module and runs through numba, as before. Kernels found
 there are called through it (`jit.Kernel.__call__`); the others, and any
 call with other argument types, go to numba. Such a module holds the GIL
 while it runs, so only kernels whose callers do not overlap them with other
-Python work belong in it (ingest's record scans and flow tracker).
+Python work belong in it: ingest's record scans and flow tracker, and
+analyze's passes, whose only company is the writer thread's appends (DuckDB
+runs them without the GIL; a kernel's call on a chunk takes milliseconds).
+On the 2.9 M-packet mixed capture, analyze with its ten kernels built
+ahead against through numba's cache, three alternated runs each
+(2026-12-05): 12.8-13.2 against 13.3-14.3 s, 17.5-17.8 against 18.0-18.8
+CPU s, peak memory 658-668 against 773-787 MB (numba and LLVM never
+loaded).
 """
 
 import os

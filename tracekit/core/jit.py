@@ -21,11 +21,13 @@ capture does not pay for it; without that folder the cache is the user's
 its module's path in the package, not after its absolute path as numba
 names them, so the cache made at install is found wherever the package is.
 
-Ingest's kernels also go through two shortcuts past numba's start-up: the
-warm-up compiles them ahead of time into extension modules in the same
-folder (core/aot.py; `Kernel.__call__` calls those when present, and a
-compiled ingest then never imports numba), and without those `preload`
-loads them on a thread while the store is opened.
+Ingest's and analyze's kernels also go past numba's start-up: the warm-up
+compiles them ahead of time into extension modules in the same folder
+(core/aot.py; `Kernel.__call__` calls those when present, and a compiled
+ingest or analyze then never imports numba; and as such a module costs no
+start-up, small inputs run it too, not the Python, unless `TRACEKIT_JIT`
+says which); without those, `preload` loads ingest's on a thread while the
+store is opened.
 """
 
 import hashlib
@@ -242,6 +244,11 @@ class Kernel:
                           for name in (h.__name__,)})
         return compiled[self.py_func.__name__]
 
+    def signatures(self):
+        """The argument types it has been compiled for in this process (none if
+        it has not been)."""
+        return list(self._compiled.nopython_signatures) if self._compiled is not None else []
+
     def ahead(self):
         """This kernel compiled ahead of time (core/aot.py), or None."""
         if self._ahead is False:
@@ -252,12 +259,16 @@ class Kernel:
         if jit:
             global _loaded
             _loaded = True
+        # built ahead, it costs no start-up: small inputs too run it, unless
+        # TRACEKIT_JIT says how to run
+        if jit or os.environ.get("TRACEKIT_JIT", "auto") == "auto":
             ahead = self.ahead()
             if ahead is not None:
                 try:
                     return ahead(*args)
                 except TypeError:  # arguments of other types than it was built for
                     self._ahead = None
+        if jit:
             return self.compiled()(*args)
         with np.errstate(over="ignore"):  # uint64 hashing wraps, as in compiled code
             return self.py_func(*args)

@@ -2,7 +2,10 @@
 
 The compiled machine code is cached on disk (tracekit.core.jit.cache_dir),
 so a new machine's first capture does not pay for compiling; `make setup`
-runs this on the sample captures. With `--into-package` the cache is
+runs this on the sample captures. It also compiles ingest's and analyze's
+kernels ahead of time into extension modules (core/aot.py), under the
+signatures the sample's ingest and analyze called them with: a compiled
+ingest or analyze then never imports numba. With `--into-package` the cache is
 written into the installed package (tracekit/_kernels/kernels-<hash of the
 kernels' sources>), where every user of that install finds it: a changed
 source has another hash, so it compiles afresh instead of loading stale code.
@@ -17,10 +20,18 @@ from pathlib import Path
 from ..core.aot import build, missing
 from ..core import jit
 from ..core.jit import PACKAGE_CACHE, cache_dir
+from ..kernels import segments, wireshark
 from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.db import connect
 from .analyze import analyze
 from .captures import load_captures
+from .steps import bottleneck, phases, stalls
+
+# what analyze runs compiled (each under the one signature its step calls it with)
+ANALYZE_KERNELS = (wireshark.analyze, segments.classify, segments.flush_flights,
+                   bottleneck.candidate_pairs, stalls.limitation_runs, stalls.finish_flows,
+                   phases.pause_inputs, phases.state_overlaps, phases.overlap_pairs,
+                   phases.download_gaps)
 
 
 def warm_up(paths, into_package=False):
@@ -43,6 +54,8 @@ def warm_up(paths, into_package=False):
             analyze(con)
         finally:
             con.close()
+    # (those the analyze just run compiled: a kernel the samples never reach stays numba's)
+    _build([k for k in missing(ANALYZE_KERNELS) if k.signatures()], "analyze")
     return cache_dir()
 
 
@@ -54,11 +67,19 @@ def compile_ahead(paths):
     if not wanted:
         return []
     load_kernels(paths)  # (each under the signature ingest calls it with)
+    return _build(wanted, "ingest")
+
+
+def _build(kernels, who):
+    """Build `kernels` ahead of time; without a C compiler (or numba's
+    ahead-of-time compiler) a note says so and `who` loads them through numba."""
+    if not kernels:
+        return []
     try:
-        return build(wanted)
+        return build(kernels)
     except Exception as e:  # noqa: BLE001 -- any failure leaves numba's cache, which works
-        print(f"note: ingest's kernels not compiled ahead ({type(e).__name__}: {e}); "
-              f"ingest loads them through numba", file=sys.stderr)
+        print(f"note: {who}'s kernels not compiled ahead ({type(e).__name__}: {e}); "
+              f"{who} loads them through numba", file=sys.stderr)
         return None
 
 
