@@ -20,7 +20,9 @@ On the 2.9 M-packet mixed capture, analyze with its ten kernels built
 ahead against through numba's cache, three alternated runs each
 (2026-12-05): 12.8-13.2 against 13.3-14.3 s, 17.5-17.8 against 18.0-18.8
 CPU s, peak memory 658-668 against 773-787 MB (numba and LLVM never
-loaded).
+loaded). The modules are built for a generic CPU (pycc's default), so a
+wheel moves between machines; built for this machine's CPU they were no
+faster (docs/benchmarks.md).
 """
 
 import os
