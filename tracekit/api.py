@@ -359,7 +359,7 @@ def ingest(db: str | os.PathLike[str] | None = None,
 def on_dataset(db: str | os.PathLike[str] | None, workers: int | None = None,
                cluster: str | None = None) -> bool:
     """Whether `db` is a Parquet dataset (analysed on Dask)."""
-    from .pipeline.ingest import on_dask
+    from .store.dataset import on_dask
     from .store.db import default_db_path
     return bool(on_dask(str(db or default_db_path()), workers, cluster))
 

@@ -18,7 +18,7 @@ from ..core.errors import TracekitError
 from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
 from ..readers.preload import INGEST_KERNELS, load_kernels
-from ..store.dataset import is_dataset
+from ..store.dataset import is_dataset, on_dask
 from ..store.db import connect, default_db_path, remove_store
 from .captures import command as new_command
 from .captures import load_captures
@@ -187,16 +187,6 @@ def _read_logs(paths, fmt=None, time_ns=None):
         return []
     from ..readers.events import read_logs
     return read_logs(paths, fmt, time_ns)
-
-
-def on_dask(db, workers=None, cluster=None):
-    """Whether `db` is a dataset, ingested and analysed on Dask (and the options agree)."""
-    if is_dataset(db):
-        return True
-    if workers or cluster:
-        raise TracekitError(f"--workers and --cluster write a Parquet dataset: give a folder "
-                            f"with --store DIR/ ({db} is a DuckDB file)")
-    return False
 
 
 def _ingest_dataset(directory, inputs, labels, clock_offset_ns, workers, cluster, progress):

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from ...store.arrow import fetch_numpy as _fetch, numpy_array
+from ...store.arrow import fetch_numpy as _fetch, numpy_array, whole
 from ...store.db import settings
 from .stalls import STATES
 
@@ -183,8 +183,8 @@ def fetch_keyed(con, sql, params=None):
     numbers are read from the Arrow buffers: pyarrow's to_numpy() and take()
     of a numpy array import pandas, half a second.)"""
     t = con.sql(sql, params=params or None).to_arrow_table()
-    return {c: (t.column(c).combine_chunks() if c == "request_key"
-                else _numbers(t.column(c).combine_chunks())) for c in t.column_names}
+    return {c: (whole(t.column(c)) if c == "request_key" else _numbers(whole(t.column(c))))
+            for c in t.column_names}
 
 
 def _numbers(column):
