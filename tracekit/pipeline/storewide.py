@@ -79,6 +79,7 @@ class StoreWide:
         self.con = con
         self.done = []  # (step, stamp or None, rows, seconds, error)
         self.failures = {}  # analysis -> failed in this run
+        self._shadowed = set()  # tables whose temporary view this run made
 
     def _stamp(self, step):
         fingerprint = inputs_fingerprint(self.con, self.failures)
@@ -140,9 +141,13 @@ class StoreWide:
                                      f"LIMIT 0")
 
     def _built_tables(self):
+        # (one look at the catalog, not one per table: this runs after every step)
+        building = {r[0] for r in self.con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = 'store' AND ends_with(table_name, ?)", [SUFFIX]).fetchall()}
         for step, *_ in self.done:
             for table in step.tables:
-                if exists(self.con, f"{table}{SUFFIX}", schema="store"):
+                if f"{table}{SUFFIX}" in building:
                     yield table
 
     def sources(self):
@@ -152,9 +157,12 @@ class StoreWide:
         return {table: f"store.{table}{SUFFIX}" for table in self._built_tables()}
 
     def _shadow(self):
-        """The steps after read what this run built (temporary views of its names)."""
+        """The steps after read what this run built (temporary views of its names;
+        made once a table)."""
         for table, source in self.sources().items():
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {source}")
+            if table not in self._shadowed:
+                self.con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {source}")
+                self._shadowed.add(table)
 
     def commit(self):
         """Every table built put in place (renamed, not copied), and its record,
