@@ -359,8 +359,7 @@ def ingest(db: str | os.PathLike[str] | None = None,
 def on_dataset(db: str | os.PathLike[str] | None, workers: int | None = None,
                cluster: str | None = None) -> bool:
     """Whether `db` is a Parquet dataset (analysed on Dask)."""
-    from .store.dataset import on_dask
-    from .store.db import default_db_path
+    from .store.db import default_db_path, on_dask
     return bool(on_dask(str(db or default_db_path()), workers, cluster))
 
 

@@ -18,8 +18,8 @@ from ..core.errors import TracekitError
 from ..core.jit import preload, prefer_compiled
 from ..readers.capture.formats import split_inputs
 from ..readers.preload import INGEST_KERNELS, load_kernels
-from ..store.dataset import is_dataset, on_dask
-from ..store.db import connect, default_db_path, remove_store
+from ..store.dataset import is_dataset
+from ..store.db import connect, default_db_path, on_dask, remove_store
 from .captures import command as new_command
 from .captures import load_captures
 from .logs import load_logs

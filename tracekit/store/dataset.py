@@ -69,16 +69,6 @@ def is_dataset(path):
     return os.path.isdir(path) or path.endswith(os.sep)
 
 
-def on_dask(db, workers=None, cluster=None):
-    """Whether `db` is a dataset, ingested and analysed on Dask (and the options agree)."""
-    if is_dataset(db):
-        return True
-    if workers or cluster:
-        raise TracekitError(f"--workers and --cluster write a Parquet dataset: give a folder "
-                            f"with --store DIR/ ({db} is a DuckDB file)")
-    return False
-
-
 def tables(con):
     """[(name, {column: type} in order, staged)] of the store: every table of `main` (a
     store-wide one: a view of `store.<name>`) and every staged table (its view)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..core.errors import StoreError
+from ..core.errors import StoreError, TracekitError
 from .recovery import recover
 from .schema import DERIVED, STAGED, TABLES, create_table_sql
 
@@ -190,3 +190,14 @@ def analyses_dir():
     if installed.is_dir():
         return Path(str(installed))
     return Path(__file__).resolve().parents[2] / "analyses"
+
+
+def on_dask(db, workers=None, cluster=None):
+    """Whether `db` is a dataset, ingested and analysed on Dask (and the options agree)."""
+    from .dataset import is_dataset  # (not at import: the dataset's modules)
+    if is_dataset(db):
+        return True
+    if workers or cluster:
+        raise TracekitError(f"--workers and --cluster write a Parquet dataset: give a folder "
+                            f"with --store DIR/ ({db} is a DuckDB file)")
+    return False
