@@ -55,6 +55,40 @@ def test_chunks_of_any_size_give_the_same_tables(tmp_path, monkeypatch):
         assert results[0][t], t
 
 
+def test_a_large_capture_on_two_lanes_gives_the_same_tables(tmp_path, monkeypatch):
+    """A capture too large for one transaction is built in short ones, and
+    tcp_analysis's rows go to the store on two lanes at once (store/writer.py):
+    the same rows as one transaction on one connection. Here every capture
+    takes that path, in chunks of 500 frames appended every 1,000 rows, so both
+    lanes append."""
+    from tracekit.pipeline import analyze as a, stepkinds
+    from tracekit.pipeline.steps import sequence
+    from tracekit.store import writer
+    from tracekit.store.db import connect
+    inputs = [SAMPLES / "http-fresh-vs-persistent.pcap", LOSSY]
+    tables = ("tcp_analysis", "tcp_events", "flights", "exchanges", "stalls", "retransmissions")
+    gave = []
+    real_give = writer._Lane.give
+    monkeypatch.setattr(writer._Lane, "give", lambda lane, *job: (gave.append(lane), real_give(lane, *job)))
+    results = []
+    for large in (False, True):
+        if large:
+            monkeypatch.setattr(stepkinds, "ONE_TRANSACTION_PACKETS", 0)
+            monkeypatch.setattr(a, "ONE_TRANSACTION_PACKETS", 0)
+            monkeypatch.setattr(writer.AppendWriter.__init__, "__defaults__", (1_000, None, 1))
+            monkeypatch.setattr(sequence.build, "__defaults__", (500,))  # chunks of 500 frames
+        con = connect(tmp_path / f"{large}.duckdb")
+        load_captures(con, inputs)
+        analyze(con)
+        results.append({t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables})
+        con.close()
+        assert bool(gave) == large
+    assert len(set(gave)) == 2  # the two lanes of tcp_analysis's writer took turns
+    for t in tables:
+        assert results[0][t] == results[1][t], t
+        assert results[0][t] or t == "tcp_events", t
+
+
 def test_a_capture_an_analysis_cannot_take_is_skipped_and_named(db, monkeypatch):
     """Failure isolation: the capture a step fails on is recorded with the
     reason and left out of later steps; the other capture is analysed in

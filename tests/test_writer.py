@@ -90,7 +90,7 @@ def test_two_lanes_append_every_row_once_and_a_call_sees_all_put_before_it():
         w.put("t", _table(i * 3_000, 3_000))
     w.finish()
     assert seen == [60_000]
-    assert not w.lane.is_alive()
+    assert not any(lane.is_alive() for lane in w.lanes)
     rows = con.execute(f"SELECT k, v FROM {storage('t')}").fetchall()
     assert sorted(rows) == [(k, f"r{k}") for k in range(105_000)]
 
@@ -107,4 +107,48 @@ def test_an_append_that_fails_on_the_lane_is_raised_by_finish():
         pass
     else:
         raise AssertionError("the lane's failed append was not raised")
-    assert not w.lane.is_alive()
+    assert not any(lane.is_alive() for lane in w.lanes)
+
+
+def test_three_lanes_take_turns_and_append_every_row_once(monkeypatch):
+    """lanes=3 (tcp_analysis): two lanes, each with its own cursor, take the
+    appends in turn (two at once); every row once, and a `call` still sees
+    every row put before it."""
+    con = _store()
+    by_thread = []
+    real = writer.append
+
+    def append(cur, target, rows):
+        by_thread.append(writer.threading.current_thread())
+        real(cur, target, rows)
+    monkeypatch.setattr(writer, "append", append)
+    w = writer.AppendWriter(con, row_group=10_000, first=10_000, lanes=3)
+    w.start()
+    seen = []
+    for i in range(20):
+        w.put("t", _table(i * 3_000, 3_000))
+    w.call(lambda c: seen.append(c.execute(f"SELECT count(*) FROM {storage('t')}").fetchall()[0][0]))
+    for i in range(20, 35):
+        w.put("t", _table(i * 3_000, 3_000))
+    w.finish()
+    assert seen == [60_000]
+    assert len(w.lanes) == 2 and set(w.lanes) <= set(by_thread)  # both lanes appended
+    assert not any(lane.is_alive() for lane in w.lanes)
+    rows = con.execute(f"SELECT k, v FROM {storage('t')}").fetchall()
+    assert sorted(rows) == [(k, f"r{k}") for k in range(105_000)]
+
+
+def test_a_writer_inside_a_transaction_appends_in_it_alone():
+    """A small capture's build is one transaction: a lane's cursor would append
+    outside it, so its rows would outlive the ROLLBACK of a failed build."""
+    con = _store()
+    con.execute("BEGIN")
+    w = writer.AppendWriter(con, row_group=10_000, first=10_000, lanes=3)
+    assert w.lanes == []
+    w.start()
+    for i in range(10):
+        w.put("t", _table(i * 3_000, 3_000))
+    w.finish()
+    assert con.execute(f"SELECT count(*) FROM {storage('t')}").fetchall() == [(30_000,)]
+    con.execute("ROLLBACK")
+    assert con.execute(f"SELECT count(*) FROM {storage('t')}").fetchall() == [(0,)]

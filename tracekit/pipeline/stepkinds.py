@@ -22,6 +22,7 @@ import duckdb
 
 from ..core.errors import QueryError
 from ..core.model import sql_macros
+from ..store.db import in_transaction
 from ..store.recovery import discard_analysis
 from ..store.schema import create_table_sql, storage
 from .runner import analysis_sql
@@ -324,13 +325,6 @@ class CodeStoreStep:
         return self.module.build_all(con, target)
 
 
-def in_transaction(con):
-    try:
-        con.execute("BEGIN")
-    except duckdb.TransactionException:
-        return True
-    con.execute("ROLLBACK")
-    return False
 
 
 def exists(con, table, kind=None, schema="main"):

@@ -201,3 +201,14 @@ def on_dask(db, workers=None, cluster=None):
         raise TracekitError(f"--workers and --cluster write a Parquet dataset: give a folder "
                             f"with --store DIR/ ({db} is a DuckDB file)")
     return False
+
+
+def in_transaction(con):
+    """Whether `con` is inside an explicit transaction (BEGIN without its end),
+    failed or not; leaves it as it was. Outside one every statement is a
+    transaction of its own, so two reads of the transaction id differ."""
+    try:
+        ids = [con.execute("SELECT txid_current()").fetchall()[0][0] for _ in range(2)]
+    except duckdb.TransactionException:  # a failed transaction: only ROLLBACK goes
+        return True
+    return ids[0] == ids[1]

@@ -31,6 +31,15 @@ for its first row group to be written (the 200 k slice: a row group, then
 the last 77,120 rows, one after the other on one core each), and a large
 one still has one append at a time while it is decoded (two at once, the
 whole way, cost the 2.9 M-packet capture 0.2 CPU s and 60 MB more).
+
+With `lanes=3` (`tcp_analysis`) two lanes take turns: two appends at once
+the whole way. There the appends, not the kernels, set the pace (its
+producer waited on a full queue); on the 2.9 M-packet capture the step
+took 3.05-3.17 s against 3.53-4.07 (three alternated analyze runs each),
+the same CPU, ~60 MB more at analyze's peak (docs/benchmarks.md; stalls'
+and ingest's appends gained nothing from it). A writer on a connection inside a transaction (a
+small capture's build is one) appends on that connection alone: a lane's
+cursor would append outside the transaction.
 """
 
 import queue
@@ -39,6 +48,7 @@ import threading
 import pyarrow as pa
 
 from .arrow import append
+from .db import in_transaction
 
 ROW_GROUP = 122_880  # DuckDB's row group size
 # Rows per append for the per-packet tables: with insertion order not kept,
@@ -95,7 +105,10 @@ class AppendWriter(threading.Thread):
     def __init__(self, con, row_group=APPEND_ROWS, first=None, lanes=1):
         super().__init__(daemon=True)
         self.con = con
-        self.lane = _Lane(con) if lanes > 1 else None  # (module docstring)
+        if lanes > 1 and in_transaction(con):
+            lanes = 1  # a lane's cursor would append outside the caller's transaction
+        self.lanes = [_Lane(con) for _ in range(lanes - 1)]  # (module docstring)
+        self.turn = 0  # the lane the next append goes to
         self.row_group = row_group
         # rows of a table's first append (a multiple of ROW_GROUP, default
         # row_group): fewer, so that a small capture's first rows are written
@@ -107,16 +120,16 @@ class AppendWriter(threading.Thread):
         self.error = None
 
     def start(self):
-        if self.lane is not None:
-            self.lane.start()
+        for lane in self.lanes:
+            lane.start()
         super().start()
 
     def run(self):
         while True:
             item = self.queue.get()
             if item is None:
-                if self.lane is not None:
-                    self.lane.stop()  # (its append done before the caller goes on)
+                for lane in self.lanes:
+                    lane.stop()  # (its append done before the caller goes on)
                 return
             if self.error is not None:
                 continue  # drain after a failure
@@ -131,17 +144,18 @@ class AppendWriter(threading.Thread):
                 joined = pa.concat_tables(tables, promote_options="permissive")
                 self._append(name, row_groups(joined), here=True)
         self.pending = {}
-        if self.lane is not None:
-            self.lane.wait()  # every row put so far is appended
+        for lane in self.lanes:
+            lane.wait()  # every row put so far is appended
 
     def _append(self, target, rows, here=False):
-        """Append on the lane, after its previous append (or `here`, on this
-        thread, beside it); without a lane, here."""
-        lane = self.lane
-        if lane is None or here:
+        """Append on the next lane, after its previous append (or `here`, on
+        this thread, beside them); without lanes, here."""
+        if not self.lanes or here:
             append(self.con, target, rows)
             return
-        lane.wait()  # one append at a time while rows come; its error, if any
+        lane = self.lanes[self.turn]
+        self.turn = (self.turn + 1) % len(self.lanes)
+        lane.wait()  # one append at a time on a lane; its error, if any
         lane.give(target, rows)
 
     def _take(self, target, table):
@@ -158,8 +172,8 @@ class AppendWriter(threading.Thread):
         fresh += 1
         unit = self.row_group if target in self.appended else self.first
         if rows >= unit:
-            if self.lane is not None:
-                self.lane.wait()  # (before the copy below: one append's rows held at a time)
+            if self.lanes:  # (before the copy below: one append's rows held a lane)
+                self.lanes[self.turn].wait()
             whole = rows - rows % unit
             self.appended.add(target)
             joined = pa.concat_tables(tables, promote_options="permissive")

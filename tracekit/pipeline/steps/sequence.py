@@ -393,7 +393,7 @@ def build(con, writer_con, capture_id, chunk_frames=CHUNK_FRAMES, **params):
     last = np.full(int(flows["flow_id"].max()) + 1 if len(flows["flow_id"]) else 0, -1, np.int64)
     last[flows["flow_id"].astype(np.int64)] = flows["last_frame"]
     state = CaptureState(last, use_jit(min(frames, chunk_frames) * PYTHON_COST))
-    writer = AppendWriter(writer_con)
+    writer = AppendWriter(writer_con, lanes=3)  # two appends at once (store/writer.py)
     writer.start()
     rows = {"tcp_analysis": 0, "flights": 0, "exchanges": 0, "tcp_events": 0}
 
