@@ -65,13 +65,14 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import fetch_numpy as _numpy, numpy_table
+from ...store.arrow import fetch_numpy as _numpy, numpy_table, read_ahead
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 from . import stalls_held
 
 TABLES = ("stalls",)
-READS = ("captures", "flows", "packets", "retransmissions", "rtt_summary", "tcp_analysis")
+READS = ("captures", "flows", "packets", "retransmissions", "rtt_summary", "tcp_analysis",
+         "tcp_events")
 SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 STATES = STALL_STATES
 SOURCES = (stalls_held,)  # code whose change rebuilds the table
@@ -95,17 +96,25 @@ LISTS = (P_HEAD, P_TAIL, P_UNDRAINED)
 PENDING_FIELDS = ("fallback", "tail", "busy", "start", "end", "duration", "packets",
                   "max_inflight", "drain")
 
+# The capture's packets, read from `store.tcp_analysis` (every packet's dense
+# columns) rather than the view, which joins each row to its event row: the
+# capture's tcp_analysis is complete when this step runs (stalls_held.py),
+# and the one event column read, a timeout's retransmission, comes apart.
 READ_SQL = """
 SELECT t.frame, t.ts_ns, t.flow_id, t.from_client,
        coalesce(t.segment = 'new' AND t.payload_bytes > 0, false) AS new_data,
-       coalesce(t.retransmission_trigger = 'rto', false) AS rto,
        t.payload_bytes, t.inflight_bytes, coalesce(t.peer_inflight_bytes, 0) AS peer_inflight,
        CASE WHEN p.tcp_flags & 16 = 16 THEN coalesce(p.tcp_window_bytes, -1) ELSE -1 END AS window,
        coalesce(t.flight, -1) AS flight
-FROM tcp_analysis t
+FROM store.tcp_analysis t
 JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets
       WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi) p USING (frame)
 WHERE t.capture_id = $capture_id AND t.frame >= $lo AND t.frame < $hi
+"""
+
+RTO_SQL = """
+SELECT frame FROM store.tcp_events
+WHERE capture_id = $capture_id AND retransmission_trigger = 'rto' ORDER BY frame
 """
 
 EPISODES_SQL = """
@@ -426,10 +435,14 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES):
 def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pending, ack_ts,
           fin_ts, rst_ts, receiver, ep_ptr, ep_start, ep_end):
     rcv_side, held_frames = receiver
+    rto_frames = _numpy(con, RTO_SQL, {"capture_id": capture_id})["frame"].astype(np.int64)
     rows = 0
-    for lo in range(1, frames + 1, chunk_frames):
+    chunks = range(1, frames + 1, chunk_frames)
+    reads = ([(READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": lo + chunk_frames})]
+             for lo in chunks)
+    for i, (p,) in enumerate(read_ahead(con, reads)):  # the next chunk read meanwhile
+        lo = chunks[i]
         hi = lo + chunk_frames
-        p = _numpy(con, READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": hi})
         n = len(p["frame"])
         out = np.zeros((0, len(OUT)), np.int64)
         out_m = np.zeros(1, np.int64)
@@ -451,7 +464,7 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
                 p["from_client"].astype(bool), p["new_data"].astype(bool), held,
-                p["rto"].astype(bool),
+                np.isin(frame, rto_frames),
                 p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
                 p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
                 p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr, ep_start,
