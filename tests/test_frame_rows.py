@@ -1,9 +1,12 @@
-"""store.arrow.frame_rows: the row of each wanted frame in a read in frame order."""
+"""store.arrow.frame_rows: the row of each wanted frame in a read in frame order;
+store.arrow.read_ahead: reads in order, the next one beside the caller's work."""
 
+import duckdb
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
-from tracekit.store.arrow import frame_rows
+from tracekit.store.arrow import frame_rows, read_ahead
 
 
 def test_gapless_and_gapped_reads_agree_with_a_dictionary():
@@ -28,3 +31,23 @@ def test_any_frames(frames, wanted):
     at, found = frame_rows(frames, wanted)
     assert found.tolist() == [w in set(frames.tolist()) for w in wanted]
     assert (frames[at[found]] == wanted[found]).all()
+
+
+def test_read_ahead_gives_every_read_in_order_and_raises_a_failed_one_where_taken():
+    """store.arrow.read_ahead: item k's arrays while item k+1 is read on a cursor
+    of its own; a read that fails raises when its item is taken, not before."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS k FROM range(10000)")
+    sql = "SELECT k FROM t WHERE k >= $lo AND k < $hi ORDER BY k"
+    items = [[(sql, {"lo": lo, "hi": lo + 1000}), ("SELECT $lo AS lo", {"lo": lo})]
+             for lo in range(0, 10000, 1000)]
+    got = list(read_ahead(con, iter(items)))
+    assert [int(lo["lo"][0]) for _, lo in got] == list(range(0, 10000, 1000))
+    assert np.array_equal(np.concatenate([part["k"] for part, _ in got]), np.arange(10000))
+    assert list(read_ahead(con, iter([]))) == []
+    bad = items[:2] + [[("SELECT k FROM no_such_table", {})]] + items[3:]
+    taken = []
+    with pytest.raises(duckdb.CatalogException):
+        for part, *_ in read_ahead(con, iter(bad)):
+            taken.append(int(part["k"][0]))
+    assert taken == [0, 1000]
