@@ -95,13 +95,13 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
-from ...store.arrow import fetch_numpy as _numpy, frame_rows
+from ...store.arrow import fetch_numpy as _numpy, frame_rows, read_ahead
 from ...store.schema import DERIVED
 from . import bottleneck_sql
 from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
 
 TABLES = ("bottleneck",)
-READS = ("flows", "packets", "rtt_summary", "tcp_analysis")
+READS = ("flows", "packets", "rtt_summary", "tcp_analysis", "tcp_events")
 SCOPE = "capture"  # built per capture (tracekit.pipeline.dag)
 SOURCES = (bottleneck_sql,)  # code whose change rebuilds the table
 CHUNK_FRAMES = 122_880
@@ -134,11 +134,16 @@ FROM flows WHERE capture_id = $capture_id AND protocol = 'tcp'
 """
 
 # a chunk's TCP packets and, apart (matched by frame in numpy: cheaper than the
-# join), the packets' IP sizes and SACK options
+# join), the packets' IP sizes and SACK options; from the dense tcp_analysis
+# (the view joins every row to its event row; the capture's tcp_analysis is
+# complete when this step runs), its duplicate ACKs from the event rows apart
 READ_SQL = """
-SELECT frame, ts_ns, flow_id, from_client, payload_bytes, coalesce(acked_bytes, 0) AS acked,
-       ws_duplicate_ack
-FROM tcp_analysis WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+SELECT frame, ts_ns, flow_id, from_client, payload_bytes, coalesce(acked_bytes, 0) AS acked
+FROM store.tcp_analysis WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+"""
+DUPACKS_SQL = """
+SELECT frame FROM store.tcp_events
+WHERE capture_id = $capture_id AND ws_duplicate_ack ORDER BY frame
 """
 PACKETS_SQL = """
 SELECT frame, coalesce(ip_total_bytes, -1) AS ip_bytes, tcp_sack_left IS NOT NULL AS sack
@@ -334,14 +339,13 @@ def build(con, writer, capture_id, chunk_frames=CHUNK_FRAMES, reduce_rows=REDUCE
     return {"bottleneck": rows}
 
 
-def _read(con, capture_id, lo, hi):
-    """A chunk's TCP packets in frame order, with their IP bytes and `sacky`."""
-    params = {"capture_id": capture_id, "lo": lo, "hi": hi}
-    p = _frame_order(_numpy(con, READ_SQL, params))
-    q = _frame_order(_numpy(con, PACKETS_SQL, params))
+def _joined(p, q, dupacks):
+    """A chunk's TCP packets (READ_SQL's) in frame order, with their IP bytes and
+    `sacky` from its packets (PACKETS_SQL's) and the capture's duplicate ACKs."""
+    p, q = _frame_order(p), _frame_order(q)
     at, _ = frame_rows(q["frame"], p["frame"])  # (every TCP packet is a packet)
     p["ip_bytes"] = q["ip_bytes"][at]
-    p["sacky"] = p["ws_duplicate_ack"].astype(bool) | q["sack"].astype(bool)[at]
+    p["sacky"] = np.isin(p["frame"].astype(np.int64), dupacks) | q["sack"].astype(bool)[at]
     return p
 
 
@@ -358,9 +362,14 @@ def _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, s
     """The capture's chunks through the kernel; each batch of ended flows reduced into `results`."""
     fs = np.zeros((0, 2), np.int64)
     st = np.zeros((0, NSTATE), np.int64)
-    for lo in range(1, frames + 1, chunk_frames):
+    dupacks = _numpy(con, DUPACKS_SQL, {"capture_id": capture_id})["frame"].astype(np.int64)
+    chunks = range(1, frames + 1, chunk_frames)
+    spans = ({"capture_id": capture_id, "lo": lo, "hi": lo + chunk_frames} for lo in chunks)
+    reads = read_ahead(con, ([(READ_SQL, span), (PACKETS_SQL, span)] for span in spans))
+    for i, (p, q) in enumerate(reads):  # the next chunk read meanwhile
+        lo = chunks[i]
         hi = lo + chunk_frames
-        p = _read(con, capture_id, lo, hi)
+        p = _joined(p, q, dupacks)
         if len(p["frame"]):
             flow = p["flow_id"].astype(np.int64)
             slot, first = slots.assign(flow)
