@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from tracekit.store.arrow import frame_rows, read_ahead
+from tracekit.store.arrow import among, frame_rows, read_ahead
 
 
 def test_gapless_and_gapped_reads_agree_with_a_dictionary():
@@ -31,6 +31,7 @@ def test_any_frames(frames, wanted):
     at, found = frame_rows(frames, wanted)
     assert found.tolist() == [w in set(frames.tolist()) for w in wanted]
     assert (frames[at[found]] == wanted[found]).all()
+    assert np.array_equal(among(frames, wanted), np.isin(wanted, frames))  # what it replaced
 
 
 def test_read_ahead_gives_every_read_in_order_and_raises_a_failed_one_where_taken():

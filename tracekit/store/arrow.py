@@ -91,6 +91,14 @@ def frame_rows(frames, wanted):
     return at, frames[at] == wanted
 
 
+def among(frames, wanted):
+    """Whether each of `wanted` is one of `frames` (ascending, unique): a chunk's
+    packets among a capture's few marked ones. np.isin sorts both at every
+    call: 0.26 s a chunk against a capture's 385,600 duplicate ACKs (29 M
+    packets), where this takes 3 ms."""
+    return frame_rows(frames, wanted)[1]
+
+
 def numpy_array(values, null=None, typ=pa.int64()):
     """An Arrow array of a numpy column (`null` a mask or None), without
     pyarrow's array(), which imports pandas (half a second) to probe it."""

@@ -95,7 +95,7 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
-from ...store.arrow import fetch_numpy as _numpy, frame_rows, read_ahead
+from ...store.arrow import among, fetch_numpy as _numpy, frame_rows, read_ahead
 from ...store.schema import DERIVED
 from . import bottleneck_sql
 from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
@@ -345,7 +345,7 @@ def _joined(p, q, dupacks):
     p, q = _frame_order(p), _frame_order(q)
     at, _ = frame_rows(q["frame"], p["frame"])  # (every TCP packet is a packet)
     p["ip_bytes"] = q["ip_bytes"][at]
-    p["sacky"] = np.isin(p["frame"].astype(np.int64), dupacks) | q["sack"].astype(bool)[at]
+    p["sacky"] = among(dupacks, p["frame"]) | q["sack"].astype(bool)[at]
     return p
 
 

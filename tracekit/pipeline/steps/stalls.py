@@ -65,7 +65,7 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import fetch_numpy as _numpy, numpy_table, read_ahead
+from ...store.arrow import among, fetch_numpy as _numpy, numpy_table, read_ahead
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 from . import stalls_held
@@ -460,11 +460,11 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             pending.ensure(2 * n)
             out = np.zeros((4 * n + pending.live() + 8, len(OUT)), np.int64)
             frame = p["frame"].astype(np.int64)
-            held = np.isin(frame, held_frames)
+            held = among(held_frames, frame)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
                 p["from_client"].astype(bool), p["new_data"].astype(bool), held,
-                np.isin(frame, rto_frames),
+                among(rto_frames, frame),
                 p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
                 p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
                 p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr, ep_start,
