@@ -325,8 +325,6 @@ class CodeStoreStep:
         return self.module.build_all(con, target)
 
 
-
-
 def exists(con, table, kind=None, schema="main"):
     sql = ("SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
            "AND table_schema = ?")

@@ -71,6 +71,16 @@ def read_ahead(con, reads):
         cur.close()
 
 
+def chunk_reads(con, capture_id, frames, chunk_frames, *sqls):
+    """(hi, [fetch_numpy of each of `sqls`]) for each chunk of a capture's frames,
+    frame >= $lo AND frame < $hi, from frame 1 in turn, the next read ahead."""
+    spans = [{"capture_id": capture_id, "lo": lo, "hi": lo + chunk_frames}
+             for lo in range(1, frames + 1, chunk_frames)]
+    reads = read_ahead(con, ([(sql, span) for sql in sqls] for span in spans))
+    for results, span in zip(reads, spans):  # (reads first: it ends, and closes, before spans)
+        yield span["hi"], results
+
+
 def _fetch_all(cur, item):
     return [fetch_numpy(cur, sql, params) for sql, params in item]
 

@@ -37,9 +37,9 @@ the whole way. There the appends, not the kernels, set the pace (its
 producer waited on a full queue); on the 2.9 M-packet capture the step
 took 3.05-3.17 s against 3.53-4.07 (three alternated analyze runs each),
 the same CPU, ~60 MB more at analyze's peak (docs/benchmarks.md; stalls'
-and ingest's appends gained nothing from it). A writer on a connection inside a transaction (a
-small capture's build is one) appends on that connection alone: a lane's
-cursor would append outside the transaction.
+and ingest's appends gained nothing from it). A writer on a connection
+inside a transaction (a small capture's build is one) appends on that
+connection alone: a lane's cursor would append outside the transaction.
 """
 
 import queue

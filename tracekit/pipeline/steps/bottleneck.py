@@ -95,7 +95,7 @@ import pyarrow as pa
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots
-from ...store.arrow import among, fetch_numpy as _numpy, frame_rows, read_ahead
+from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, frame_rows
 from ...store.schema import DERIVED
 from . import bottleneck_sql
 from .bottleneck_sql import REDUCE_SQL  # noqa: F401 (what it reads is declared in READS)
@@ -363,12 +363,7 @@ def _pass(con, capture_id, frames, chunk_frames, reduce_rows, spill_rows, jit, s
     fs = np.zeros((0, 2), np.int64)
     st = np.zeros((0, NSTATE), np.int64)
     dupacks = _numpy(con, DUPACKS_SQL, {"capture_id": capture_id})["frame"].astype(np.int64)
-    chunks = range(1, frames + 1, chunk_frames)
-    spans = ({"capture_id": capture_id, "lo": lo, "hi": lo + chunk_frames} for lo in chunks)
-    reads = read_ahead(con, ([(READ_SQL, span), (PACKETS_SQL, span)] for span in spans))
-    for i, (p, q) in enumerate(reads):  # the next chunk read meanwhile
-        lo = chunks[i]
-        hi = lo + chunk_frames
+    for hi, (p, q) in chunk_reads(con, capture_id, frames, chunk_frames, READ_SQL, PACKETS_SQL):
         p = _joined(p, q, dupacks)
         if len(p["frame"]):
             flow = p["flow_id"].astype(np.int64)

@@ -65,7 +65,7 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import among, fetch_numpy as _numpy, numpy_table, read_ahead
+from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, numpy_table
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 from . import stalls_held, stalls_sql
@@ -402,12 +402,7 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
     rcv_side, held_frames = receiver
     rto_frames = _numpy(con, RTO_SQL, {"capture_id": capture_id})["frame"].astype(np.int64)
     rows = 0
-    chunks = range(1, frames + 1, chunk_frames)
-    reads = ([(READ_SQL, {"capture_id": capture_id, "lo": lo, "hi": lo + chunk_frames})]
-             for lo in chunks)
-    for i, (p,) in enumerate(read_ahead(con, reads)):  # the next chunk read meanwhile
-        lo = chunks[i]
-        hi = lo + chunk_frames
+    for hi, (p,) in chunk_reads(con, capture_id, frames, chunk_frames, READ_SQL):
         n = len(p["frame"])
         out = np.zeros((0, len(OUT)), np.int64)
         out_m = np.zeros(1, np.int64)
