@@ -5,7 +5,7 @@
 -- Step: store, in parts.
 -- Sources: bounds, captures, events, flows, handshakes, packets, request_phases, requests, tcp_analysis.
 --
--- Built over the whole store, in parts of requests (by a hash of request_key:
+-- Built over the whole store, in parts of requests (by ranges of request_key:
 -- each request's spans depend on its own rows and its run's tunnel packets
 -- only), so that memory is bounded by a part, not by the store: the step
 -- (tracekit/pipeline/stepkinds.py, PartitionedStoreStep) runs this query once per part

@@ -160,27 +160,25 @@ def test_the_tunnel_beats_fresh_direct_connections(store):
     assert median_span([fresh], "tunnel", "connect_tcp") < 1e6
 
 
-@pytest.mark.parametrize("bucketed", [True, False])
-def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
+def test_attribution_in_parts_equals_one_part(store, monkeypatch):
     """Attribution runs in parts of requests (bounded memory at any store size),
-    each reading bucketed copies of the request tables (many parts) or the
-    tables filtered (few): three parts give the same rows as one either way,
-    tunnel spans included. The rows are read from the `sources` it is given
-    (as an analyze passes the tables it is building), not from a view's query
-    read back; the caller's views of those names are left as they were."""
+    each reading the request tables filtered by a range of request_key:
+    three parts give the same rows as one, tunnel spans included. The rows
+    are read from the `sources` it is given (as an analyze passes the tables
+    it is building), not from a view's query read back; the caller's views
+    of those names are left as they were."""
     from tracekit.pipeline.analyze import PartitionedStoreStep
     whole = store.execute("SELECT * FROM attribution ORDER BY ALL").fetchall()
     (n,), = store.execute("SELECT count(*) FROM requests").fetchall()
     assert n > 30 and any(r[2].startswith("tunnel_") for r in whole)
     monkeypatch.setattr(PartitionedStoreStep, "PART_REQUESTS", n // 3 + 1)
-    monkeypatch.setattr(PartitionedStoreStep, "DIRECT_PARTS", 0 if bucketed else 3)
-    views, real = [], PartitionedStoreStep._bucket_views
+    views, real = [], PartitionedStoreStep._part_views
 
     def spied(self, con, parts, sources):
         part_view = real(self, con, parts, sources)
-        views.append(part_view("requests", 0))
+        views.append([part_view("requests", k) for k in range(parts)])
         return part_view
-    monkeypatch.setattr(PartitionedStoreStep, "_bucket_views", spied)
+    monkeypatch.setattr(PartitionedStoreStep, "_part_views", spied)
     # as within an analyze: the request tables' rows are elsewhere (" AS " in
     # their names, which the old reading of a view's text split at), and the
     # names read through temporary views of them
@@ -198,10 +196,31 @@ def test_attribution_in_parts_equals_one_part(store, monkeypatch, bucketed):
             store.execute(f"DROP VIEW IF EXISTS temp.{t}")
             store.execute(f"DROP TABLE IF EXISTS {built[t]}")
         store.execute("DROP TABLE IF EXISTS attribution_parts")
-    assert len(views) == 1 and ("_bucketed_requests" in views[0]) == bucketed
-    assert "AS built" in views[0] or bucketed
+    assert len(views) == 1 and len(views[0]) == 3 and all("AS built" in v for v in views[0])
+    assert "request_key <" in views[0][0] and "request_key >=" in views[0][2]
     assert shown == {t: n for t in tables}  # the whole tables again, not a part's views
     assert parts == whole
+
+
+def test_attribution_parts_split_the_requests_once_whatever_their_keys():
+    """The parts' ranges of request_key cover every request once: keys with
+    quotes (a log's request ids are the user's) and a request without a key
+    (it goes with the first part), the parts about equal in size."""
+    import duckdb
+    from tracekit.pipeline.stepkinds import PartitionedStoreStep
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r AS SELECT 'log1:' || i || CASE WHEN i % 7 = 0 THEN $$'x$$ "
+                "ELSE '' END AS request_key FROM range(20000) t(i) UNION ALL SELECT NULL")
+    step = PartitionedStoreStep("attribution")
+    view = step._part_views(con, 4, {t: "r" for t in step.PART_TABLES})
+    counts = [con.execute(f"SELECT count(*) FROM ({view('requests', k)})").fetchall()[0][0]
+              for k in range(4)]
+    every = con.execute(" UNION ALL ".join(f"SELECT * FROM ({view('bounds', k)})"
+                                           for k in range(4))).fetchall()
+    assert sorted(every, key=str) == sorted(con.execute("SELECT * FROM r").fetchall(), key=str)
+    assert con.execute(f"SELECT count(*) FROM ({view('requests', 0)}) WHERE request_key IS NULL"
+                       ).fetchall() == [(1,)]
+    assert all(4000 <= c <= 6000 for c in counts), counts
 
 
 def test_analyze_gives_attribution_in_parts_this_runs_request_tables(store, monkeypatch):

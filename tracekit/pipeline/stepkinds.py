@@ -226,29 +226,30 @@ class StoreStep(SqlStep):
 
 
 class PartitionedStoreStep(StoreStep):
-    """A store step over the requests, run in parts of at most PART_REQUESTS
+    """A store step over the requests, run in parts of about PART_REQUESTS
     requests (attribution), so that its memory is bounded by a part whatever
     the store holds. Each part shadows `requests`, `bounds` and
     `request_phases` with temporary views of its own rows (DuckDB reads the
-    temporary schema first). With few parts (at most DIRECT_PARTS) the views
-    filter the tables themselves by a hash of `request_key`: each part scans
-    them whole, which costs less than copying them sorted once (mixed capture,
-    482 k requests, 5 parts: the bucketed copies 0.9 CPU s, the step 4.1 ->
-    3.3 s); with more, the tables are bucketed once by that hash and sorted by
-    bucket (O(n log n)), and each part's views find their bucket by its zone
-    map, so that a part costs its own size, not the store's (views, not
-    copies: the copies cost 0.3-0.5 s a part of 100 k requests). The SQL is
-    the same for one part or many: it reads whatever those names hold.
+    temporary schema first): the requests whose `request_key` falls in the
+    part's range (cut at keys of a sample, _part_views). A range is a filter
+    DuckDB evaluates inside the scan, on the key column alone, so a part
+    reads little more than its own rows whatever the store holds. (It used to
+    be a hash of the key, which the scan cannot evaluate: with few parts each
+    part read the tables whole, with more the tables were first copied
+    bucketed and sorted -- at 29 M packets, 4.8 M requests in 20 parts, the
+    copies took 12.0 s of the step's 31 s and the step 25x its time at
+    2.9 M.) The SQL is the same for one part or many: it reads whatever
+    those names hold.
 
     A part of 161 k requests of the mixed capture peaks at 157 MB of DuckDB's
     buffers, one of 241 k at 213 MB, neither spilling (before the parts' rows
-    were estimated, see _bucket_views: 244 MB and 7 MB of temporary files for
-    161 k): PART_REQUESTS keeps a part under analyze's limit of 256 MB. Two
-    parts of the mixed capture's 482 k requests cost 2.06-2.07 CPU s, three
+    were estimated: 244 MB and 7 MB of temporary files for 161 k):
+    PART_REQUESTS keeps a part under analyze's limit of 256 MB. Two parts of
+    the mixed capture's 482 k requests cost 2.06-2.07 CPU s, three
     2.18-2.20."""
 
     PART_REQUESTS = 250_000
-    DIRECT_PARTS = 8  # parts that filter the tables themselves; more: bucketed copies
+    SAMPLE = 16  # the cuts are taken from the keys whose hash is 0 modulo this
     PART_TABLES = ("requests", "bounds", "request_phases")
 
     def write_all(self, con, target, sources=None):
@@ -263,7 +264,7 @@ class PartitionedStoreStep(StoreStep):
             if parts == 1:
                 con.execute(f"CREATE OR REPLACE TABLE {target} AS SELECT * FROM (\n{sql}\n)")
             else:
-                part_view = self._bucket_views(con, parts, sources)
+                part_view = self._part_views(con, parts, sources)
                 for part in range(parts):
                     for t in self.PART_TABLES:
                         con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS {part_view(t, part)}")
@@ -276,27 +277,43 @@ class PartitionedStoreStep(StoreStep):
             if parts > 1:
                 for t in self.PART_TABLES:  # (the caller's views of these names come back)
                     con.execute(f"DROP VIEW IF EXISTS temp.{t}")
-                    con.execute(f"DROP TABLE IF EXISTS temp._bucketed_{t}")
                     if sources[t] != _stored(con, t):
                         con.execute(f"CREATE OR REPLACE TEMP VIEW {t} AS "
                                     f"SELECT * FROM {sources[t]}")
         return con.execute(f"SELECT count(*) FROM {target}").fetchall()[0][0]
 
-    def _bucket_views(self, con, parts, sources):
-        """The query of a part's rows of a table (`part_view(table, part)`),
-        from `sources` ({table: relation})."""
-        if parts <= self.DIRECT_PARTS:
-            # (written as a range so that DuckDB estimates a part's rows: `= part` it took
-            # for 2 of 482 k, built its joins' hash tables on the requests, not on the
-            # flows, and spilled: 256 MB and 7 MB spilled a part, 174 MB and none so)
-            return lambda t, part: (f"SELECT * FROM {sources[t]} "
-                                    f"WHERE (hash(request_key) % {parts} + {parts - part}) % {parts} < 1")
-        for t in self.PART_TABLES:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _bucketed_{t} AS SELECT *, "
-                        f"hash(request_key) % {parts} AS _bucket FROM {sources[t]} "
-                        f"ORDER BY _bucket")
-        return lambda t, part: (f"SELECT * EXCLUDE (_bucket) FROM _bucketed_{t} "
-                                f"WHERE _bucket = {part}")
+    def _part_views(self, con, parts, sources):
+        """The query of a part's rows of a table (`part_view(table, part)`): the
+        rows whose request_key is in the part's range. The `parts - 1` cuts
+        are keys of a sample of the requests (those whose hash is 0 modulo
+        SAMPLE: the same sample every run), evenly spaced in key order, so the
+        parts hold about as many requests each. A request without a key goes
+        with the first part."""
+        keys = [k for k, in con.execute(
+            f"SELECT request_key FROM {sources['requests']} WHERE request_key IS NOT NULL "
+            f"AND hash(request_key) % {self.SAMPLE} = 0 ORDER BY request_key").fetchall()]
+        if len(keys) < parts:  # (a sample too small to cut: every key)
+            keys = [k for k, in con.execute(
+                f"SELECT request_key FROM {sources['requests']} WHERE request_key IS NOT NULL "
+                f"ORDER BY request_key").fetchall()]
+        cuts = [_literal(keys[len(keys) * i // parts]) for i in range(1, parts)] if keys else []
+
+        def part_view(t, part):
+            if part > len(cuts):  # (no keys to cut at: the first part holds every row)
+                return f"SELECT * FROM {sources[t]} WHERE false"
+            where = []
+            if part > 0:
+                where.append(f"request_key >= {cuts[part - 1]}")
+            if part < len(cuts):
+                where.append(f"(request_key < {cuts[part]} OR request_key IS NULL)" if part == 0
+                             else f"request_key < {cuts[part]}")
+            return f"SELECT * FROM {sources[t]}" + (" WHERE " + " AND ".join(where) if where else "")
+        return part_view
+
+
+def _literal(text):
+    """`text` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _stored(con, table):
