@@ -33,12 +33,14 @@ WITH s AS NOT MATERIALIZED (SELECT * FROM rtt_samples WHERE capture_id BETWEEN $
 
 -- median and p90 by rank (linear interpolation between the two nearest ranks,
 -- as quantile_cont): a sort, which spills to disk, where quantile_cont would
--- hold every sample of the batch in memory
+-- hold every sample of the batch in memory; sorted by a boolean direction,
+-- not its text (29 M packets, 26 M samples: 3.6 -> 2.5 GB spilled, 9.3 -> 8.9 s)
 ranked AS (
-    SELECT capture_id, flow_id, direction, rtt_ns,
-        row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY capture_id, flow_id, direction) AS n
-    FROM s WHERE kind <> 'handshake'
-    WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY rtt_ns)
+    SELECT capture_id, flow_id, CASE WHEN s2c THEN 's2c' ELSE 'c2s' END AS direction, rtt_ns, k, n
+    FROM (SELECT capture_id, flow_id, s2c, rtt_ns,
+              row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY capture_id, flow_id, s2c) AS n
+          FROM (SELECT capture_id, flow_id, direction = 's2c' AS s2c, rtt_ns FROM s WHERE kind <> 'handshake')
+          WINDOW w AS (PARTITION BY capture_id, flow_id, s2c ORDER BY rtt_ns))
 ),
 
 ranks AS (  -- the (up to) two samples around each quantile's rank
