@@ -751,3 +751,30 @@ def test_the_emulation_reruns_the_calibrated_path_with_the_kernels_tcp(suite, tm
     assert abs(e.source_error) < 0.10, (np.median(e.source_s), e.measured_source_s)
     assert e.saving > 3 * 0.050
     assert e.agree, (e.saving, e.replay_saving)
+
+
+def test_a_capture_alone_labelled_with_the_factors_name_is_a_group(tmp_path):
+    """Requests found in a capture alone (no event log: no run, no request id)
+    are each a request of the group, not one for all of them, and a level
+    labelled under the factor's own name (rate_mbps, as `whatif --help` lists
+    it) matches --from as the lab's bottleneck_mbps does; without a run label
+    a capture's requests are one run, replayed in order."""
+    import tracekit
+    from tracekit.whatif.calibrate import calibrate, load_requests
+    db = str(tmp_path / "one.duckdb")
+    with tracekit.open(db) as s:
+        s.ingest([os.path.join(ROOT, "captures", "http-fresh-vs-persistent.pcap")],
+                 labels={"rate_mbps": "20", "loss": "0"})
+        s.analyze()
+        (n,), = s.con.execute("SELECT count(*) FROM requests WHERE duration_ns > 0 "
+                              "AND bytes_down > 0 AND run IS NULL AND request IS NULL").fetchall()
+        assert n == 6
+        assert len(load_requests(s.con, {})) == n
+        assert len(load_requests(s.con, factors.as_labels({"rate_mbps": 20.0}))) == n
+        assert len(load_requests(s.con, factors.as_labels({"loss_down": 0.0}))) == n
+        assert not len(load_requests(s.con, factors.as_labels({"rate_mbps": 21.0})))
+        cal = calibrate(s.con, factors.as_labels({"rate_mbps": 20.0}))
+        assert len(cal.requests) == n and cal.sources["rate_mbps"] == "label rate_mbps"
+        assert [q.index for q in cal.requests] == list(range(n))
+        (g, r), = s.whatif({"rate_mbps": 40}, source={"rate_mbps": 20}, draws=8)
+        assert len(r.measured_source) == n and r.replay_source.shape[0] == n

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import pathrate
+from .factors import LABEL_NAMES
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
@@ -90,20 +91,29 @@ class Calibration:
 
 def _where_sql(where):
     """(SQL condition on `r`, params) for {label: value}; numbers match as numbers
-    (loss_down=0 matches the label 0.0)."""
+    (loss_down=0 matches the label 0.0), and a factor's level matches under any
+    name its label may have (factors.LABEL_NAMES: rate_mbps=10 as the lab's
+    bottleneck_mbps or a user's rate_mbps)."""
     parts, params = [], []
     for k, v in (where or {}).items():
-        parts.append("(r.labels[?] = ? OR TRY_CAST(r.labels[?] AS DOUBLE) = TRY_CAST(? AS DOUBLE))")
-        params += [k, str(v), k, str(v)]
+        names = LABEL_NAMES.get(k, (k,))
+        parts.append("(" + " OR ".join(["r.labels[?] = ? OR TRY_CAST(r.labels[?] AS DOUBLE) = "
+                                        "TRY_CAST(? AS DOUBLE)"] * len(names)) + ")")
+        for name in names:
+            params += [name, str(v), name, str(v)]
     return (" AND ".join(parts) or "TRUE"), params
 
 
 def load_requests(con, where):
     """The group's requests with their flows and labels (a pandas frame); a
-    request seen from both ends counts once, as the client saw it."""
+    request seen from both ends counts once, as the client saw it (a request
+    an event log names, by its run and id; one found in a capture alone has
+    neither and counts as itself). Without a run label a request's run is its
+    capture (or its log): the requests of a connection are replayed in order."""
     cond, params = _where_sql(where)
     return con.execute(f"""
-        SELECT r.request_key, r.run, r.request, r.capture_id, r.flow_id, r.connection,
+        SELECT r.request_key, coalesce(r.run, 'capture ' || r.capture_id, 'log ' || r.log_id) AS run,
+               r.request, r.capture_id, r.flow_id, r.connection,
                r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
                r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
                r.bytes_down, r.labels, f.syn_ts_ns,
@@ -111,7 +121,7 @@ def load_requests(con, where):
                    AS handshake_rtt_ns
         FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
         WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
-        QUALIFY row_number() OVER (PARTITION BY r.run, r.request
+        QUALIFY row_number() OVER (PARTITION BY r.run, coalesce(r.request, r.request_key)
                                    ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1
         ORDER BY r.run, r.start_ns""", params).df()
 

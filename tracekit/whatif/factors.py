@@ -36,6 +36,9 @@ FACTORS = {
     "slow_start_after_idle": int, "rcv_window": str, "path": str,
 }
 ALIASES = {"bottleneck_mbps": "rate_mbps", "loss": "loss_down"}
+# the label (as_labels) -> every name a run's level of it may be labelled under:
+# the lab writes bottleneck_mbps, a user may write the factor's own name
+LABEL_NAMES = {"bottleneck_mbps": ("bottleneck_mbps", "rate_mbps"), "loss_down": ("loss_down", "loss")}
 PATHS = ("direct", "tunnel", "tunnel-arq")  # tunnel: kcptun with FEC; tunnel-arq: ARQ only
 CHOICES = {"congestion": ("cubic", "reno", "bbr"), "connection": ("fresh", "persistent"),
            "pacing": ("fq", "none"), "rcv_window": ("client", "unlimited"),
