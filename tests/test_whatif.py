@@ -778,6 +778,9 @@ def test_a_capture_alone_labelled_with_the_factors_name_is_a_group(tmp_path):
         assert [q.index for q in cal.requests] == list(range(n))
         (g, r), = s.whatif({"rate_mbps": 40}, source={"rate_mbps": 20}, draws=8)
         assert len(r.measured_source) == n and r.replay_source.shape[0] == n
+        for by in ((), ("connection",)):  # nothing to group: one line, not an empty table
+            with pytest.raises(TracekitError, match=r"^no requests match rate_mbps=21\.0"):
+                s.whatif({"rate_mbps": 40}, source={"rate_mbps": 21}, by=by, draws=8)
 
 
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):

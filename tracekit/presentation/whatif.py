@@ -4,7 +4,7 @@ groups (--by) the what-if runs over."""
 import numpy as np
 
 from ..whatif.engine import DRAWS, explain, queue_sensitivity, whatif
-from ..whatif.factors import as_labels
+from ..whatif.factors import as_labels, describe
 
 
 def groups(con, where, by):
@@ -12,10 +12,15 @@ def groups(con, where, by):
     matching where ([where] without --by)."""
     if not by:
         return [dict(where)]
+    from ..core.errors import TracekitError
     from ..whatif.calibrate import load_requests
     df = load_requests(con, where)
     combos = sorted({tuple(str(dict(lab).get(b)) for b in by) for lab in df.labels})
-    return [{**where, **dict(zip(by, c))} for c in combos if "None" not in c]
+    out = [{**where, **dict(zip(by, c))} for c in combos if "None" not in c]
+    if not out:  # (an empty table would say nothing)
+        raise TracekitError(f"no requests match {describe(where)}" + ("" if df.empty else
+                            f" with a label {' and '.join(by)} to group them by"))
+    return out
 
 
 def run(con, where, source, target, by=(), draws=DRAWS, assume=None):

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import pathrate
-from .factors import LABEL_NAMES
+from .factors import LABEL_NAMES, describe
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
@@ -131,7 +131,7 @@ def calibrate(con, where):
     from ..core.errors import TracekitError
     df = load_requests(con, where)
     if df.empty:
-        raise TracekitError(f"no requests match {_describe(where)}: nothing to calibrate")
+        raise TracekitError(f"no requests match {describe(where)}: nothing to calibrate")
     labels = _common_labels(df)
     src, est = {}, {}
     flows = list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
@@ -192,10 +192,6 @@ def _rcv_window(con, flows, mss, initcwnd, src, est):
     src["rcv_window"] = (f"the client's ACKs in {len(firsts)} flows: {first:.1f} segments at the "
                          f"handshake, {clamp:.1f} over the first flight")
     return first, max(first, clamp)
-
-
-def _describe(where):
-    return ", ".join(f"{k}={v}" for k, v in (where or {}).items()) or "the store"
 
 
 def _common_labels(df):

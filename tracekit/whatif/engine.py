@@ -305,22 +305,27 @@ def _loss_reading(cal, measured, draws, seed):
     closer; the calibration says which reading was kept and both replays."""
     replayed = replay(cal, setting(cal, {}), draws, seed)
     m, first = float(np.median(measured)), float(np.median(replayed))
-    if (cal.loss_down <= 0 or first < REFUTED * m
-            or not cal.sources.get("loss_down", "").endswith("the queue's")
+    if (first < REFUTED * m or not cal.sources.get("loss_down", "").endswith("the queue's")
             or cal.sources.get("queue_bytes", "").startswith(("label", "assumed"))):
         return cal, replayed
     queue = max(float(cal.estimates.get("queue_lower_bytes", 0.0)), 0.4 * cal.rate_Bps * cal.rtt_s)
+    if cal.loss_down <= 0 and queue == cal.queue_bytes:
+        return cal, replayed
     other = _replace(cal, loss_down=0.0, burst=0.0, queue_bytes=queue, sources=dict(cal.sources))
     again = replay(other, setting(other, {}), draws, seed)
     second = float(np.median(again))
     if abs(second - m) >= abs(first - m):
         return cal, replayed
-    other.sources["loss_down"] = (
-        f"0: the {cal.loss_down:.2%} retransmitted are read as the queue's drops (read as random "
-        f"loss the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; so in "
-        f"{second * 1e3:.0f} ms)")
+    if cal.loss_down > 0:
+        other.sources["loss_down"] = (
+            f"0: the {cal.loss_down:.2%} retransmitted are read as the queue's drops (read as "
+            f"random loss the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; "
+            f"so in {second * 1e3:.0f} ms)")
     if queue != cal.queue_bytes:
-        other.sources["queue_bytes"] = f"{QUEUE_GUESS}; not {cal.queue_bytes:.0f}: {cal.sources['queue_bytes']}"
+        other.sources["queue_bytes"] = (
+            f"{QUEUE_GUESS}; not {cal.queue_bytes:.0f} ({cal.sources['queue_bytes']}), with which "
+            f"the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; so in "
+            f"{second * 1e3:.0f} ms")
     other.estimates = {**cal.estimates, "loss_down_as_random": cal.loss_down,
                        "queue_bytes_as_read": cal.queue_bytes}
     return other, again

@@ -90,3 +90,9 @@ def as_labels(levels):
     for k, v in levels.items():
         out["bottleneck_mbps" if k == "rate_mbps" else k] = str(v)
     return out
+
+
+def describe(labels):
+    """{label: value} as the user names it: "rate_mbps=10.0, connection=fresh"."""
+    back = {"bottleneck_mbps": "rate_mbps"}
+    return ", ".join(f"{back.get(k, k)}={v}" for k, v in (labels or {}).items()) or "the store"
