@@ -40,13 +40,13 @@ def main():
                 sh(*ns(NS[2], "tc", "qdisc", "replace", "dev", "tkh1", "root", "tbf", "rate", f"{mbit}mbit", "burst", "16kb", "latency", "40ms"))
                 for mode in ("fresh",):
                     cap = f"{OUT}/r{mbit}-{mode}-{rnd}.pcap"
-                    td = subprocess.Popen(ns(NS[0], "tcpdump", "-i", "tkh0", "-s", "128", "-U", "-w", cap), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    td = subprocess.Popen(ns(NS[0], "tcpdump", "-i", "tkh0", "-s", "128", "-U", "--immediate-mode", "-w", cap), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                     time.sleep(1.0)
                     if mode == "fresh":
                         for i in range(4): sh(*ns(NS[0], "curl", "-s", "-o", "/dev/null", url))
                     else:
                         sh(*ns(NS[0], "curl", "-s", *sum([["-o", "/dev/null", url] for _ in range(6)], [])))
-                    time.sleep(0.5); td.send_signal(signal.SIGINT); td.wait()
+                    time.sleep(1.5); td.send_signal(signal.SIGINT); td.wait()
                     print(cap, os.path.getsize(cap), flush=True)
     finally:
         for p in procs: p.terminate(); p.wait()
