@@ -289,13 +289,13 @@ class PartitionedStoreStep(StoreStep):
         SAMPLE: the same sample every run), evenly spaced in key order, so the
         parts hold about as many requests each. A request without a key goes
         with the first part."""
-        keys = [k for k, in con.execute(
-            f"SELECT request_key FROM {sources['requests']} WHERE request_key IS NOT NULL "
-            f"AND hash(request_key) % {self.SAMPLE} = 0 ORDER BY request_key").fetchall()]
-        if len(keys) < parts:  # (a sample too small to cut: every key)
-            keys = [k for k, in con.execute(
+        def sorted_keys(sample=""):
+            return [k for k, in con.execute(
                 f"SELECT request_key FROM {sources['requests']} WHERE request_key IS NOT NULL "
-                f"ORDER BY request_key").fetchall()]
+                f"{sample} ORDER BY request_key").fetchall()]
+        keys = sorted_keys(f"AND hash(request_key) % {self.SAMPLE} = 0")
+        if len(keys) < parts:  # (a sample too small to cut: every key)
+            keys = sorted_keys()
         cuts = [_literal(keys[len(keys) * i // parts]) for i in range(1, parts)] if keys else []
 
         def part_view(t, part):

@@ -3,6 +3,7 @@ groups (--by) the what-if runs over."""
 
 import numpy as np
 
+from ..core.errors import TracekitError
 from ..whatif.engine import DRAWS, explain, queue_sensitivity, whatif
 from ..whatif.factors import as_labels, describe
 
@@ -12,7 +13,6 @@ def groups(con, where, by):
     matching where ([where] without --by)."""
     if not by:
         return [dict(where)]
-    from ..core.errors import TracekitError
     from ..whatif.calibrate import load_requests
     df = load_requests(con, where)
     combos = sorted({tuple(str(dict(lab).get(b)) for b in by) for lab in df.labels})

@@ -354,6 +354,11 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
                         "the queue overflowed (a run of lost segments)")
         return float(min(overflows)) * (mss + WIRE_HEADER)
     src["queue_bytes"] = QUEUE_GUESS
+    return queue_guess(longest, rate, rtt)
+
+
+def queue_guess(longest, rate, rtt):
+    """QUEUE_GUESS (bytes): the longest train at the bottleneck's spacing, at least 0.4 BDP."""
     return max(float(longest), 0.4 * rate * rtt)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace as _replace
 
 import numpy as np
 
-from .calibrate import QUEUE_GUESS, WIRE_HEADER, calibrate, load_requests
+from .calibrate import QUEUE_GUESS, WIRE_HEADER, calibrate, load_requests, queue_guess
 from .factors import as_labels
 from .receiver import Receiver
 from .tcp import Conn, Path, Transfer
@@ -305,10 +305,11 @@ def _loss_reading(cal, measured, draws, seed):
     closer; the calibration says which reading was kept and both replays."""
     replayed = replay(cal, setting(cal, {}), draws, seed)
     m, first = float(np.median(measured)), float(np.median(replayed))
-    if (first < REFUTED * m or not cal.sources.get("loss_down", "").endswith("the queue's")
-            or cal.sources.get("queue_bytes", "").startswith(("label", "assumed"))):
+    stated = ("label", "assumed")  # (not the trace's reading: not refuted by it)
+    if first < REFUTED * m or any(cal.sources.get(k, "").startswith(stated)
+                                  for k in ("loss_down", "queue_bytes")):
         return cal, replayed
-    queue = max(float(cal.estimates.get("queue_lower_bytes", 0.0)), 0.4 * cal.rate_Bps * cal.rtt_s)
+    queue = queue_guess(cal.estimates.get("queue_lower_bytes", 0.0), cal.rate_Bps, cal.rtt_s)
     if cal.loss_down <= 0 and queue == cal.queue_bytes:
         return cal, replayed
     other = _replace(cal, loss_down=0.0, burst=0.0, queue_bytes=queue, sources=dict(cal.sources))
@@ -316,16 +317,14 @@ def _loss_reading(cal, measured, draws, seed):
     second = float(np.median(again))
     if abs(second - m) >= abs(first - m):
         return cal, replayed
+    replays = (f"the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; so in "
+               f"{second * 1e3:.0f} ms")
     if cal.loss_down > 0:
-        other.sources["loss_down"] = (
-            f"0: the {cal.loss_down:.2%} retransmitted are read as the queue's drops (read as "
-            f"random loss the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; "
-            f"so in {second * 1e3:.0f} ms)")
+        other.sources["loss_down"] = (f"0: the {cal.loss_down:.2%} retransmitted are read as the "
+                                      f"queue's drops (read as random loss {replays})")
     if queue != cal.queue_bytes:
-        other.sources["queue_bytes"] = (
-            f"{QUEUE_GUESS}; not {cal.queue_bytes:.0f} ({cal.sources['queue_bytes']}), with which "
-            f"the group replays in {first * 1e3:.0f} ms, measured {m * 1e3:.0f} ms; so in "
-            f"{second * 1e3:.0f} ms")
+        other.sources["queue_bytes"] = (f"{QUEUE_GUESS}; not {cal.queue_bytes:.0f} "
+                                        f"({cal.sources['queue_bytes']}), with which {replays}")
     other.estimates = {**cal.estimates, "loss_down_as_random": cal.loss_down,
                        "queue_bytes_as_read": cal.queue_bytes}
     return other, again

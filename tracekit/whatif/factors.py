@@ -36,6 +36,7 @@ FACTORS = {
     "slow_start_after_idle": int, "rcv_window": str, "path": str,
 }
 ALIASES = {"bottleneck_mbps": "rate_mbps", "loss": "loss_down"}
+LAB_LABELS = {"rate_mbps": "bottleneck_mbps"}  # factor -> the label the lab writes for it
 # the label (as_labels) -> every name a run's level of it may be labelled under:
 # the lab writes bottleneck_mbps, a user may write the factor's own name
 LABEL_NAMES = {"bottleneck_mbps": ("bottleneck_mbps", "rate_mbps"), "loss_down": ("loss_down", "loss")}
@@ -88,11 +89,11 @@ def as_labels(levels):
     the lab writes rate_mbps as bottleneck_mbps)."""
     out = {}
     for k, v in levels.items():
-        out["bottleneck_mbps" if k == "rate_mbps" else k] = str(v)
+        out[LAB_LABELS.get(k, k)] = str(v)
     return out
 
 
 def describe(labels):
     """{label: value} as the user names it: "rate_mbps=10.0, connection=fresh"."""
-    back = {"bottleneck_mbps": "rate_mbps"}
+    back = {label: factor for factor, label in LAB_LABELS.items()}
     return ", ".join(f"{back.get(k, k)}={v}" for k, v in (labels or {}).items()) or "the store"
