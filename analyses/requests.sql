@@ -56,7 +56,13 @@
 --   negotiation's proxy_start/proxy_done events; the request's bytes start
 --   after it), labels (the log's --label factors, else the
 --   capture's), vantage (rtt_summary of the linked flow: client, server,
---   between, unknown)
+--   between, unknown), cut_by_capture_end
+--   cut_by_capture_end: the capture may have ended before the exchange did --
+--   the last exchange of a flow that neither closed (FIN either way) nor was
+--   reset, whose last packet is within max(3 handshake RTTs, 10 ms) of the
+--   capture's last packet: its times and bytes are what the capture saw, not
+--   the request's (whatif leaves it out and says so under --explain; ablation counts it as not completed). False for
+--   event requests (their end is logged) and for other exchanges
 WITH logged AS (
     SELECT log_id, request, run, kind, ts_ns, local_port, remote_port, remote_addr, fields
     FROM events WHERE request IS NOT NULL
@@ -205,7 +211,7 @@ from_events AS (
         coalesce(e.bytes_up, b.up) AS bytes_up, coalesce(e.bytes_down, b.down) AS bytes_down,
         coalesce(b.packets_up, qb.packets_up) AS packets_up,
         coalesce(b.packets_down, qb.packets_down) AS packets_down,
-        e.proxy_start_ns, e.proxy_done_ns
+        e.proxy_start_ns, e.proxy_done_ns, false AS cut_by_capture_end
     FROM ev e
     LEFT JOIN links l ON l.log_id = e.log_id AND l.request = e.request AND l.pick = 1
     LEFT JOIN linked_bytes b ON b.log_id = e.log_id AND b.request = e.request
@@ -282,7 +288,11 @@ from_flows AS (
         x.response_last_byte_ns, x.end_ns,
         x.end_ns - (CASE WHEN x.exchange = 1 AND f.syn_ts_ns IS NOT NULL THEN f.syn_ts_ns
                          ELSE x.request_first_byte_ns END) AS duration_ns,
-        x.bytes_up, x.bytes_down, x.packets_up, x.packets_down
+        x.bytes_up, x.bytes_down, x.packets_up, x.packets_down,
+        x.exchange = max(x.exchange) OVER (PARTITION BY x.capture_id, x.flow_id)
+            AND f.fin_c2s_ts_ns IS NULL AND f.fin_s2c_ts_ns IS NULL AND f.rst_ts_ns IS NULL
+            AND c.last_ts_ns - f.last_ts_ns
+                <= greatest(3 * coalesce(f.handshake_rtt_ns, 0), 10000000) AS cut_by_capture_end
     FROM exchanges_all x
     JOIN flows f USING (capture_id, flow_id)
     JOIN captures c USING (capture_id)

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import pathrate
+from . import pathrate, queueing
 from .factors import LABEL_NAMES, describe
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
@@ -109,14 +109,16 @@ def load_requests(con, where):
     request seen from both ends counts once, as the client saw it (a request
     an event log names, by its run and id; one found in a capture alone has
     neither and counts as itself). Without a run label a request's run is its
-    capture (or its log): the requests of a connection are replayed in order."""
+    capture (or its log): the requests of a connection are replayed in order.
+    A request the capture's end may have cut (requests.cut_by_capture_end) is
+    not a measurement: it is left out, its key in `df.attrs["cut"]`."""
     cond, params = _where_sql(where)
-    return con.execute(f"""
+    df = con.execute(f"""
         SELECT r.request_key, coalesce(r.run, 'capture ' || r.capture_id, 'log ' || r.log_id) AS run,
                r.request, r.capture_id, r.flow_id, r.connection,
                r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
                r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
-               r.bytes_down, r.labels, f.syn_ts_ns,
+               r.bytes_down, r.labels, r.cut_by_capture_end AS cut, f.syn_ts_ns,
                CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
                    AS handshake_rtt_ns
         FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -124,16 +126,26 @@ def load_requests(con, where):
         QUALIFY row_number() OVER (PARTITION BY r.run, coalesce(r.request, r.request_key)
                                    ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1
         ORDER BY r.run, r.start_ns""", params).df()
+    cut = df.cut.fillna(False).astype(bool)
+    kept = df[~cut].drop(columns="cut").reset_index(drop=True)
+    kept.attrs["cut"] = list(df.request_key[cut])
+    return kept
 
 
-def calibrate(con, where):
-    """The Calibration of the requests matching `where` ({label: value})."""
+def calibrate(con, where, stated=None):
+    """The Calibration of the requests matching `where` ({label: value});
+    `stated` ({factor: value}, --assume) is read as the runs' labels are: a
+    rate the trace cannot give is not asked of it."""
     from ..core.errors import TracekitError
     df = load_requests(con, where)
     if df.empty:
         raise TracekitError(f"no requests match {describe(where)}: nothing to calibrate")
-    labels = _common_labels(df)
+    labels = {**_common_labels(df), **{k: str(v) for k, v in (stated or {}).items()}}
     src, est = {}, {}
+    if df.attrs.get("cut"):
+        src["requests"] = (f"{len(df.attrs['cut'])} more left out, cut by the "
+                           f"capture's end ({', '.join(df.attrs['cut'][:3])}"
+                           f"{', ...' if len(df.attrs['cut']) > 3 else ''})")
     flows = list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
@@ -142,7 +154,8 @@ def calibrate(con, where):
     jitter = pathrate.jitter(hs.to_numpy(dtype=float) / 1e9, labels, src, est)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
-    loss, burst = _loss(con, flows, labels, src, est)
+    full, waits = queueing.overflowed(queueing.read(con, flows))
+    loss, burst = _loss(con, flows, labels, src, est, full)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     if proc is None:
         proc = max(float(np.median(ttfb)) - rtt, 0.0)
@@ -162,7 +175,8 @@ def calibrate(con, where):
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
         jitter_s=jitter, sources=src, estimates=est)
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
-                             _overflow_flights(con, flows, rtt) if est.get("queue_drops") else [])
+                             _overflow_flights(con, flows, rtt)
+                             if est.get("queue_drops") and not waits else [], waits)
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
     cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
     return cal
@@ -252,11 +266,14 @@ def _processing(con, df):
     return float(np.median(d)) / 1e9 if d else None
 
 
-def _loss(con, flows, labels, src, est):
+def _loss(con, flows, labels, src, est, full=None):
     """(random loss rate, burstiness) of the response direction. Segments lost
     in a run of QUEUE_RUN or more in a row are the bottleneck's queue
     overflowing (the replay's queue makes those itself): counted apart, when
-    there are more of them than twice what random loss would put in runs."""
+    there are more of them than twice what random loss would put in runs;
+    so are those lost at a full queue by the one-way delay (`full`, {flow:
+    seqs}: whatif/queueing.py)."""
+    full = full or {}
     lost = sent = overflow = 0
     found = []
     for cap, fl in flows:
@@ -267,17 +284,17 @@ def _loss(con, flows, labels, src, est):
             AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
         step = _step(con, cap, fl)
         seqs = {r[0] for r in rows}
-        found.append(([r[0] for r in rows], _in_runs(seqs, step), step))
+        found.append(([r[0] for r in rows], _in_runs(seqs, step), step, full.get((cap, fl), set())))
         sent += n  # every segment's first copy is one trial; a lost copy is seen
         #            only through the retransmission that arrived
-    total = sum(len(r) for r, _, _ in found)
+    total = sum(len(r) for r, _, _, _ in found)
     p_all = total / sent if sent else 0.0
-    runs = sum(1 for r, q, _ in found for x in r if x in q)
+    runs = sum(1 for r, q, _, _ in found for x in r if x in q)
     # random loss alone puts about 3 p^2 of its losses in such runs
     queue = runs > 2 * total * min(1.0, 3 * p_all ** 2)
     pairs = both = 0
-    for r, q, step in found:
-        random = [x for x in r if not (queue and x in q)]
+    for r, q, step, at_full in found:
+        random = [x for x in r if not ((queue and x in q) or x in at_full)]
         lost += len(random)
         overflow += len(r) - len(random)
         rs = set(random)
@@ -288,7 +305,8 @@ def _loss(con, flows, labels, src, est):
     est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
                burst=cond)
     src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
-                        f"{overflow} more in runs of >= {QUEUE_RUN}: the queue's")
+                        f"{overflow} more in runs of >= {QUEUE_RUN}"
+                        f"{' or at a full queue (one-way delay)' if full else ''}: the queue's")
     burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
     return loss, burst
 
@@ -342,12 +360,18 @@ def _overflow_flights(con, flows, rtt):
     return out
 
 
-def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=()):
+def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=()):
     longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     est["queue_lower_bytes"] = longest
     if "queue_bytes" in labels:
         src["queue_bytes"] = "label queue_bytes"
         return label_float(labels, "queue_bytes", 0.0)
+    if waits:
+        est["queue_wait_ms"] = float(np.median(waits)) * 1e3
+        src["queue_bytes"] = (f"the longest wait at the bottleneck ({est['queue_wait_ms']:.1f} ms, "
+                              f"median of {len(waits)} flows that lost segments at a full queue: "
+                              "TCP timestamps against arrival) x the rate")
+        return float(np.median(waits)) * rate
     est["queue_overflow_flights"] = len(overflows)
     if len(overflows) >= MIN_TRAINS:  # one run of 3 can be random loss's
         src["queue_bytes"] = (f"the smallest of {len(overflows)} flights that reached the client before "

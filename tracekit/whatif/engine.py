@@ -274,7 +274,7 @@ def _interval(x):
 
 def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
-    cal = calibrate(con, {**(where or {}), **as_labels(source)})
+    cal = calibrate(con, {**(where or {}), **as_labels(source)}, assume)
     for k, v in (assume or {}).items():
         _assume(cal, k, v)
     measured = np.array([q.duration_s for q in cal.requests])
@@ -385,7 +385,8 @@ def queue_sensitivity(r, draws=DRAWS, seed=SEED):
 def explain(cal):
     """[(name, value, source)] of a calibration, for --explain."""
     rows = [
-        ("requests", f"{len(cal.requests)} ({sum(q.fresh for q in cal.requests)} fresh)", ""),
+        ("requests", f"{len(cal.requests)} ({sum(q.fresh for q in cal.requests)} fresh)",
+         cal.sources.get("requests", "")),
         ("rtt_ms", f"{cal.rtt_s * 1e3:.1f}", cal.sources.get("rtt_ms", "")),
         ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate_mbps", "")),
         ("loss_down", f"{cal.loss_down:.4f}", cal.sources.get("loss_down", "")),

@@ -15,7 +15,7 @@ back by the delay's variation lets those behind it bunch, by at most the
 spread), so the bottleneck carried at least (bytes - one packet) / (T +
 spread). A train estimate below that floor is the sender's spacing: the
 rate is unknown (at least the floor) -- never a number the trace
-contradicts.
+contradicts (beyond `FLOOR_SLACK`, the floor's own timing error).
 
 The spread: the base RTT is the smallest handshake RTT; the spread of the
 others is the path's delay variation, which the replay models as the lab's
@@ -32,6 +32,11 @@ import numpy as np
 
 TRAIN = 8
 MIN_TRAINS = 3
+# The floor counts whole packets in a window whose two ends the arrival
+# times' own jitter moves (a forwarder's scheduling, the capture's
+# timestamps: ~1 ms on a path made by hand); a train rate within this share
+# under it is not contradicted by it.
+FLOOR_SLACK = 0.03
 MIN_HANDSHAKES = 8
 WIRE_HEADER = 52  # IP + TCP with timestamps
 TRIANGLE_IQR = 1 - 1 / math.sqrt(2)  # IQR / width of the sum of two uniform legs
@@ -98,7 +103,7 @@ def rate(gaps, mss, rtt, spread, labels, src, est):
         estimate = wire / float(np.median(sp[:max(1, len(sp) // 4)]))
         est["rate_trains"] = len(found)
         est["rate_train_mbps"] = estimate * 8 / 1e6
-        if estimate >= floor:
+        if estimate >= floor * (1 - FLOOR_SLACK):
             est["rate_mbps"] = estimate * 8 / 1e6
     for name in ("bottleneck_mbps", "rate_mbps"):
         if name in labels:
@@ -120,10 +125,11 @@ def jitter(handshakes_s, labels, src, est):
     """The round trip's spread (s, the replay's `jitter`): a label `jitter_ms`,
     else the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), else 0."""
     hs = np.asarray(handshakes_s, dtype=np.float64)
+    if len(hs) >= 2:  # a range seen is a spread the path has, however few saw it
+        est["rtt_range_ms"] = float(hs.max() - hs.min()) * 1e3
     if len(hs) >= MIN_HANDSHAKES:
         q25, q75 = np.percentile(hs, [25, 75])
         est["jitter_ms"] = float(q75 - q25) / TRIANGLE_IQR * 1e3
-        est["rtt_range_ms"] = float(hs.max() - hs.min()) * 1e3
     if "jitter_ms" in labels:
         src["jitter_ms"] = "label jitter_ms"
         return label_float(labels, "jitter_ms", 0.0) / 1e3

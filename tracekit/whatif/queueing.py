@@ -1,0 +1,104 @@
+"""The bottleneck's queue from one-way delay, for the calibration
+(whatif/calibrate.py).
+
+A sender that stamps its segments (TCP timestamps, RFC 7323: Linux's TSval
+counts milliseconds) says when each left it; a capture at the client says
+when it arrived. Arrival less the stamp is the one-way delay plus the two
+clocks' offset, which is constant over a flow (drift is parts per million:
+a few microseconds over a transfer). Its smallest value over the flow is
+the delay with an empty queue, so each segment's excess over it is the
+time it waited at the bottleneck, to one tick of the sender's clock. The
+largest wait is the queue's depth in time: times the bottleneck rate, its
+size in bytes.
+
+Which losses were the queue's: a drop-tail queue drops what arrives when
+it is full, so the segment that reached the client next after a lost one
+had waited (nearly) the longest. A loss is read as the queue overflowing
+when that wait is within `FULL` of the flow's largest (or two ticks of
+the clock, whichever is more); the others are random loss. Random losses
+also fall at a full queue now and then -- as often as segments arrived
+with such a wait -- so the reading holds only where more losses were at a
+full queue than twice that share of all of them; else none is the queue's.
+
+The sender's clock rate is read from the flow itself (ticks over seconds
+between its first and last data segment, to the nearest of the rates
+stacks use); a flow shorter than `MIN_SPAN_S`, one with a clock rate
+matching none of them, or one whose ticks are too coarse for its waits,
+says nothing. A capture at the server sees no queue behind it: its waits
+are zero and no loss is read as the queue's there.
+"""
+
+import numpy as np
+
+RATES_HZ = (1.0, 10.0, 100.0, 250.0, 1000.0, 1_000_000.0)  # TSval clocks stacks use
+MIN_SPAN_S = 0.05  # a flow's data must span this to read its clock's rate
+FULL = 0.15  # a wait within this share of the largest: the queue was full
+
+
+def read(con, flows):
+    """{(capture, flow): (largest wait s, lost seqs at a full queue, lost seqs,
+    share of segments that arrived at a full queue)} for the flows whose
+    server stamped its segments; others are left out."""
+    out = {}
+    for cap, fl in flows:
+        rows = con.execute("""SELECT a.ts_ns, p.tcp_tsval, a.rel_seq FROM tcp_analysis a
+            JOIN packets p ON p.capture_id = a.capture_id AND p.frame = a.frame
+            WHERE a.capture_id = ? AND a.flow_id = ? AND NOT a.from_client
+              AND a.payload_bytes > 0 AND p.tcp_tsval IS NOT NULL
+            ORDER BY a.ts_ns""", [cap, fl]).fetchall()
+        lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
+            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
+        got = _flow(rows, lost)
+        if got is not None:
+            out[(cap, fl)] = got
+    return out
+
+
+def _flow(rows, lost):
+    if len(rows) < 2:
+        return None
+    t = np.array([r[0] for r in rows], dtype=np.int64)
+    ticks = np.array([r[1] for r in rows], dtype=np.int64)
+    ticks = (ticks - ticks[0]) % (1 << 32)  # the stamp wraps at 2^32
+    span = (t[-1] - t[0]) / 1e9
+    if span < MIN_SPAN_S or ticks[-1] <= 0:
+        return None
+    hz = min(RATES_HZ, key=lambda r: abs(np.log(ticks[-1] / span / r)))
+    if abs(ticks[-1] / span / hz - 1) > 0.1:
+        return None
+    delay = (t - t[0]) / 1e9 - ticks / hz
+    wait = delay - delay.min()
+    largest = float(wait.max())
+    if largest < 4 / hz:  # ticks too coarse to tell a full queue from an empty one
+        return None
+    seqs = [r[2] for r in rows]
+    first = {}
+    for i, s in enumerate(seqs):
+        first.setdefault(s, i)
+    order = sorted(first)
+    after = dict(zip(order, order[1:]))
+    full = set()
+    threshold = largest - max(FULL * largest, 2 / hz)
+    for s in lost:
+        n = after.get(s)
+        while n in lost:  # a run of drops: the first segment after it that arrived
+            n = after.get(n)
+        # the next segment's first copy arrived before the lost one's resend
+        if n is not None and s in first and first[n] < first[s]:
+            if wait[first[n]] >= threshold:
+                full.add(s)
+    share = float(np.mean(wait >= threshold))
+    return largest, full, lost, share
+
+
+def overflowed(reading):
+    """(lost seqs at a full queue per flow, the flows' largest waits) where the
+    losses at a full queue are more than twice what random loss would put
+    there; ({}, []) where they are not."""
+    at_full = sum(len(v[1]) for v in reading.values())
+    chance = sum(len(v[2]) * v[3] for v in reading.values())
+    if not at_full or at_full <= 2 * chance:
+        return {}, []
+    return ({k: v[1] for k, v in reading.items() if v[1]},
+            [v[0] for v in reading.values() if v[1]])
