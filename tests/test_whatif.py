@@ -856,6 +856,38 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         assert abs(r.saving - measured) > 0.1 * abs(measured)
 
 
+def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_show_the_queue(
+        tmp_path):
+    """The same runs captured at the server (tests/data/whatif/delay-line): a
+    request there runs from its SYN's arrival to its last byte's departure,
+    about a round trip less than the client's (370.8 against 413.3 ms at 40
+    ms), and the server's time is its request-to-response (0.9 ms), not that
+    less an RTT. The ACKs' round trips show the queue (their longest wait)
+    and that the drops were the queue's. The replay of the measured group
+    matches it (without the vantage it is a round trip, 11 %, slow), and the
+    40 -> 120 ms saving is within the tolerance. The rate is stated: a
+    server's capture cannot see the bottleneck behind it."""
+    import tracekit
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "srv.duckdb")) as s:
+        for rtt in (40, 120):
+            s.ingest([os.path.join(here, f"s-rtt{rtt}-fresh-0.pcap")],
+                     labels={"rtt_ms": str(rtt), "connection": "fresh"})
+        s.analyze()
+        with pytest.raises(TracekitError, match="--assume rate_mbps=N"):
+            s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
+        (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24,
+                           assume={"rate_mbps": 20})
+        cal = r.calibration
+        assert cal.vantage == "server" and cal.processing_s < 0.003
+        assert cal.loss_down == 0.0 and abs(cal.queue_bytes - 100_000) < 5_000
+        measured = float(np.median(r.measured_source))
+        assert measured == pytest.approx(0.371, abs=0.003)
+        assert float(np.median(r.replay_source)) == pytest.approx(measured, rel=0.03)
+        saving = measured - float(np.median(r.measured_target))
+        assert abs(r.saving - saving) <= max(0.1 * abs(saving), 0.010)
+
+
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):
     """On a path made by hand (tests/data/whatif/tbf-router: a token bucket on a
     router, a 25 us round trip) a third of the segments are retransmitted and

@@ -87,6 +87,10 @@ class Calibration:
     rcv_model: bool = False  # replay the client's receive window (rcv_window=client: the default)
     sources: dict = field(default_factory=dict)  # factor name (rtt_ms, ...) -> where from
     estimates: dict = field(default_factory=dict)
+    # where the group's requests were captured: at a server a request runs from
+    # its first packet's arrival to its last byte's departure, a round trip
+    # less than the client's (half at each end); the replay's are the client's
+    vantage: str = "client"
 
 
 def _where_sql(where):
@@ -118,7 +122,7 @@ def load_requests(con, where):
                r.request, r.capture_id, r.flow_id, r.connection,
                r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
                r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
-               r.bytes_down, r.labels, r.cut_by_capture_end AS cut, f.syn_ts_ns,
+               r.bytes_down, r.labels, r.vantage, r.cut_by_capture_end AS cut, f.syn_ts_ns,
                CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
                    AS handshake_rtt_ns
         FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -157,9 +161,12 @@ def calibrate(con, where, stated=None):
     full, waits = queueing.overflowed(queueing.read(con, flows))
     loss, burst = _loss(con, flows, labels, src, est, full)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
+    vantage = "server" if (df.vantage == "server").all() else "client"
+    seen = 0.0 if vantage == "server" else rtt  # a server sees the request arrive: no trip
     if proc is None:
-        proc = max(float(np.median(ttfb)) - rtt, 0.0)
-        src["processing_ms"] = "request round trip less the RTT"
+        proc = max(float(np.median(ttfb)) - seen, 0.0)
+        src["processing_ms"] = ("request to response at the server" if vantage == "server"
+                                else "request round trip less the RTT")
     else:
         src["processing_ms"] = "server events (model_start -> model_end)"
     fresh = (df.connection == "fresh").to_numpy()
@@ -170,10 +177,10 @@ def calibrate(con, where, stated=None):
         congestion=_congestion(con, df, gaps, rtt, rate, mss, labels, src),
         initcwnd=_initcwnd(con, flows, mss, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",
         mss=mss, processing_s=proc,
-        server_s=max(float(np.median(ttfb)) - rtt - proc, 0.0),
+        server_s=max(float(np.median(ttfb)) - seen - proc, 0.0),
         connect_s=max(float(np.median(sent[fresh] - rtt)), 0.0) if fresh.any() else 0.001,
         reuse_s=float(np.median(sent[~fresh])) if (~fresh).any() else 0.0001,
-        jitter_s=jitter, sources=src, estimates=est)
+        jitter_s=jitter, sources=src, estimates=est, vantage=vantage)
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
                              _overflow_flights(con, flows, rtt)
                              if est.get("queue_drops") and not waits else [], waits)
@@ -306,7 +313,7 @@ def _loss(con, flows, labels, src, est, full=None):
                burst=cond)
     src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
                         f"{overflow} more in runs of >= {QUEUE_RUN}"
-                        f"{' or at a full queue (one-way delay)' if full else ''}: the queue's")
+                        f"{' or lost at a full queue' if full else ''}: the queue's")
     burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
     return loss, burst
 
@@ -370,7 +377,7 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=()):
         est["queue_wait_ms"] = float(np.median(waits)) * 1e3
         src["queue_bytes"] = (f"the longest wait at the bottleneck ({est['queue_wait_ms']:.1f} ms, "
                               f"median of {len(waits)} flows that lost segments at a full queue: "
-                              "TCP timestamps against arrival) x the rate")
+                              "whatif/queueing.py) x the rate")
         return float(np.median(waits)) * rate
     est["queue_overflow_flights"] = len(overflows)
     if len(overflows) >= MIN_TRAINS:  # one run of 3 can be random loss's

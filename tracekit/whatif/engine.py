@@ -160,7 +160,16 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
     per = max(4, math.ceil(draws / max(n, 1)))
     out = np.zeros((n, per))
     if s.path != "direct":
-        return _replay_tunnel(cal, s, out, seed)
+        out = _replay_tunnel(cal, s, out, seed)
+    else:
+        _replay_direct(cal, s, out, seed)
+    if cal.vantage == "server":  # (calibrate.Calibration.vantage)
+        out -= s.rtt
+    return out
+
+
+def _replay_direct(cal, s, out, seed):
+    per = out.shape[1]
     path = _path(s)
     for u, (fresh, warm, idx) in enumerate(_units(cal, s)):
         for d in range(per):
@@ -180,7 +189,6 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
                 upload = _retries(rng, s.loss_up, s.rtt + 0.2)
                 t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
                 out[i, d] = setup + upload + s.rtt / 2 + s.processing + cal.server_s + t
-    return out
 
 
 def _replay_tunnel(cal, s, out, seed):

@@ -24,8 +24,17 @@ The sender's clock rate is read from the flow itself (ticks over seconds
 between its first and last data segment, to the nearest of the rates
 stacks use); a flow shorter than `MIN_SPAN_S`, one with a clock rate
 matching none of them, or one whose ticks are too coarse for its waits,
-says nothing. A capture at the server sees no queue behind it: its waits
-are zero and no loss is read as the queue's there.
+says nothing.
+
+A capture at the server sees its segments leave, not arrive: there the
+wait is the ACK's round trip (tcp_analysis.rtt_ns, Karn's rule) less the
+flow's smallest. A lost segment's own ACK never comes, and those of the
+segments behind it are SACKs; what the server sees is the ACK of the
+segment just before the first hole, which entered the queue just before
+the drop. So at a server losses are read by episode: those sent within one
+round trip of the episode's first are the queue's when that ACK's wait is
+within `FULL` of the flow's largest. A flow seen between the two, or at an
+unknown vantage, says nothing.
 """
 
 import numpy as np
@@ -38,9 +47,17 @@ FULL = 0.15  # a wait within this share of the largest: the queue was full
 def read(con, flows):
     """{(capture, flow): (largest wait s, lost seqs at a full queue, lost seqs,
     share of segments that arrived at a full queue)} for the flows whose
-    server stamped its segments; others are left out."""
+    server stamped its segments (client vantage) or whose ACKs time them
+    (server vantage); others are left out."""
     out = {}
+    seen = dict(((c, f), v) for c, f, v in con.execute("""SELECT capture_id, flow_id,
+        any_value(vantage) FROM rtt_summary GROUP BY ALL""").fetchall())
     for cap, fl in flows:
+        if seen.get((cap, fl)) == "server":
+            got = _server_flow(con, cap, fl)
+            if got is not None:
+                out[(cap, fl)] = got
+            continue
         rows = con.execute("""SELECT a.ts_ns, p.tcp_tsval, a.rel_seq FROM tcp_analysis a
             JOIN packets p ON p.capture_id = a.capture_id AND p.frame = a.frame
             WHERE a.capture_id = ? AND a.flow_id = ? AND NOT a.from_client
@@ -102,3 +119,33 @@ def overflowed(reading):
         return {}, []
     return ({k: v[1] for k, v in reading.items() if v[1]},
             [v[0] for v in reading.values() if v[1]])
+
+
+def _server_flow(con, cap, fl):
+    acks = con.execute("""SELECT rel_ack, min(rtt_ns) FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL GROUP BY rel_ack""",
+                       [cap, fl]).fetchall()
+    if len(acks) < 2:
+        return None
+    rtt = {a: r / 1e9 for a, r in acks}
+    base = min(rtt.values())
+    wait = np.array([r - base for r in rtt.values()])
+    largest = float(wait.max())
+    sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq""",
+                            [cap, fl]).fetchall())
+    lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
+        WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+          AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
+    threshold = largest - FULL * largest
+    full, episode, start = set(), [], None
+    for s in sorted((x for x in lost if x in sent), key=sent.get) + [None]:
+        if s is None or start is None or sent[s] - start > base * 1e9:
+            waits = [rtt[x] - base for x in episode if x in rtt]
+            if waits and max(waits) >= threshold and largest > 0:
+                full.update(episode)
+            if s is None:
+                break
+            episode, start = [], sent[s]
+        episode.append(s)
+    return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
