@@ -888,6 +888,26 @@ def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_s
         assert abs(r.saving - saving) <= max(0.1 * abs(saving), 0.010)
 
 
+def test_a_burst_the_bottleneck_spaces_is_not_read_as_pacing(tmp_path):
+    """The congestion control from the second flight's spread: BBR paces it
+    over more of the round trip than the bottleneck alone would spread a
+    burst (tests/data/whatif/delay-line: BBR at 40 ms, 20 Mbit/s: 0.47 RTT
+    against 0.22), CUBIC sends it as a burst the bottleneck spaces (CUBIC at
+    30 ms, 12 Mbit/s: 0.46 RTT against 0.46, read as BBR before the
+    bottleneck's spacing was counted)."""
+    import tracekit
+    from tracekit.whatif.calibrate import calibrate
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "cc.duckdb")) as s:
+        for name, cc in (("c-rtt40-fresh-0", "bbr"), ("c-cubic-rtt30-fresh-0", "cubic")):
+            s.ingest([os.path.join(here, f"{name}.pcap")], labels={"cc_truth": cc})
+        s.analyze()
+        for cc in ("bbr", "cubic"):
+            cal = calibrate(s.con, {"cc_truth": cc})
+            assert cal.congestion == cc, cal.sources["congestion"]
+            assert cal.sources["congestion"].startswith("second flight spread over")
+
+
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):
     """On a path made by hand (tests/data/whatif/tbf-router: a token bucket on a
     router, a 25 us round trip) a third of the segments are retransmitted and

@@ -415,15 +415,21 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
         # a loss-based sender sets ssthresh at every recovery: a quarter or more
         # of the connections without it is a rate-based one (BBR)
         return "bbr" if unset >= len(retrans) / 4 else "cubic"
-    spread = []
+    spread, serial = [], []
     for ts, size in gaps.values():
         if len(ts) > 30:
             second = ts[(ts > ts[0] + rtt / 2) & (ts < ts[0] + 1.5 * rtt)][:20]
             if len(second) >= 10:
                 spread.append((second[-1] - second[0]) / rtt)
+                # what the bottleneck's own spacing makes of a line-rate burst
+                serial.append((len(second) - 1) * (mss + WIRE_HEADER) / rate / rtt)
     if spread:
-        paced = float(np.median(spread)) > 1 / 3
-        src["congestion"] = (f"second flight spread over {np.median(spread):.2f} RTT: "
+        # paced: spread over a third of the round trip and half again what
+        # the bottleneck alone spreads a burst over (on a slow path a burst
+        # arrives as spread as pacing would make it)
+        paced = float(np.median(spread)) > max(1 / 3, 1.5 * float(np.median(serial)))
+        src["congestion"] = (f"second flight spread over {np.median(spread):.2f} RTT, the "
+                             f"bottleneck's spacing {np.median(serial):.2f}: "
                              f"{'paced (BBR)' if paced else 'a burst (CUBIC)'}")
         return "bbr" if paced else "cubic"
     src["congestion"] = "no evidence: CUBIC, Linux's default"
