@@ -825,6 +825,19 @@ def test_a_response_cut_by_the_captures_end_is_flagged_and_left_out(tmp_path):
         assert "1 more left out, cut by the capture's end (cap1:3:1)" in cal.sources["requests"]
 
 
+def _delay_line_store(tmp_path, end):
+    """A store of the delay line's 40 and 120 ms fresh runs as captured at
+    one end ("c" or "s"), labelled as a user would (rtt_ms, connection)."""
+    import tracekit
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    s = tracekit.open(str(tmp_path / f"{end}.duckdb"))
+    for rtt in (40, 120):
+        s.ingest([os.path.join(here, f"{end}-rtt{rtt}-fresh-0.pcap")],
+                 labels={"rtt_ms": str(rtt), "connection": "fresh"})
+    s.analyze()
+    return s
+
+
 def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         tmp_path, monkeypatch):
     """On a path made by hand (tests/data/whatif/delay-line: 40 or 120 ms, 20
@@ -835,14 +848,8 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
     calibration reads loss 0 and 100 kB (the emulator's), and the 40 -> 120
     ms saving is predicted within the tolerance. Read as random loss (1.9 %,
     the reading off) with the queue from the flights, it misses by far."""
-    import tracekit
     from tracekit.whatif import queueing
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with tracekit.open(str(tmp_path / "rtt.duckdb")) as s:
-        for rtt in (40, 120):
-            s.ingest([os.path.join(here, f"c-rtt{rtt}-fresh-0.pcap")],
-                     labels={"rtt_ms": str(rtt), "connection": "fresh"})
-        s.analyze()
+    with _delay_line_store(tmp_path, "c") as s:
         (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
         assert r.calibration.loss_down == 0.0
         assert abs(r.calibration.queue_bytes - 100_000) < 3_000
@@ -867,13 +874,7 @@ def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_s
     matches it (without the vantage it is a round trip, 11 %, slow), and the
     40 -> 120 ms saving is within the tolerance. The rate is stated: a
     server's capture cannot see the bottleneck behind it."""
-    import tracekit
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with tracekit.open(str(tmp_path / "srv.duckdb")) as s:
-        for rtt in (40, 120):
-            s.ingest([os.path.join(here, f"s-rtt{rtt}-fresh-0.pcap")],
-                     labels={"rtt_ms": str(rtt), "connection": "fresh"})
-        s.analyze()
+    with _delay_line_store(tmp_path, "s") as s:
         with pytest.raises(TracekitError, match="--assume rate_mbps=N"):
             s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
         (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24,
