@@ -54,9 +54,9 @@
 --   request_last_byte_ns, response_first_byte_ns, response_last_byte_ns, end_ns, duration_ns, bytes_up, bytes_down,
 --   packets_up, packets_down, proxy_start_ns, proxy_done_ns (a SOCKS5
 --   negotiation's proxy_start/proxy_done events; the request's bytes start
---   after it), labels (the log's --label factors, else the
+--   after it), cut_by_capture_end, labels (the log's --label factors, else the
 --   capture's), vantage (rtt_summary of the linked flow: client, server,
---   between, unknown), cut_by_capture_end
+--   between, unknown)
 --   cut_by_capture_end: the capture may have ended before the exchange did --
 --   the last exchange of a flow that neither closed (FIN either way) nor was
 --   reset, whose last packet is within max(3 handshake RTTs, 10 ms) of the
