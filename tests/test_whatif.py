@@ -80,6 +80,29 @@ def test_fast_recovery_halves_reno_in_whole_segments():
     assert c.ssthresh == 6  # 12 >> 1
 
 
+def test_hystart_counts_its_rounds_from_the_first_ack():
+    """CUBIC at 150 ms, 8 Mbit/s, an 80 kB queue, a 400 kB response (the
+    delay line's set 3C): the kernel's rounds carry 10, 20, 40, 80 and then
+    the rest, and the fifth overflows the queue at its end (2-13 drops a
+    response). Linux counts HyStart's rounds from the first ACK and looks for
+    the exit only from a window of 16 (since 2024); a round begun where the
+    window reached 16, mid-flight, saw the flight's queue in its first
+    samples and ended slow start at 72, before the fourth round was out: no
+    drops, and a response 120-220 ms quicker than the kernel's."""
+    c = Conn(cc="cubic")
+    c.srtt, c.rttvar, c.min_rtt = 0.1505, 0.075, 0.1505
+    path = Path(rtt=0.1505, rate=1e6, queue_bytes=80_000)
+    drops = []
+
+    class Counting(Transfer):
+        def _emit(self, seg):
+            if max(0.0, self.q_free - self.now) * self.p.rate + self.wire > self.p.queue_bytes:
+                drops.append(seg)
+            return super()._emit(seg)
+    Counting(c, path, 277, MSS, Scripted(())).run()
+    assert c.ssthresh >= 90 and drops  # (with the round begun at 16: 72, none)
+
+
 def test_bbr_keeps_its_window_on_random_loss():
     _, c = _transfer(60, loss=0.5, script=[0.99] * 20 + [0.0], cc="bbr")
     assert c.ssthresh == 1e9
@@ -861,6 +884,37 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
         assert r.calibration.loss_down > 0.01 and r.calibration.queue_bytes > 200_000
         assert abs(r.saving - measured) > 0.1 * abs(measured)
+
+
+def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues(tmp_path):
+    """Ground truth drop by drop (tests/data/whatif/delay-line, CUBIC at 90
+    ms: 97 drops, the delay line's log names each and its cause): every one
+    the client can see as a loss (95: a response's last two segments dropped
+    leave no hole behind them, and arrive as if late) is read as the
+    queue's. CUBIC overflows the queue at the end of its window, so the
+    segment after a lost one is sent a round trip later into a drained
+    queue; the one before it waited the queue's 40 ms (read by the segment
+    after, few were)."""
+    import json
+    import tracekit
+    from tracekit.whatif import queueing
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "cubic.duckdb")) as s:
+        s.ingest([os.path.join(here, "c-cubic-rtt90-fresh-0.pcap")])
+        s.analyze()
+        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
+            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
+        reading = queueing.read(s.con, [(1, f) for f, _, _ in flows])
+        full, waits = queueing.overflowed(reading)
+        raw = {f: (port, isn) for f, port, isn in flows}
+        read, seen = ({(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in got.items()
+                       for q in v} for got in (full, {k: v[2] for k, v in reading.items()}))
+    with open(os.path.join(here, "drops-cubic-rtt90-fresh-0.jsonl")) as f:
+        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+    assert len(logged) == 97 and len(seen) == 95 and seen <= logged
+    assert read == seen
+    assert all(0.038 < w < 0.042 for w in waits)
 
 
 def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_show_the_queue(

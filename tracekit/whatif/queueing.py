@@ -12,13 +12,19 @@ largest wait is the queue's depth in time: times the bottleneck rate, its
 size in bytes.
 
 Which losses were the queue's: a drop-tail queue drops what arrives when
-it is full, so the segment that reached the client next after a lost one
-had waited (nearly) the longest. A loss is read as the queue overflowing
-when that wait is within `FULL` of the flow's largest (or two ticks of
-the clock, whichever is more); the others are random loss. Random losses
+it is full, so the segment sent just before a lost one (the last before a
+run of them) entered a queue all but full and waited (nearly) the longest.
+(Not the one after: a sender that overflows the queue at the end of its
+window sends the next segment a round trip later, into a drained queue.)
+A loss is read as the queue overflowing when that wait is within `FULL`
+of the flow's largest (or two ticks of the clock, whichever is more); the
+others are random loss. Random losses
 also fall at a full queue now and then -- as often as segments arrived
 with such a wait -- so the reading holds only where more losses were at a
-full queue than twice that share of all of them; else none is the queue's.
+full queue than random loss would put there but once in `UNLIKELY`
+(binomial, at that share); else none is the queue's. (Twice the share was
+too weak: one loss of eight at a full queue, or ten of 434 against 4.4, took
+the lab's random losses for the queue's.)
 
 The sender's clock rate is read from the flow itself (ticks over seconds
 between its first and last data segment, to the nearest of the rates
@@ -37,11 +43,14 @@ within `FULL` of the flow's largest. A flow seen between the two, or at an
 unknown vantage, says nothing.
 """
 
+import math
+
 import numpy as np
 
 RATES_HZ = (1.0, 10.0, 100.0, 250.0, 1000.0, 1_000_000.0)  # TSval clocks stacks use
 MIN_SPAN_S = 0.05  # a flow's data must span this to read its clock's rate
 FULL = 0.15  # a wait within this share of the largest: the queue was full
+UNLIKELY = 1e-3  # random loss putting this many at a full queue: no likelier than this
 
 
 def read(con, flows):
@@ -94,28 +103,28 @@ def _flow(rows, lost):
     for i, s in enumerate(seqs):
         first.setdefault(s, i)
     order = sorted(first)
-    after = dict(zip(order, order[1:]))
+    before = dict(zip(order[1:], order))
     full = set()
     threshold = largest - max(FULL * largest, 2 / hz)
     for s in lost:
-        n = after.get(s)
-        while n in lost:  # a run of drops: the first segment after it that arrived
-            n = after.get(n)
-        # the next segment's first copy arrived before the lost one's resend
-        if n is not None and s in first and first[n] < first[s]:
-            if wait[first[n]] >= threshold:
-                full.add(s)
+        n = before.get(s)
+        while n in lost:  # a run of drops: the last segment before it that arrived
+            n = before.get(n)
+        if n is not None and wait[first[n]] >= threshold:
+            full.add(s)
     share = float(np.mean(wait >= threshold))
     return largest, full, lost, share
 
 
 def overflowed(reading):
-    """(lost seqs at a full queue per flow, the flows' largest waits) where the
-    losses at a full queue are more than twice what random loss would put
-    there; ({}, []) where they are not."""
+    """(lost seqs at a full queue per flow, the flows' largest waits) where
+    more losses fell at a full queue than random loss would put there (at
+    the share of segments that arrived at a full queue) with odds of
+    `UNLIKELY` or less; ({}, []) where they did not."""
+    lost = sum(len(v[2]) for v in reading.values())
     at_full = sum(len(v[1]) for v in reading.values())
     chance = sum(len(v[2]) * v[3] for v in reading.values())
-    if not at_full or at_full <= 2 * chance:
+    if not at_full or _tail(lost, chance / lost, at_full) > UNLIKELY:
         return {}, []
     return ({k: v[1] for k, v in reading.items() if v[1]},
             [v[0] for v in reading.values() if v[1]])
@@ -149,3 +158,15 @@ def _server_flow(con, cap, fl):
             episode, start = [], sent[s]
         episode.append(s)
     return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
+
+
+def _tail(n, p, k):
+    """P(X >= k) for X binomial (n, p)."""
+    if p <= 0:
+        return 0.0 if k > 0 else 1.0
+    if p >= 1:
+        return 1.0
+    log = math.lgamma(n + 1)
+    return min(1.0, sum(math.exp(log - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                                 + i * math.log(p) + (n - i) * math.log1p(-p))
+                        for i in range(k, n + 1)))

@@ -18,9 +18,14 @@ CUBIC as Linux's tcp_cong.c and tcp_cubic.c keep it, in whole segments.
   maximum), integer arithmetic as Linux's. An RTO recomputes ssthresh only
   from Open or Disorder (tcp_enter_loss), and resets CUBIC (last_max,
   delay_min, HyStart: cubictcp_state on TCP_CA_Loss).
-- HyStart (CUBIC, hystart_update): from a window of 16 in slow start, a
-  round (until the cumulative ACK passes the highest segment sent when it
-  began) ends slow start (ssthresh = cwnd) when its ACKs come as one train,
+- HyStart (CUBIC, hystart_update): rounds (until the cumulative ACK
+  passes the highest segment sent when the round began) counted from the
+  connection's first ACK, so that each begins with a flight -- Linux moved
+  the window's check after the round's reset in 2024 ("fix spurious Hystart
+  ACK train detections", 6.11 and the stable trees); counted only from a
+  window of 16, before that a round began wherever the window reached 16,
+  mid-flight, and its first samples saw the flight's queue. From a window
+  of 16 in slow start a round ends slow start (ssthresh = cwnd) when its ACKs come as one train,
   none more than 2 ms after the one before, for longer than half of
   delay_min + the GSO cushion (min(1 ms, 4 x 64 KB / pacing rate); not
   halved when the sender paces), or when the least of its first 8 RTT
@@ -116,7 +121,7 @@ def on_sample(tr, rtt):
     rtt = max(rtt, 1e-6)
     if not cu.delay_min or rtt < cu.delay_min:
         cu.delay_min = rtt
-    if not cu.found and c.cwnd < c.ssthresh and c.cwnd >= HYSTART_LOW_WINDOW:
+    if not cu.found and c.cwnd < c.ssthresh:
         _hystart(tr, cu, rtt)
 
 
@@ -126,6 +131,8 @@ def _hystart(tr, cu, rtt):
         cu.round_start = cu.last_ack = now
         cu.end_seq = tr.nxt
         cu.curr_rtt, cu.sample_cnt = 1e9, 0
+    if c.cwnd < HYSTART_LOW_WINDOW:  # rounds counted from the first ACK, found from 16
+        return
     if now - cu.last_ack <= HYSTART_ACK_DELTA:
         cu.last_ack = now
         rate = (2.0 if c.cwnd < c.ssthresh / 2 else 1.2) * c.cwnd * tr.mss / max(c.srtt, 1e-6)
