@@ -61,8 +61,9 @@
 --   the last exchange of a flow that neither closed (FIN either way) nor was
 --   reset, whose last packet is within max(3 handshake RTTs, 10 ms) of the
 --   capture's last packet: its times and bytes are what the capture saw, not
---   the request's (whatif leaves it out and says so under --explain; ablation counts it as not completed). False for
---   event requests (their end is logged) and for other exchanges
+--   the request's (whatif leaves it out and says so under --explain; ablation
+--   counts it as not completed). False for event requests (their end is
+--   logged) and for other exchanges
 WITH logged AS (
     SELECT log_id, request, run, kind, ts_ns, local_port, remote_port, remote_addr, fields
     FROM events WHERE request IS NOT NULL

@@ -278,8 +278,8 @@ def _loss(con, flows, labels, src, est, full=None):
     in a run of QUEUE_RUN or more in a row are the bottleneck's queue
     overflowing (the replay's queue makes those itself): counted apart, when
     there are more of them than twice what random loss would put in runs;
-    so are those lost at a full queue by the one-way delay (`full`, {flow:
-    seqs}: whatif/queueing.py)."""
+    so are those lost at a full queue by their witness's wait (`full`,
+    {flow: seqs}: whatif/queueing.py)."""
     full = full or {}
     lost = sent = overflow = 0
     found = []

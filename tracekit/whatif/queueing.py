@@ -18,13 +18,13 @@ run of them) entered a queue all but full and waited (nearly) the longest.
 window sends the next segment a round trip later, into a drained queue.)
 A loss is read as the queue overflowing when that wait is within `FULL`
 of the flow's largest (or two ticks of the clock, whichever is more); the
-others are random loss. Random losses
-also fall at a full queue now and then -- as often as segments arrived
-with such a wait -- so the reading holds only where more losses were at a
-full queue than random loss would put there but once in `UNLIKELY`
-(binomial, at that share); else none is the queue's. (Twice the share was
-too weak: one loss of eight at a full queue, or ten of 434 against 4.4, took
-the lab's random losses for the queue's.)
+others are random loss. Random losses also fall at a full queue now and
+then -- as often as segments arrived with such a wait -- so the reading
+holds only where more losses were at a full queue than random loss would
+put there but once in `UNLIKELY` (binomial, at that share); else none is
+the queue's. (Twice the share was too weak: one loss of eight at a full
+queue, or ten of 434 against 4.4, took the lab's random losses for the
+queue's.)
 
 The sender's clock rate is read from the flow itself (ticks over seconds
 between its first and last data segment, to the nearest of the rates
@@ -72,13 +72,17 @@ def read(con, flows):
             WHERE a.capture_id = ? AND a.flow_id = ? AND NOT a.from_client
               AND a.payload_bytes > 0 AND p.tcp_tsval IS NOT NULL
             ORDER BY a.ts_ns""", [cap, fl]).fetchall()
-        lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
-            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
-              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
-        got = _flow(rows, lost)
+        got = _flow(rows, _lost(con, cap, fl))
         if got is not None:
             out[(cap, fl)] = got
     return out
+
+
+def _lost(con, cap, fl):
+    """The response's segments sent again, not spuriously: its losses."""
+    return {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
+        WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+          AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
 
 
 def _flow(rows, lost):
@@ -143,9 +147,7 @@ def _server_flow(con, cap, fl):
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
         AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq""",
                             [cap, fl]).fetchall())
-    lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
-        WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
-          AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
+    lost = _lost(con, cap, fl)
     threshold = largest - FULL * largest
     full, episode, start = set(), [], None
     for s in sorted((x for x in lost if x in sent), key=sent.get) + [None]:
