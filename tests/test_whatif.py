@@ -905,7 +905,7 @@ def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues
         flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
             JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
             WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
-        reading = queueing.read(s.con, [(1, f) for f, _, _ in flows])
+        reading = queueing.read(s.con, {(1, f): "client" for f, _, _ in flows})
         full, waits = queueing.overflowed(reading)
         raw = {f: (port, isn) for f, port, isn in flows}
         read, seen = ({(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in got.items()

@@ -158,7 +158,9 @@ def calibrate(con, where, stated=None):
     jitter = pathrate.jitter(hs.to_numpy(dtype=float) / 1e9, labels, src, est)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
-    full, waits = queueing.overflowed(queueing.read(con, flows))
+    seen = {(int(c), int(f)): v for c, f, v in zip(df.capture_id, df.flow_id, df.vantage)
+            if f == f}
+    full, waits = queueing.overflowed(queueing.read(con, seen))
     loss, burst = _loss(con, flows, labels, src, est, full)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
@@ -345,10 +347,7 @@ def _overflow_flights(con, flows, rtt):
     out = []
     for cap, fl in flows:
         step = _step(con, cap, fl)
-        lost = {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
-            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
-              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
-        runs = _in_runs(lost, step)
+        runs = _in_runs(queueing.lost_segments(con, cap, fl), step)
         if not runs:
             continue
         r = con.execute("""SELECT min(ts_ns), rel_seq FROM tcp_analysis WHERE capture_id = ?

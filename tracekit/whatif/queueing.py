@@ -55,14 +55,13 @@ UNLIKELY = 1e-3  # random loss putting this many at a full queue: no likelier th
 
 def read(con, flows):
     """{(capture, flow): (largest wait s, lost seqs at a full queue, lost seqs,
-    share of segments that arrived at a full queue)} for the flows whose
-    server stamped its segments (client vantage) or whose ACKs time them
-    (server vantage); others are left out."""
+    share of segments that arrived at a full queue)} for the flows ({(capture,
+    flow): vantage}, as requests.vantage has it) whose server stamped its
+    segments (client vantage) or whose ACKs time them (server vantage);
+    others are left out."""
     out = {}
-    seen = dict(((c, f), v) for c, f, v in con.execute("""SELECT capture_id, flow_id,
-        any_value(vantage) FROM rtt_summary GROUP BY ALL""").fetchall())
-    for cap, fl in flows:
-        if seen.get((cap, fl)) == "server":
+    for (cap, fl), vantage in flows.items():
+        if vantage == "server":
             got = _server_flow(con, cap, fl)
             if got is not None:
                 out[(cap, fl)] = got
@@ -72,13 +71,13 @@ def read(con, flows):
             WHERE a.capture_id = ? AND a.flow_id = ? AND NOT a.from_client
               AND a.payload_bytes > 0 AND p.tcp_tsval IS NOT NULL
             ORDER BY a.ts_ns""", [cap, fl]).fetchall()
-        got = _flow(rows, _lost(con, cap, fl))
+        got = _flow(rows, lost_segments(con, cap, fl))
         if got is not None:
             out[(cap, fl)] = got
     return out
 
 
-def _lost(con, cap, fl):
+def lost_segments(con, cap, fl):
     """The response's segments sent again, not spuriously: its losses."""
     return {r[0] for r in con.execute("""SELECT rel_seq FROM retransmissions
         WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
@@ -147,7 +146,7 @@ def _server_flow(con, cap, fl):
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
         AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq""",
                             [cap, fl]).fetchall())
-    lost = _lost(con, cap, fl)
+    lost = lost_segments(con, cap, fl)
     threshold = largest - FULL * largest
     full, episode, start = set(), [], None
     for s in sorted((x for x in lost if x in sent), key=sent.get) + [None]:
