@@ -963,6 +963,65 @@ def test_a_burst_the_bottleneck_spaces_is_not_read_as_pacing(tmp_path):
             assert cal.sources["congestion"].startswith("second flight spread over")
 
 
+def test_a_burst_whose_warm_window_halves_is_read_as_reno(tmp_path, monkeypatch):
+    """A burst is CUBIC's or Reno's, and a flight does not say which
+    (tests/data/whatif/delay-line: the server Reno, 16 Mbit/s, a 120 kB queue,
+    six 500 kB responses on one connection at 30 and 100 ms). At 100 ms each
+    response starts with the whole window in one burst and the queue takes
+    part of it; replayed as CUBIC (717/1024 of the window after each loss)
+    the group's requests miss by 15 %, without HyStart by 10 %, as Reno
+    (half) by under 1 %: the calibration reads Reno, says why, and the
+    100 -> 30 ms saving (433 ms) is within the tolerance; read as CUBIC it
+    is 273 ms."""
+    import tracekit
+    from tracekit.whatif import engine
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "reno.duckdb")) as s:
+        for rtt in (30, 100):
+            s.ingest([os.path.join(here, f"c-reno{rtt}-persistent-0.pcap")],
+                     labels={"rtt_ms": str(rtt), "connection": "persistent"})
+        s.analyze()
+        (g, r), = s.whatif({"rtt_ms": 30}, source={"rtt_ms": 100}, draws=24)
+        cal = r.calibration
+        assert cal.congestion == "reno"
+        assert "as Reno by 0." in cal.sources["congestion"]
+        measured = float(np.median(r.measured_source))
+        assert abs(float(np.median(r.replay_source)) - measured) < 0.02 * measured
+        saving = measured - float(np.median(r.measured_target))
+        assert saving == pytest.approx(0.433, abs=0.005)
+        assert abs(r.saving - saving) <= max(0.1 * saving, 0.010)
+        monkeypatch.setattr(engine, "MISFIT", float("inf"))  # the burst read as CUBIC kept
+        (g, kept), = s.whatif({"rtt_ms": 30}, source={"rtt_ms": 100}, draws=24)
+        assert kept.calibration.congestion == "cubic"
+        assert abs(kept.saving - saving) > 0.2 * saving
+
+
+def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
+    """Reno has no HyStart, so a CUBIC sender whose HyStart did not end its
+    slow start (the ACK train broken by a few ms: docs/whatif.md, twelfth
+    round) replays closer as Reno than as CUBIC; it is read as Reno only
+    where Reno fits twice as well as CUBIC without HyStart too."""
+    from tracekit.whatif import engine
+    from tracekit.whatif.calibrate import Calibration
+    cal = Calibration([], 0.1, 2e6, 0.0, 0.0, 0.0, 1e5, "cubic", 10, False, 1448, 0.0, 0.0,
+                      0.0, 0.0, sources={"congestion": "a burst (CUBIC)",
+                                         "congestion_read": "burst"})
+    measured = np.array([1.0, 1.0, 1.0])
+    fits = {}
+
+    def replay(c, s, draws, seed):
+        key = "reno" if s.cc == "reno" else ("cubic" if s.hystart else "plain")
+        return np.full((3, 4), 1.0 + fits[key])
+    monkeypatch.setattr(engine, "replay", replay)
+    monkeypatch.setattr(engine, "setting", lambda c, ch: engine.Setting(
+        0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0))
+    for plain, read in ((0.004, "cubic"), (0.10, "reno")):
+        fits.update(cubic=0.09, plain=plain, reno=0.003)
+        got, _ = engine._congestion_reading(cal, measured, replay(cal, engine.setting(cal, {}),
+                                                                    4, 0), 4, 0)
+        assert got.congestion == read
+
+
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):
     """On a path made by hand (tests/data/whatif/tbf-router: a token bucket on a
     router, a 25 us round trip) a third of the segments are retransmitted and

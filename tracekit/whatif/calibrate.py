@@ -430,6 +430,8 @@ def _congestion(con, df, gaps, rtt, rate, mss, labels, src):
         src["congestion"] = (f"second flight spread over {np.median(spread):.2f} RTT, the "
                              f"bottleneck's spacing {np.median(serial):.2f}: "
                              f"{'paced (BBR)' if paced else 'a burst (CUBIC)'}")
+        if not paced:  # CUBIC or Reno: the replay tells them apart (engine._congestion_reading)
+            src["congestion_read"] = "burst"
         return "bbr" if paced else "cubic"
     src["congestion"] = "no evidence: CUBIC, Linux's default"
     return "cubic"

@@ -87,6 +87,7 @@ class Conn:
     cc: str = "cubic"
     initcwnd: int = 10
     pacing: bool = False
+    hystart: bool = True  # CUBIC's HyStart (whatif/window.py)
     cwnd: float = 0.0
     ssthresh: float = 1e9
     srtt: float = 0.0

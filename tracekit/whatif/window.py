@@ -121,7 +121,7 @@ def on_sample(tr, rtt):
     rtt = max(rtt, 1e-6)
     if not cu.delay_min or rtt < cu.delay_min:
         cu.delay_min = rtt
-    if not cu.found and c.cwnd < c.ssthresh:
+    if c.hystart and not cu.found and c.cwnd < c.ssthresh:
         _hystart(tr, cu, rtt)
 
 
