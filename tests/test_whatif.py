@@ -1000,7 +1000,8 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     """Reno has no HyStart, so a CUBIC sender whose HyStart did not end its
     slow start (the ACK train broken by a few ms: docs/whatif.md, twelfth
     round) replays closer as Reno than as CUBIC; it is read as Reno only
-    where Reno fits twice as well as CUBIC without HyStart too."""
+    where Reno fits twice as well as CUBIC without HyStart too, and fits:
+    a Reno less wrong than CUBIC where both miss is not read as Reno."""
     from tracekit.whatif import engine
     from tracekit.whatif.calibrate import Calibration
     cal = Calibration([], 0.1, 2e6, 0.0, 0.0, 0.0, 1e5, "cubic", 10, False, 1448, 0.0, 0.0,
@@ -1015,8 +1016,9 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     monkeypatch.setattr(engine, "replay", replay)
     monkeypatch.setattr(engine, "setting", lambda c, ch: engine.Setting(
         0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0))
-    for plain, read in ((0.004, "cubic"), (0.10, "reno")):
-        fits.update(cubic=0.09, plain=plain, reno=0.003)
+    for plain, reno, read in ((0.004, 0.003, "cubic"), (0.10, 0.003, "reno"),
+                              (0.18, 0.07, "cubic")):
+        fits.update(cubic=0.18, plain=plain, reno=reno)
         got, _ = engine._congestion_reading(cal, measured, replay(cal, engine.setting(cal, {}),
                                                                     4, 0), 4, 0)
         assert got.congestion == read
