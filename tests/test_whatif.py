@@ -917,6 +917,50 @@ def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues
     assert all(0.038 < w < 0.042 for w in waits)
 
 
+@pytest.mark.parametrize("name, dropped, plateau, chain", [
+    ("s-reno30-fresh-0", 348, 348, 235),        # drops every other segment for 43 ms
+    ("s-cub120-persistent-0", 128, 0, 128),     # two ACKs held 82-92 ms, the queue 47
+])
+def test_at_a_server_every_drop_the_delay_line_logged_is_read_as_the_queues(
+        tmp_path, monkeypatch, name, dropped, plateau, chain):
+    """Ground truth at the server's capture (tests/data/whatif/delay-line,
+    set 4: Reno at 30 ms, whose slow start overshoots a 120 kB queue and
+    loses every other segment for 43 ms, more than a round trip; CUBIC at
+    120 ms on one connection, each warm response's burst cut by a 60 kB
+    queue): every drop the delay line logged is read as the queue's. Two
+    rules make it so, each shown by its absence: an episode goes on while
+    its drops come a few segments apart (cut at one round trip from its
+    first, the Reno run's later drops had no ACK to time and read as random:
+    235 of 348), and the queue's depth is the wait three ACKs reach, not
+    the longest (two ACKs the client held 82 and 92 ms put every drop below
+    a full queue: 0 of 128)."""
+    import json
+    import tracekit
+    from tracekit.whatif import queueing
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with open(os.path.join(here, f"drops-{name[2:]}.jsonl")) as f:
+        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+    assert len(logged) == dropped
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest([os.path.join(here, f"{name}.pcap")])
+        s.analyze()
+        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
+            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
+        raw = {f: (port, isn) for f, port, isn in flows}
+
+        def read():
+            full, _ = queueing.overflowed(queueing.read(s.con, {(1, f): "server" for f in raw}))
+            return {(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in full.items()
+                    for q in v}
+        assert read() == logged
+        with monkeypatch.context() as m:
+            m.setattr(queueing, "_plateau", lambda wait: float(np.max(wait)))
+            assert len(read()) == plateau
+        monkeypatch.setattr(queueing, "CHAIN", -1)
+        assert len(read() & logged) == chain
+
+
 def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_show_the_queue(
         tmp_path):
     """The same runs captured at the server (tests/data/whatif/delay-line): a

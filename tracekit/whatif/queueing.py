@@ -38,9 +38,13 @@ flow's smallest. A lost segment's own ACK never comes, and those of the
 segments behind it are SACKs; what the server sees is the ACK of the
 segment just before the first hole, which entered the queue just before
 the drop. So at a server losses are read by episode: those sent within one
-round trip of the episode's first are the queue's when that ACK's wait is
-within `FULL` of the flow's largest. A flow seen between the two, or at an
-unknown vantage, says nothing.
+round trip of the episode's first, or in a run of drops at most `CHAIN`
+segments apart (a slow start that overshoots loses every other segment
+for longer than a round trip, and the later holes have no ACK to time),
+are the queue's when that ACK's wait is within `FULL` of the flow's
+largest -- the largest that `PLATEAU` ACKs reach: a full queue holds many
+segments as long, an ACK the client held is alone above it. A flow seen
+between the two, or at an unknown vantage, says nothing.
 """
 
 import math
@@ -51,6 +55,8 @@ RATES_HZ = (1.0, 10.0, 100.0, 250.0, 1000.0, 1_000_000.0)  # TSval clocks stacks
 MIN_SPAN_S = 0.05  # a flow's data must span this to read its clock's rate
 FULL = 0.15  # a wait within this share of the largest: the queue was full
 UNLIKELY = 1e-3  # random loss putting this many at a full queue: no likelier than this
+CHAIN = 3  # at a server, drops with at most this many segments sent between: one episode
+PLATEAU, PLATEAU_S = 3, 0.002  # a server's largest wait: the one 3 of its ACKs reach, within 2 ms
 
 
 def read(con, flows):
@@ -142,15 +148,19 @@ def _server_flow(con, cap, fl):
     rtt = {a: r / 1e9 for a, r in acks}
     base = min(rtt.values())
     wait = np.array([r - base for r in rtt.values()])
-    largest = float(wait.max())
+    largest = _plateau(wait)
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
         AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq""",
                             [cap, fl]).fetchall())
     lost = lost_segments(con, cap, fl)
     threshold = largest - FULL * largest
-    full, episode, start = set(), [], None
+    times = np.sort(np.fromiter(sent.values(), dtype=np.int64))
+    full, episode, start, last = set(), [], None, None
     for s in sorted((x for x in lost if x in sent), key=sent.get) + [None]:
-        if s is None or start is None or sent[s] - start > base * 1e9:
+        if s is None or start is None or (
+                sent[s] - start > base * 1e9  # a round trip after the episode's first
+                and np.searchsorted(times, sent[s]) - np.searchsorted(times, last, "right")
+                > CHAIN):  # and not in a run of drops a few segments apart
             waits = [rtt[x] - base for x in episode if x in rtt]
             if waits and max(waits) >= threshold and largest > 0:
                 full.update(episode)
@@ -158,7 +168,22 @@ def _server_flow(con, cap, fl):
                 break
             episode, start = [], sent[s]
         episode.append(s)
+        last = sent[s]
     return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
+
+
+def _plateau(wait):
+    """The largest wait that PLATEAU of the ACKs reach, within PLATEAU_S of
+    it: a full queue holds every segment that arrives while it is full as
+    long, while an ACK held by the client (its delayed-ACK timer, its
+    application) is a single sample above it (a warm CUBIC flow at 120 ms:
+    five ACKs at 46.6 ms, the queue's, and two at 82 and 92 ms, which made
+    every drop look early)."""
+    w = np.sort(wait)[::-1]
+    for i in range(len(w) - PLATEAU + 1):
+        if w[i] - w[i + PLATEAU - 1] <= PLATEAU_S:
+            return float(w[i])
+    return float(w[0])
 
 
 def _tail(n, p, k):
