@@ -987,6 +987,39 @@ def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_s
         assert abs(r.saving - saving) <= max(0.1 * abs(saving), 0.010)
 
 
+def test_at_a_server_a_request_ends_as_its_last_segment_leaves_not_as_it_arrives(
+        tmp_path, monkeypatch):
+    """A server's capture sees a response end when its last segment leaves,
+    which is before the client has it by a half round trip and what the
+    segment waits in the queue (tests/data/whatif/delay-line: Reno at 30 ms,
+    16 Mbit/s, a 120 kB queue, six 500 kB responses on one connection: the
+    warm ones end 245, 242, 237, 234, 230 ms after their request arrives, as
+    the queue the sender keeps grows). The replay ends each where its last
+    segment leaves: the last four within 2 % each (the first 9 % fast:
+    its queue is not yet the one the kernel keeps); ending them a round trip
+    before the client's end, as before, replays a flat 260 ms, 6-13 % slow."""
+    import tracekit
+    from tracekit.whatif import engine
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest([os.path.join(here, "s-reno30-persistent-0.pcap")],
+                 labels={"rtt_ms": "30", "connection": "persistent"})
+        s.analyze()
+
+        def warm():
+            (g, r), = s.whatif({"rtt_ms": 30}, source={"rtt_ms": 30}, draws=24,
+                               assume={"rate_mbps": 16})
+            assert r.calibration.vantage == "server"
+            m = r.measured_source[1:]
+            assert m == pytest.approx([0.245, 0.242, 0.237, 0.234, 0.230], abs=0.002)
+            return np.abs(np.median(r.replay_source, axis=1)[1:] - m) / m
+        err = warm()
+        assert err[1:].max() < 0.02 and err[0] < 0.1
+        monkeypatch.setattr(engine, "SERVER_LAST_SEND", False)
+        err = warm()
+        assert err.min() > 0.05, err
+
+
 def test_a_burst_the_bottleneck_spaces_is_not_read_as_pacing(tmp_path):
     """The congestion control from the second flight's spread: BBR paces it
     over more of the round trip than the bottleneck alone would spread a
