@@ -961,6 +961,45 @@ def test_at_a_server_every_drop_the_delay_line_logged_is_read_as_the_queues(
         assert len(read() & logged) == chain
 
 
+def test_a_flow_whose_queue_grows_still_reads_its_senders_clock(tmp_path, monkeypatch):
+    """The client's reading of the queue takes the server's clock rate from
+    a flow's ticks over its seconds (tests/data/whatif/delay-line, set 5:
+    Reno, 4 Mbit/s, a 60 kB queue, RTT 60 ms, six fresh 300 kB responses,
+    49 drops each). Each flow builds a 120 ms queue in its 0.78 s, so its
+    last segment arrives that much later than its stamp says and the ratio
+    is 15 % off Linux's 1,000 Hz: within 10 %, as it was, no flow was read
+    and the drops were taken for 23 % random loss; within 25 % (the nearest
+    rates are 2.5x apart) every logged drop the client sees as a loss is
+    read as the queue's (a response's last segments lost leave no hole
+    behind them) and the queue's wait is its 120 ms."""
+    import json
+    import tracekit
+    from tracekit.whatif import queueing
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with open(os.path.join(here, "drops-reno4m-fresh-0.jsonl")) as f:
+        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+    assert len(logged) == 294
+    with tracekit.open(str(tmp_path / "c.duckdb")) as s:
+        s.ingest([os.path.join(here, "c-reno4m-fresh-0.pcap")])
+        s.analyze()
+        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
+            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
+        raw = {f: (port, isn) for f, port, isn in flows}
+
+        def read():
+            reading = queueing.read(s.con, {(1, f): "client" for f in raw})
+            full, waits = queueing.overflowed(reading)
+            return ({(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in got.items()
+                     for q in v} for got in (full, {k: v[2] for k, v in reading.items()})), waits
+        (got, seen), waits = read()
+        assert seen <= logged and len(seen) >= 280 and got == seen
+        assert len(waits) == 6 and all(0.115 < w < 0.125 for w in waits)
+        monkeypatch.setattr(queueing, "CLOCK_SLACK", 0.1)
+        (got, seen), waits = read()
+        assert got == seen == set() and waits == []
+
+
 def test_at_the_servers_capture_a_request_is_a_round_trip_shorter_and_the_acks_show_the_queue(
         tmp_path):
     """The same runs captured at the server (tests/data/whatif/delay-line): a
@@ -1073,12 +1112,46 @@ def test_a_burst_whose_warm_window_halves_is_read_as_reno(tmp_path, monkeypatch)
         assert abs(kept.saving - saving) > 0.2 * saving
 
 
+def test_a_slow_start_hystart_did_not_end_is_read_from_the_warm_requests(tmp_path, monkeypatch):
+    """A CUBIC server at 150 ms (tests/data/whatif/delay-line, set 3: 8
+    Mbit/s, an 80 kB queue, six 400 kB responses on one connection, captured
+    at the server) whose HyStart did not end the first response's slow start
+    (the client's ACK train broke 3.7 ms short of it: docs/whatif.md, twelfth
+    round): the window it left bursts into the queue at each warm response
+    (95, 54, 27, 7 drops). Replayed with HyStart the group misses its
+    requests by 10.7 %, without it by 1.0 %, as Reno by 8.6 %: the
+    calibration reads HyStart off (CUBIC still), says why, and the 150 -> 50
+    ms saving (349 ms) is within the tolerance; with HyStart it is 471."""
+    import tracekit
+    from tracekit.whatif import engine
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    with tracekit.open(str(tmp_path / "h.duckdb")) as s:
+        for rtt in (50, 150):
+            s.ingest([os.path.join(here, f"s-cub{rtt}-persistent-0.pcap")],
+                     labels={"rtt_ms": str(rtt), "connection": "persistent"})
+        s.analyze()
+        (g, r), = s.whatif({"rtt_ms": 50}, source={"rtt_ms": 150}, draws=24,
+                           assume={"rate_mbps": 8})
+        cal = r.calibration
+        assert cal.congestion == "cubic" and not cal.hystart
+        assert cal.sources["hystart"].startswith("off: ") and "without HyStart" in cal.sources["hystart"]
+        assert ("hystart", "off", cal.sources["hystart"]) in engine.explain(cal)
+        saving = float(np.median(r.measured_source) - np.median(r.measured_target))
+        assert saving == pytest.approx(0.349, abs=0.005)
+        assert abs(r.saving - saving) <= max(0.1 * saving, 0.010)
+        monkeypatch.setattr(engine, "MISFIT", float("inf"))  # HyStart kept
+        (g, kept), = s.whatif({"rtt_ms": 50}, source={"rtt_ms": 150}, draws=24,
+                              assume={"rate_mbps": 8})
+        assert kept.calibration.hystart and abs(kept.saving - saving) > 0.2 * saving
+
+
 def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     """Reno has no HyStart, so a CUBIC sender whose HyStart did not end its
     slow start (the ACK train broken by a few ms: docs/whatif.md, twelfth
     round) replays closer as Reno than as CUBIC; it is read as Reno only
     where Reno fits twice as well as CUBIC without HyStart too, and fits:
-    a Reno less wrong than CUBIC where both miss is not read as Reno."""
+    a Reno less wrong than CUBIC where both miss is not read as Reno. Where
+    CUBIC without HyStart fits, that is the reading."""
     from tracekit.whatif import engine
     from tracekit.whatif.calibrate import Calibration
     cal = Calibration([], 0.1, 2e6, 0.0, 0.0, 0.0, 1e5, "cubic", 10, False, 1448, 0.0, 0.0,
@@ -1092,31 +1165,39 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
         return np.full((3, 4), 1.0 + fits[key])
     monkeypatch.setattr(engine, "replay", replay)
     monkeypatch.setattr(engine, "setting", lambda c, ch: engine.Setting(
-        0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0))
-    for plain, reno, read in ((0.004, 0.003, "cubic"), (0.10, 0.003, "reno"),
-                              (0.18, 0.07, "cubic")):
+        0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0, hystart=c.hystart))
+    for plain, reno, read, hystart in ((0.004, 0.003, "cubic", False), (0.10, 0.003, "reno", True),
+                                       (0.18, 0.07, "cubic", True)):
         fits.update(cubic=0.18, plain=plain, reno=reno)
         got, _ = engine._congestion_reading(cal, measured, replay(cal, engine.setting(cal, {}),
                                                                     4, 0), 4, 0)
-        assert got.congestion == read
+        assert (got.congestion, got.hystart) == (read, hystart)
 
 
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):
     """On a path made by hand (tests/data/whatif/tbf-router: a token bucket on a
     router, a 25 us round trip) a third of the segments are retransmitted and
-    the transfers still run at the bucket's rate. Read as random loss, the
-    replay of the 10 Mbit/s group takes seconds against its 0.24 s measured;
-    the engine reads them as the queue's drops instead, says so, and predicts
-    the 10 -> 40 Mbit/s saving within the tolerance (it misses by far with the
-    random reading kept)."""
+    the transfers still run at the bucket's rate. The one-way delay shows
+    each lost at a full queue (52.6 ms deep: whatif/queueing.py), and the
+    10 -> 40 Mbit/s saving is predicted within the tolerance. Where that
+    reading is not there (the sender's clock taken within 10 %, as before
+    the thirteenth round: these flows build their queue fast) they read as
+    random loss, and the replay of the 10 Mbit/s group takes seconds
+    against its 0.24 s measured; the engine reads them as the queue's drops
+    instead, says so, and is within again (it misses by far with the random
+    reading kept)."""
     import tracekit
-    from tracekit.whatif import engine
+    from tracekit.whatif import engine, queueing
     here = os.path.join(ROOT, "tests", "data", "whatif", "tbf-router")
     db = str(tmp_path / "tbf.duckdb")
     with tracekit.open(db) as s:
         for mbit in (10, 40):
             s.ingest([os.path.join(here, f"tbf{mbit}-fresh.pcap")], labels={"rate_mbps": str(mbit)})
         s.analyze()
+        (g, r), = s.whatif({"rate_mbps": 40}, source={"rate_mbps": 10}, draws=100)
+        assert r.calibration.loss_down == 0 and r.within
+        assert "full queue: the queue's" in r.calibration.sources["loss_down"]
+        monkeypatch.setattr(queueing, "CLOCK_SLACK", 0.1)
         (g, r), = s.whatif({"rate_mbps": 40}, source={"rate_mbps": 10}, draws=100)
         cal = r.calibration
         assert cal.estimates["loss_down_as_random"] > 0.2 and cal.loss_down == 0

@@ -91,6 +91,7 @@ class Calibration:
     # its first packet's arrival to its last byte's departure, a round trip
     # less than the client's (half at each end); the replay's are the client's
     vantage: str = "client"
+    hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
 
 
 def _where_sql(where):
