@@ -706,6 +706,18 @@ def _calibration(fresh=(True, True, True), loss=0.03, burst=0.4):
                        reuse_s=0.0)
 
 
+def test_a_reading_the_lab_cannot_set_is_refused_by_the_emulation():
+    """HyStart read off (CUBIC's slow starts ran into the queue) cannot be
+    emulated: tcp_cubic's switch is the whole machine's, so --emulate says
+    so instead of running the kernel's HyStart under that name."""
+    from tracekit.whatif import emulate, engine
+    s = engine.Setting(0.1, 2e6, 0, 0, 0, 1e5, 0, "cubic", 10, False, 0, None, 0, 0)
+    assert emulate._settings(s, "fresh", 0)["congestion"] == "cubic"
+    s.hystart = False
+    with pytest.raises(TracekitError, match="HyStart"):
+        emulate._settings(s, "fresh", 0)
+
+
 def test_the_emulations_experiment_carries_the_calibration(monkeypatch, tmp_path):
     """The lab experiment `--emulate` runs: one factor, `arm`, whose levels
     carry the source's and the target's settings. Bursty loss becomes the
@@ -1134,7 +1146,7 @@ def test_a_slow_start_hystart_did_not_end_is_read_from_the_warm_requests(tmp_pat
                            assume={"rate_mbps": 8})
         cal = r.calibration
         assert cal.congestion == "cubic" and not cal.hystart
-        assert cal.sources["hystart"].startswith("off: ") and "without HyStart" in cal.sources["hystart"]
+        assert cal.sources["hystart"].startswith("off: the group's requests replayed as CUBIC")
         assert ("hystart", "off", cal.sources["hystart"]) in engine.explain(cal)
         saving = float(np.median(r.measured_source) - np.median(r.measured_target))
         assert saving == pytest.approx(0.349, abs=0.005)
@@ -1152,6 +1164,7 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     where Reno fits twice as well as CUBIC without HyStart too, and fits:
     a Reno less wrong than CUBIC where both miss is not read as Reno. Where
     CUBIC without HyStart fits, that is the reading."""
+    from dataclasses import replace as _replace
     from tracekit.whatif import engine
     from tracekit.whatif.calibrate import Calibration
     cal = Calibration([], 0.1, 2e6, 0.0, 0.0, 0.0, 1e5, "cubic", 10, False, 1448, 0.0, 0.0,
@@ -1166,12 +1179,18 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     monkeypatch.setattr(engine, "replay", replay)
     monkeypatch.setattr(engine, "setting", lambda c, ch: engine.Setting(
         0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0, hystart=c.hystart))
-    for plain, reno, read, hystart in ((0.004, 0.003, "cubic", False), (0.10, 0.003, "reno", True),
-                                       (0.18, 0.07, "cubic", True)):
-        fits.update(cubic=0.18, plain=plain, reno=reno)
+    for cubic, plain, reno, read, hystart in (
+            (0.18, 0.004, 0.003, "cubic", False), (0.18, 0.10, 0.003, "reno", True),
+            (0.18, 0.07, 0.07, "cubic", True),  # neither fits: as read
+            (0.02, 0.02, 0.001, "cubic", True)):  # CUBIC fits: not questioned
+        fits.update(cubic=cubic, plain=plain, reno=reno)
         got, _ = engine._congestion_reading(cal, measured, replay(cal, engine.setting(cal, {}),
                                                                     4, 0), 4, 0)
         assert (got.congestion, got.hystart) == (read, hystart)
+    read = _replace(cal, sources={"congestion": "label congestion"})
+    fits.update(cubic=0.18, plain=0.004, reno=0.003)  # a label is not questioned either
+    assert engine._congestion_reading(read, measured, replay(read, engine.setting(read, {}), 4, 0),
+                                      4, 0)[0] is read
 
 
 def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, monkeypatch):

@@ -89,7 +89,8 @@ class Calibration:
     estimates: dict = field(default_factory=dict)
     # where the group's requests were captured: at a server a request runs from
     # its first packet's arrival to its last byte's departure, a round trip
-    # less than the client's (half at each end); the replay's are the client's
+    # less than the client's (half at each end) and the last segment's queue
+    # wait; the replay ends such a request at its last send (engine.replay)
     vantage: str = "client"
     hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
 

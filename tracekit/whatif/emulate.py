@@ -56,6 +56,9 @@ def _settings(s, measured, warm):
     """The lab settings of an engine Setting."""
     if s.pacing:
         raise TracekitError("pacing=fq cannot be emulated: the lab's kernel has no fq qdisc")
+    if s.cc == "cubic" and not s.hystart:
+        raise TracekitError("CUBIC without HyStart (read from the runs: --explain) cannot be "
+                            "emulated: tcp_cubic's hystart switch is the whole machine's")
     out = {"rtt_ms": round(s.rtt * 1e3, 3), "rate_mbps": round(s.rate * 8 / 1e6, 4),
            "loss_down": s.loss, "loss_up": s.loss_up, "queue_bytes": int(s.queue),
            "jitter_ms": round(s.jitter * 1e3, 3), "congestion": s.cc,

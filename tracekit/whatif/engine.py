@@ -10,6 +10,10 @@ A request's time is put together as the client sees it:
 
 where T_transfer (the response from the server's first send until the
 client holds all of it) comes from the packet-level replay (whatif/tcp.py).
+A group captured at the server is timed as the server sees it: from the
+request's (or SYN's) arrival to the response's last data packet, so
+R / 2 + T_transfer becomes the last send (from the first) and the R of a
+fresh setup is the handshake's round trip there.
 On a persistent connection the transfers of one run share the sender's
 state: its warm-up responses first, then the measured ones in order.
 
@@ -37,7 +41,7 @@ import numpy as np
 from .calibrate import QUEUE_GUESS, WIRE_HEADER, calibrate, load_requests, queue_guess
 from .factors import as_labels
 from .receiver import Receiver
-from .tcp import Conn, Path, Transfer
+from .tcp import MAX_TIME, Conn, Path, Transfer
 from . import tunnel as kcp
 
 DRAWS = 400
@@ -194,8 +198,10 @@ def _replay_direct(cal, s, out, seed):
                     setup = cal.reuse_s
                 upload = _retries(rng, s.loss_up, s.rtt + 0.2)
                 t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
-                if server and SERVER_LAST_SEND:  # ends at its last data packet: a half
-                    t = conn.last_send + s.rtt / 2  # round trip and its queue wait before
+                if server and SERVER_LAST_SEND and t < MAX_TIME:
+                    # it ends at its last send: with replay()'s `-= rtt`, setup +
+                    # upload + processing + server_s + last send
+                    t = conn.last_send + s.rtt / 2
                 out[i, d] = setup + upload + s.rtt / 2 + s.processing + cal.server_s + t
 
 
@@ -458,8 +464,9 @@ def explain(cal):
         ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue_bytes", "")),
         ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter_ms", "")),
         ("congestion", cal.congestion, cal.sources.get("congestion", "")),
-        ("hystart", "on" if cal.hystart else "off", cal.sources.get(
-            "hystart", "CUBIC's, as Linux has it" if cal.congestion == "cubic" else "CUBIC only")),
+        ("hystart", ("on" if cal.hystart else "off") if cal.congestion == "cubic" else "n/a",
+         cal.sources.get("hystart", "CUBIC's, as Linux has it" if cal.congestion == "cubic"
+                         else "CUBIC's only")),
         ("initcwnd", str(cal.initcwnd), cal.sources.get("initcwnd", "")),
         ("mss", str(cal.mss), "most common response segment"),
         ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing_ms", "")),

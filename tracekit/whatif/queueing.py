@@ -164,8 +164,9 @@ def _server_flow(con, cap, fl):
     for s in sorted((x for x in lost if x in sent), key=sent.get) + [None]:
         if s is None or start is None or (
                 sent[s] - start > base * 1e9  # a round trip after the episode's first
-                and np.searchsorted(times, sent[s]) - np.searchsorted(times, last, "right")
-                > CHAIN):  # and not in a run of drops a few segments apart
+                and (sent[s] - last > base * 1e9  # and not in a run of drops a few
+                     or np.searchsorted(times, sent[s])  # segments apart
+                     - np.searchsorted(times, last, "right") > CHAIN)):
             waits = [rtt[x] - base for x in episode if x in rtt]
             if waits and max(waits) >= threshold and largest > 0:
                 full.update(episode)
