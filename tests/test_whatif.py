@@ -860,6 +860,19 @@ def test_a_response_cut_by_the_captures_end_is_flagged_and_left_out(tmp_path):
         assert "1 more left out, cut by the capture's end (cap1:3:1)" in cal.sources["requests"]
 
 
+def _rtt_store(tmp_path, name, rtts, connection):
+    """A store of delay-line captures `name` (a format of the RTT) at `rtts`,
+    labelled as a user would: rtt_ms and connection."""
+    import tracekit
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    s = tracekit.open(str(tmp_path / "rtt.duckdb"))
+    for rtt in rtts:
+        s.ingest([os.path.join(here, name.format(rtt) + ".pcap")],
+                 labels={"rtt_ms": str(rtt), "connection": connection})
+    s.analyze()
+    return s
+
+
 def _delay_line_store(tmp_path, end):
     """A store of the delay line's 40 and 120 ms fresh runs as captured at
     one end ("c" or "s"), labelled as a user would (rtt_ms, connection)."""
@@ -929,6 +942,33 @@ def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues
     assert all(0.038 < w < 0.042 for w in waits)
 
 
+def _queue_drops(name):
+    """The drops the delay line logged as its queue's, {(client port, raw
+    sequence number)}, of tests/data/whatif/delay-line/drops-NAME.jsonl."""
+    import json
+    path = os.path.join(ROOT, "tests", "data", "whatif", "delay-line", f"drops-{name}.jsonl")
+    with open(path) as f:
+        return {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+
+
+def _one_capture(tmp_path, name):
+    """A store of one delay-line capture, analysed, and its flows' {flow:
+    (client port, server ISN)}: what maps a reading's segments to the log."""
+    import tracekit
+    s = tracekit.open(str(tmp_path / f"{name}.duckdb"))
+    s.ingest([os.path.join(ROOT, "tests", "data", "whatif", "delay-line", f"{name}.pcap")])
+    s.analyze()
+    flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+        JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
+        WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
+    return s, {f: (port, isn) for f, port, isn in flows}
+
+
+def _raw(flows, got):
+    """{(client port, raw seq)} of a reading's {(capture, flow): relative seqs}."""
+    return {(flows[f][0], (flows[f][1] + q) % (1 << 32)) for (_, f), v in got.items() for q in v}
+
+
 @pytest.mark.parametrize("name, dropped, plateau, chain", [
     ("s-reno30-fresh-0", 348, 348, 235),        # drops every other segment for 43 ms
     ("s-cub120-persistent-0", 128, 0, 128),     # two ACKs held 82-92 ms, the queue 47
@@ -946,25 +986,14 @@ def test_at_a_server_every_drop_the_delay_line_logged_is_read_as_the_queues(
     235 of 348), and the queue's depth is the wait three ACKs reach, not
     the longest (two ACKs the client held 82 and 92 ms put every drop below
     a full queue: 0 of 128)."""
-    import json
-    import tracekit
     from tracekit.whatif import queueing
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with open(os.path.join(here, f"drops-{name[2:]}.jsonl")) as f:
-        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+    logged = _queue_drops(name[2:])
     assert len(logged) == dropped
-    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
-        s.ingest([os.path.join(here, f"{name}.pcap")])
-        s.analyze()
-        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
-            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
-            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
-        raw = {f: (port, isn) for f, port, isn in flows}
-
+    s, raw = _one_capture(tmp_path, name)
+    with s:
         def read():
-            full, _ = queueing.overflowed(queueing.read(s.con, {(1, f): "server" for f in raw}))
-            return {(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in full.items()
-                    for q in v}
+            return _raw(raw, queueing.overflowed(
+                queueing.read(s.con, {(1, f): "server" for f in raw}))[0])
         assert read() == logged
         with monkeypatch.context() as m:
             m.setattr(queueing, "_plateau", lambda wait: float(np.max(wait)))
@@ -984,26 +1013,15 @@ def test_a_flow_whose_queue_grows_still_reads_its_senders_clock(tmp_path, monkey
     rates are 2.5x apart) every logged drop the client sees as a loss is
     read as the queue's (a response's last segments lost leave no hole
     behind them) and the queue's wait is its 120 ms."""
-    import json
-    import tracekit
     from tracekit.whatif import queueing
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with open(os.path.join(here, "drops-reno4m-fresh-0.jsonl")) as f:
-        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+    logged = _queue_drops("reno4m-fresh-0")
     assert len(logged) == 294
-    with tracekit.open(str(tmp_path / "c.duckdb")) as s:
-        s.ingest([os.path.join(here, "c-reno4m-fresh-0.pcap")])
-        s.analyze()
-        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
-            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
-            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
-        raw = {f: (port, isn) for f, port, isn in flows}
-
+    s, raw = _one_capture(tmp_path, "c-reno4m-fresh-0")
+    with s:
         def read():
             reading = queueing.read(s.con, {(1, f): "client" for f in raw})
             full, waits = queueing.overflowed(reading)
-            return ({(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in got.items()
-                     for q in v} for got in (full, {k: v[2] for k, v in reading.items()})), waits
+            return (_raw(raw, full), _raw(raw, {k: v[2] for k, v in reading.items()})), waits
         (got, seen), waits = read()
         assert seen <= logged and len(seen) >= 280 and got == seen
         assert len(waits) == 6 and all(0.115 < w < 0.125 for w in waits)
@@ -1101,14 +1119,8 @@ def test_a_burst_whose_warm_window_halves_is_read_as_reno(tmp_path, monkeypatch)
     (half) by under 1 %: the calibration reads Reno, says why, and the
     100 -> 30 ms saving (433 ms) is within the tolerance; read as CUBIC it
     is 273 ms."""
-    import tracekit
     from tracekit.whatif import engine
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with tracekit.open(str(tmp_path / "reno.duckdb")) as s:
-        for rtt in (30, 100):
-            s.ingest([os.path.join(here, f"c-reno{rtt}-persistent-0.pcap")],
-                     labels={"rtt_ms": str(rtt), "connection": "persistent"})
-        s.analyze()
+    with _rtt_store(tmp_path, "c-reno{}-persistent-0", (30, 100), "persistent") as s:
         (g, r), = s.whatif({"rtt_ms": 30}, source={"rtt_ms": 100}, draws=24)
         cal = r.calibration
         assert cal.congestion == "reno"
@@ -1134,14 +1146,8 @@ def test_a_slow_start_hystart_did_not_end_is_read_from_the_warm_requests(tmp_pat
     requests by 10.7 %, without it by 1.0 %, as Reno by 8.6 %: the
     calibration reads HyStart off (CUBIC still), says why, and the 150 -> 50
     ms saving (349 ms) is within the tolerance; with HyStart it is 471."""
-    import tracekit
     from tracekit.whatif import engine
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with tracekit.open(str(tmp_path / "h.duckdb")) as s:
-        for rtt in (50, 150):
-            s.ingest([os.path.join(here, f"s-cub{rtt}-persistent-0.pcap")],
-                     labels={"rtt_ms": str(rtt), "connection": "persistent"})
-        s.analyze()
+    with _rtt_store(tmp_path, "s-cub{}-persistent-0", (50, 150), "persistent") as s:
         (g, r), = s.whatif({"rtt_ms": 50}, source={"rtt_ms": 150}, draws=24,
                            assume={"rate_mbps": 8})
         cal = r.calibration
