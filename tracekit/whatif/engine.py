@@ -48,7 +48,7 @@ DRAWS = 400
 SEED = 26
 RESAMPLES = 2000
 TOLERANCE = (0.10, 0.010)  # within max(10 %, 10 ms)
-MISFIT = 0.03  # a burst read as CUBIC whose replay misses the group's requests by more: try Reno
+MISFIT = 0.03  # a burst read as CUBIC whose replay misses its group by more: Reno, no HyStart tried
 SERVER_LAST_SEND = True  # at a server a request ends at its last data packet (off: a round trip
 #                         before the client's end, as before the thirteenth round)
 REFUTED = 1.5  # a reading whose replay of the measured group takes this times its median
@@ -366,8 +366,10 @@ def _congestion_reading(cal, measured, replayed, draws, seed):
     than half as much as either CUBIC, so that a slow start HyStart did not
     end is not taken for Reno, and by no more than MISFIT, so that it is not
     merely less wrong where something else is (a queue guessed, loss misread:
-    a CUBIC server's warm group missed by 18 % as CUBIC and 7 % as Reno). The
-    calibration says the three replays."""
+    a CUBIC server's warm group missed by 18 % as CUBIC and 7 % as Reno).
+    Failing Reno, CUBIC without HyStart is kept on the same two terms: the
+    kernel's HyStart did not end these slow starts. The calibration says the
+    three replays."""
     if cal.sources.get("congestion_read") != "burst" or cal.congestion != "cubic":
         return cal, replayed
     first = _misfit(replayed, measured)

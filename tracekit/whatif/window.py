@@ -30,7 +30,8 @@ CUBIC as Linux's tcp_cong.c and tcp_cubic.c keep it, in whole segments.
   delay_min + the GSO cushion (min(1 ms, 4 x 64 KB / pacing rate); not
   halved when the sender paces), or when the least of its first 8 RTT
   samples exceeds delay_min by clamp(delay_min / 8, 4 ms, 16 ms). Once
-  found, not again on that connection until an RTO.
+  found, not again on that connection until an RTO; never where the
+  calibration read it off (Conn.hystart: engine._congestion_reading).
 
 The lab's CUBIC runs show what these do (docs/whatif.md, eighth round):
 after a 245-segment warm-up on 50 ms / 25 Mbit/s the kernel's window is 140
