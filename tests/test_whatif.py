@@ -876,14 +876,7 @@ def _rtt_store(tmp_path, name, rtts, connection):
 def _delay_line_store(tmp_path, end):
     """A store of the delay line's 40 and 120 ms fresh runs as captured at
     one end ("c" or "s"), labelled as a user would (rtt_ms, connection)."""
-    import tracekit
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    s = tracekit.open(str(tmp_path / f"{end}.duckdb"))
-    for rtt in (40, 120):
-        s.ingest([os.path.join(here, f"{end}-rtt{rtt}-fresh-0.pcap")],
-                 labels={"rtt_ms": str(rtt), "connection": "fresh"})
-    s.analyze()
-    return s
+    return _rtt_store(tmp_path, end + "-rtt{}-fresh-0", (40, 120), "fresh")
 
 
 def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
@@ -911,37 +904,6 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         assert abs(r.saving - measured) > 0.1 * abs(measured)
 
 
-def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues(tmp_path):
-    """Ground truth drop by drop (tests/data/whatif/delay-line, CUBIC at 90
-    ms: 97 drops, the delay line's log names each and its cause): every one
-    the client can see as a loss (95: a response's last two segments dropped
-    leave no hole behind them, and arrive as if late) is read as the
-    queue's. CUBIC overflows the queue at the end of its window, so the
-    segment after a lost one is sent a round trip later into a drained
-    queue; the one before it waited the queue's 40 ms (read by the segment
-    after, few were)."""
-    import json
-    import tracekit
-    from tracekit.whatif import queueing
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with tracekit.open(str(tmp_path / "cubic.duckdb")) as s:
-        s.ingest([os.path.join(here, "c-cubic-rtt90-fresh-0.pcap")])
-        s.analyze()
-        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
-            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
-            WHERE NOT p.from_client AND p.tcp_flags & 2 = 2""").fetchall()
-        reading = queueing.read(s.con, {(1, f): "client" for f, _, _ in flows})
-        full, waits = queueing.overflowed(reading)
-        raw = {f: (port, isn) for f, port, isn in flows}
-        read, seen = ({(raw[f][0], (raw[f][1] + q) % (1 << 32)) for (_, f), v in got.items()
-                       for q in v} for got in (full, {k: v[2] for k, v in reading.items()}))
-    with open(os.path.join(here, "drops-cubic-rtt90-fresh-0.jsonl")) as f:
-        logged = {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
-    assert len(logged) == 97 and len(seen) == 95 and seen <= logged
-    assert read == seen
-    assert all(0.038 < w < 0.042 for w in waits)
-
-
 def _queue_drops(name):
     """The drops the delay line logged as its queue's, {(client port, raw
     sequence number)}, of tests/data/whatif/delay-line/drops-NAME.jsonl."""
@@ -967,6 +929,27 @@ def _one_capture(tmp_path, name):
 def _raw(flows, got):
     """{(client port, raw seq)} of a reading's {(capture, flow): relative seqs}."""
     return {(flows[f][0], (flows[f][1] + q) % (1 << 32)) for (_, f), v in got.items() for q in v}
+
+
+def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues(tmp_path):
+    """Ground truth drop by drop (tests/data/whatif/delay-line, CUBIC at 90
+    ms: 97 drops, the delay line's log names each and its cause): every one
+    the client can see as a loss (95: a response's last two segments dropped
+    leave no hole behind them, and arrive as if late) is read as the
+    queue's. CUBIC overflows the queue at the end of its window, so the
+    segment after a lost one is sent a round trip later into a drained
+    queue; the one before it waited the queue's 40 ms (read by the segment
+    after, few were)."""
+    from tracekit.whatif import queueing
+    s, raw = _one_capture(tmp_path, "c-cubic-rtt90-fresh-0")
+    with s:
+        reading = queueing.read(s.con, {(1, f): "client" for f in raw})
+        full, waits = queueing.overflowed(reading)
+        read, seen = _raw(raw, full), _raw(raw, {k: v[2] for k, v in reading.items()})
+    logged = _queue_drops("cubic-rtt90-fresh-0")
+    assert len(logged) == 97 and len(seen) == 95 and seen <= logged
+    assert read == seen
+    assert all(0.038 < w < 0.042 for w in waits)
 
 
 @pytest.mark.parametrize("name, dropped, plateau, chain", [

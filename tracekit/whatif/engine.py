@@ -170,10 +170,10 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
     out = np.zeros((n, per))
     if s.path != "direct":
         out = _replay_tunnel(cal, s, out, seed)
+        if cal.vantage == "server":  # (calibrate.Calibration.vantage)
+            out -= s.rtt
     else:
         _replay_direct(cal, s, out, seed)
-    if cal.vantage == "server":  # (calibrate.Calibration.vantage)
-        out -= s.rtt
     return out
 
 
@@ -198,11 +198,13 @@ def _replay_direct(cal, s, out, seed):
                     setup = cal.reuse_s
                 upload = _retries(rng, s.loss_up, s.rtt + 0.2)
                 t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
-                if server and SERVER_LAST_SEND and t < MAX_TIME:
-                    # it ends at its last send: with replay()'s `-= rtt`, setup +
-                    # upload + processing + server_s + last send
-                    t = conn.last_send + s.rtt / 2
-                out[i, d] = setup + upload + s.rtt / 2 + s.processing + cal.server_s + t
+                if not server:  # the request's trip, then the response until it is held
+                    end = s.rtt / 2 + t
+                elif SERVER_LAST_SEND and t < MAX_TIME:
+                    end = conn.last_send  # at the server: its last data packet leaves
+                else:  # (the client's end less a round trip)
+                    end = t - s.rtt / 2
+                out[i, d] = setup + upload + s.processing + cal.server_s + end
 
 
 def _replay_tunnel(cal, s, out, seed):
