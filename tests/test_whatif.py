@@ -6,6 +6,7 @@ import io
 import math
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -1117,6 +1118,12 @@ def test_a_burst_whose_warm_window_halves_is_read_as_reno(tmp_path, monkeypatch)
         (g, kept), = s.whatif({"rtt_ms": 30}, source={"rtt_ms": 100}, draws=24)
         assert kept.calibration.congestion == "cubic"
         assert abs(kept.saving - saving) > 0.2 * saving
+    # tools/whatif_swap.py takes its calibrations apart as the engine makes them
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "whatif_swap.py"),
+                          "--db", str(tmp_path / "rtt.duckdb"), "--where", "connection=persistent",
+                          "--factor", "rtt_ms", "--levels", "100,30", "--draws", "8"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| congestion | reno | " in out
 
 
 def test_a_slow_start_hystart_did_not_end_is_read_from_the_warm_requests(tmp_path, monkeypatch):

@@ -182,14 +182,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import duckdb
     from tracekit.whatif import engine
-    from tracekit.whatif.calibrate import calibrate
     con = duckdb.connect(args.store, read_only=True)
     where = _kv(args.where)
     cond = " AND ".join(f"labels['{k}'] = ?" for k in where)
     reqs = con.execute(f"""SELECT capture_id, flow_id, response_first_byte_ns,
             response_last_byte_ns, run, request FROM requests WHERE {cond}
         ORDER BY run, request""", list(where.values())).fetchall()
-    cal = calibrate(con, {**where, **_kv(args.calibrate)})
+    cal = engine.calibrated(con, {**where, **_kv(args.calibrate)}, args.draws)[0]
     fresh = where.get("connection", "fresh") == "fresh"
     kern, fed = kernel_windows(con, [r[:4] for r in reqs], cal.mss, cal.rcv_window)
     on = engine.setting(cal, {"connection": where.get("connection", "fresh"),

@@ -66,9 +66,9 @@ def _show(v):
 
 
 def report(con, where, factor, levels, draws):
-    from tracekit.whatif.calibrate import calibrate
+    from tracekit.whatif.engine import calibrated
     from tracekit.whatif.factors import as_labels
-    cals = {lv: calibrate(con, {**where, **as_labels({factor: lv})}) for lv in levels}
+    cals = {lv: calibrated(con, {**where, **as_labels({factor: lv})}, draws)[0] for lv in levels}
     a, b = (cals[lv] for lv in levels)
     out = [f"| value | {levels[0]} | {levels[1]} | source ({levels[0]}) |",
            "| --- | --- | --- | --- |"]

@@ -298,12 +298,8 @@ def _interval(x):
 
 def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
-    cal = calibrate(con, {**(where or {}), **as_labels(source)}, assume)
-    for k, v in (assume or {}).items():
-        _assume(cal, k, v)
-    measured = np.array([q.duration_s for q in cal.requests])
-    cal, replayed = _loss_reading(cal, measured, draws, seed)
-    cal, replayed = _congestion_reading(cal, measured, replayed, draws, seed)
+    cal, measured, replayed = calibrated(con, {**(where or {}), **as_labels(source)},
+                                         draws, seed, assume)
     r = WhatIf(where or {}, source, target, cal, measured,
                replayed, replay(cal, setting(cal, target), draws, seed))
     known = _labelled(con)
@@ -314,6 +310,20 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
             r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)
     return r
+
+
+def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None):
+    """(calibration, measured times, their replay) of the requests matching
+    where (labels): the trace's calibration with the assumed values stated,
+    then the readings that replaying the group decides (the loss as random or
+    the queue's, the sender as CUBIC, Reno or CUBIC without HyStart)."""
+    cal = calibrate(con, where, assume)
+    for k, v in (assume or {}).items():
+        _assume(cal, k, v)
+    measured = np.array([q.duration_s for q in cal.requests])
+    cal, replayed = _loss_reading(cal, measured, draws, seed)
+    cal, replayed = _congestion_reading(cal, measured, replayed, draws, seed)
+    return cal, measured, replayed
 
 
 def _loss_reading(cal, measured, draws, seed):
