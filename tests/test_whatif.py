@@ -555,6 +555,33 @@ def test_trains_paced_slower_than_the_flows_own_arrivals_are_the_senders_not_the
     assert pathrate.rate(gaps, MSS, 0.2, 0.004, {"bottleneck_mbps": "333"}, {}, {}) == 333e6 / 8
 
 
+def test_a_bunch_released_after_a_stall_is_not_taken_for_a_faster_path():
+    """A path that stalls after its bottleneck (the delay line of set 7 at
+    40 ms, BBR at 15 Mbit/s: the forwarder not scheduled for 9.7 ms, then
+    eleven segments within 0.3 ms) puts more in one round trip than the
+    bottleneck carried: the flows' arrivals read 16.7 Mbit/s against the
+    trains' 15.07, and the rate was refused. The bunch fits in the silence
+    before it at the trains' rate, so the floor does not contradict them;
+    arrivals as fast with no silence before them still do (the test above)."""
+    from tracekit.whatif import pathrate
+    rtt = 20 * W  # (a short round trip: the bunch a large share of it)
+    at_rate = {("c", k): _arrivals([W * 1e3] * 11, t0=k) for k in range(3)}
+    bunch = [0.003, 0.02, 0.005, 0.1, 0.007, 0.025, 0.003, 0.05, 0.004, 0.06]  # ms, as seen
+    stalled = _arrivals([W * 1e3] * 10 + [W * 1e3 * 12] + bunch + [W * 1e3] * 60, t0=9)
+    gaps = {**at_rate, ("c", 9): stalled}
+    assert pathrate.rate_floor(gaps, rtt, 0.0) > RATE * 1.2  # read as it arrived
+    assert pathrate.rate_floor(gaps, rtt, 0.0, RATE) <= RATE
+    assert pathrate.rate(gaps, MSS, rtt, 0.0, {}, {}, {}) == pytest.approx(RATE)
+    ts, size = stalled
+    moved = pathrate.unheld(ts, size + 52.0, RATE)
+    assert np.all(np.diff(moved) >= W * 0.999)  # spread back at the bottleneck's spacing
+    assert moved[0] == ts[0] and moved[-1] == ts[-1]
+    # a bunch longer than its silence: what the silence cannot hold stays bunched
+    long = _arrivals([W * 1e3] * 10 + [W * 1e3 * 3] + bunch * 2 + [W * 1e3] * 60, t0=9)
+    with pytest.raises(TracekitError, match="the sender's"):
+        pathrate.rate({**at_rate, ("c", 9): long}, MSS, rtt, 0.0, {}, {}, {})
+
+
 def test_jitter_is_read_from_the_spread_of_the_handshakes():
     """The replay's jitter (uniform [0, j/2) each way) makes the handshake
     RTT's excess triangular on [0, j): its interquartile range is

@@ -72,20 +72,41 @@ def trains(gaps, mss):
     return out
 
 
-def rate_floor(gaps, rtt, spread):
+def rate_floor(gaps, rtt, spread, rate=None):
     """Bytes/s the bottleneck carried at least: the most wire bytes that
     reached the client within one round trip `rtt`, less one packet, over
-    rtt + `spread` (the delay's variation bunches arrivals by at most that)."""
+    rtt + `spread` (the delay's variation bunches arrivals by at most that).
+    Tested against a `rate` (bytes/s), arrivals are first put back where that
+    rate and the silences before them allow (`unheld`)."""
     best = 0.0
     for ts, size in gaps.values():
         if len(ts) < 2:
             continue
         packet = np.asarray(size, dtype=np.float64) + WIRE_HEADER
+        if rate:
+            ts = unheld(np.asarray(ts, dtype=np.float64), packet, rate)
         wire = np.cumsum(packet)
         end = np.searchsorted(ts, ts + rtt, side="right") - 1
         got = wire[end] - (wire - packet)  # bytes from i through end
         best = max(best, float(np.max(got - packet)))
     return best / (rtt + spread) if rtt > 0 else 0.0
+
+
+def unheld(ts, packet, rate):
+    """Arrival times with what was held after the bottleneck put back: a
+    path that stalls after its bottleneck (a forwarder or a host not
+    scheduled for ms, a link layer that aggregates) delivers nothing for a
+    while, then what queued behind the stall back to back, faster than the
+    bottleneck can send. At `rate`, each packet left the bottleneck at
+    least its successor's serialisation before that one: walking back from
+    the last arrival, a packet that came sooner is moved earlier, so far,
+    never before the packet ahead of it (as moved; a flow's first packet
+    stays). A bunch the silence before it can hold is spread back over it;
+    arrivals faster than `rate` with no silence to come out of stay where
+    they are, and the floor still contradicts the rate."""
+    sent = np.cumsum(packet) / rate  # out[j] = min(ts[j], out[j + 1] - packet[j + 1] / rate)
+    out = sent + np.minimum.accumulate((ts - sent)[::-1])[::-1]
+    return np.maximum.accumulate(np.maximum(out, ts[0]))
 
 
 def rate(gaps, mss, rtt, spread, labels, src, est):
@@ -95,12 +116,13 @@ def rate(gaps, mss, rtt, spread, labels, src, est):
     from ..core.errors import TracekitError
     found = trains(gaps, mss)
     wire = mss + WIRE_HEADER
-    floor = rate_floor(gaps, rtt, spread)
-    est["rate_floor_mbps"] = floor * 8 / 1e6
     estimate = None
     if len(found) >= MIN_TRAINS:
         sp = np.sort([t[0] for t in found])
         estimate = wire / float(np.median(sp[:max(1, len(sp) // 4)]))
+    floor = rate_floor(gaps, rtt, spread, estimate)
+    est["rate_floor_mbps"] = floor * 8 / 1e6
+    if estimate is not None:
         est["rate_trains"] = len(found)
         est["rate_train_mbps"] = estimate * 8 / 1e6
         if estimate >= floor * (1 - FLOOR_SLACK):
