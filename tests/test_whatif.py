@@ -582,6 +582,23 @@ def test_a_bunch_released_after_a_stall_is_not_taken_for_a_faster_path():
         pathrate.rate({**at_rate, ("c", 9): long}, MSS, rtt, 0.0, {}, {}, {})
 
 
+def test_a_stall_on_a_path_made_by_hand_does_not_refuse_its_rate(tmp_path, monkeypatch):
+    """The same on a capture (tests/data/whatif/delay-line, set 7: BBR, 15
+    Mbit/s, a 50 kB queue, 1 % random loss, RTT 40 ms; six responses on one
+    connection, captured at the client): the delay line stalled 9.7 ms and
+    then sent eleven segments within 0.3 ms. The trains say 15.07 Mbit/s;
+    the arrivals as they came say at least 16.8 and refused it; with the
+    stall's bunch put back, at least 14.97."""
+    from tracekit.whatif import calibrate, pathrate
+    with _rtt_store(tmp_path, "c-bbr-rtt{}-persistent-1", (40,), "persistent") as s:
+        cal = calibrate.calibrate(s.con, {"rtt_ms": "40"})
+        assert cal.rate_Bps * 8 / 1e6 == pytest.approx(15.07, abs=0.05)
+        assert cal.estimates["rate_floor_mbps"] < 15.07
+        monkeypatch.setattr(pathrate, "unheld", lambda ts, packet, rate: ts)
+        with pytest.raises(TracekitError, match=r"the sender's.*at least 16\.8"):
+            calibrate.calibrate(s.con, {"rtt_ms": "40"})
+
+
 def test_jitter_is_read_from_the_spread_of_the_handshakes():
     """The replay's jitter (uniform [0, j/2) each way) makes the handshake
     RTT's excess triangular on [0, j): its interquartile range is
@@ -1118,6 +1135,37 @@ def test_a_burst_the_bottleneck_spaces_is_not_read_as_pacing(tmp_path):
             cal = calibrate(s.con, {"cc_truth": cc})
             assert cal.congestion == cc, cal.sources["congestion"]
             assert cal.sources["congestion"].startswith("second flight spread over")
+
+
+def test_a_queue_never_filled_is_guessed_no_shallower_than_the_waits_it_held(
+        tmp_path, monkeypatch):
+    """A CUBIC server at 30 ms (tests/data/whatif/delay-line, set 7: 12
+    Mbit/s, an 80 kB queue, 0.5 % random loss, two rounds of six fresh 300 kB
+    responses, captured at the server): no response filled the queue, so
+    its size is a guess -- but the ACKs' round trips show segments waiting
+    30.9 ms in it, so it holds at least 46 kB. The guess was 0.4 BDP (18
+    kB), which the trace contradicts, and the replay at 90 ms overflowed it
+    (the saving 30 -> 90 ms predicted -412 ms, measured -296); guessed at
+    the waits it held, within the tolerance."""
+    from tracekit.whatif import queueing
+    with _rtt_store(tmp_path, "s-cub-rtt{}-fresh-0", (30, 90), "fresh") as s:
+        for rtt in (30, 90):
+            s.ingest([os.path.join(ROOT, "tests", "data", "whatif", "delay-line",
+                                   f"s-cub-rtt{rtt}-fresh-1.pcap")],
+                     labels={"rtt_ms": str(rtt), "connection": "fresh"})
+        s.analyze()
+        (g, r), = s.whatif({"rtt_ms": 90}, source={"rtt_ms": 30}, draws=24,
+                           assume={"rate_mbps": 12})
+        cal = r.calibration
+        assert cal.estimates["queue_held_ms"] == pytest.approx(30.9, abs=0.1)
+        assert cal.queue_bytes == pytest.approx(0.0309 * 12e6 / 8, rel=0.01)
+        assert cal.sources["queue_bytes"].startswith("longest train")  # still a guess
+        assert r.measured_saving == pytest.approx(-0.296, abs=0.005)
+        assert r.within
+        monkeypatch.setattr(queueing, "held", lambda reading: 0.0)
+        (g, r), = s.whatif({"rtt_ms": 90}, source={"rtt_ms": 30}, draws=24,
+                           assume={"rate_mbps": 12})
+        assert r.calibration.queue_bytes < 20_000 and not r.within
 
 
 def test_a_burst_whose_warm_window_halves_is_read_as_reno(tmp_path, monkeypatch):

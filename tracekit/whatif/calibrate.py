@@ -25,7 +25,9 @@ otherwise the trace:
   burstiness: P(lost | the segment before was lost) among them (0 unless
   more than twice the loss rate; at most 0.5);
 - queue: a label, else the longest train (bytes; the queue plus what came in
-  while it drained: a guess, said so in --explain), at least
+  while it drained: a guess, said so in --explain) or the longest wait the
+  flows' segments had in it (whatif/queueing.py: a queue that held that
+  wait is at least that deep) times the rate, whichever is more, at least
   one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
   50 Mbit/s x 100 ms path);
 - congestion control: the server's `tcp_info` events (ssthresh never set
@@ -50,7 +52,8 @@ from . import pathrate, queueing
 from .factors import LABEL_NAMES, describe
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
-QUEUE_GUESS = "longest train at the bottleneck's spacing, at least 0.4 BDP (a guess: label it)"
+QUEUE_GUESS = ("longest train at the bottleneck's spacing or longest wait in it seen x the rate, "
+               "at least 0.4 BDP (a guess: label it)")
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
 
 
@@ -162,7 +165,8 @@ def calibrate(con, where, stated=None):
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
     seen = {(int(c), int(f)): v for c, f, v in zip(df.capture_id, df.flow_id, df.vantage)
             if f == f}
-    full, waits = queueing.overflowed(queueing.read(con, seen))
+    reading = queueing.read(con, seen)
+    full, waits = queueing.overflowed(reading)
     loss, burst = _loss(con, flows, labels, src, est, full)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
@@ -187,7 +191,8 @@ def calibrate(con, where, stated=None):
         jitter_s=jitter, sources=src, estimates=est, vantage=vantage)
     cal.queue_bytes = _queue(gaps, mss, rate, rtt, labels, src, est,
                              _overflow_flights(con, flows, rtt)
-                             if est.get("queue_drops") and not waits else [], waits)
+                             if est.get("queue_drops") and not waits else [], waits,
+                             queueing.held(reading))
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
     cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
     return cal
@@ -368,9 +373,11 @@ def _overflow_flights(con, flows, rtt):
     return out
 
 
-def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=()):
+def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=(), held=0.0):
     longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
-    est["queue_lower_bytes"] = longest
+    if held:  # the queue held this long a wait without a drop: it is at least this deep
+        est["queue_held_ms"] = held * 1e3
+    est["queue_lower_bytes"] = max(longest, held * rate)
     if "queue_bytes" in labels:
         src["queue_bytes"] = "label queue_bytes"
         return label_float(labels, "queue_bytes", 0.0)
@@ -386,12 +393,13 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=()):
                         "the queue overflowed (a run of lost segments)")
         return float(min(overflows)) * (mss + WIRE_HEADER)
     src["queue_bytes"] = QUEUE_GUESS
-    return queue_guess(longest, rate, rtt)
+    return queue_guess(est["queue_lower_bytes"], rate, rtt)
 
 
-def queue_guess(longest, rate, rtt):
-    """QUEUE_GUESS (bytes): the longest train at the bottleneck's spacing, at least 0.4 BDP."""
-    return max(float(longest), 0.4 * rate * rtt)
+def queue_guess(lower, rate, rtt):
+    """QUEUE_GUESS (bytes): what the trace shows the queue to be at least
+    (`lower`: the longest train, the longest wait x the rate), at least 0.4 BDP."""
+    return max(float(lower), 0.4 * rate * rtt)
 
 
 def _congestion(con, df, gaps, rtt, rate, mss, labels, src):

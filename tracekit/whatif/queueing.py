@@ -144,6 +144,17 @@ def overflowed(reading):
             [v[0] for v in reading.values() if v[1]])
 
 
+def held(reading):
+    """The longest wait (s) the flows of a reading had at the bottleneck,
+    as `PLATEAU` of them reach it (within `PLATEAU_S`; the largest where
+    fewer flows were read): a queue that held it is at least that deep,
+    whether or not it ever overflowed. 0 without a reading."""
+    largest = [v[0] for v in reading.values()]
+    if len(largest) < PLATEAU:
+        return float(max(largest, default=0.0))
+    return _plateau(np.array(largest))
+
+
 def _server_flow(con, cap, fl):
     acks = con.execute("""SELECT rel_ack, min(rtt_ns) FROM tcp_analysis WHERE capture_id = ?
         AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL GROUP BY rel_ack""",

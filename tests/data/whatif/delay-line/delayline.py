@@ -9,6 +9,10 @@ s->c: serialised at RATE bit/s through a drop-tail queue of QUEUE bytes
       (departure = max(arrival, previous departure) + size*8/rate; dropped if
       the not-yet-departed backlog plus this packet would exceed QUEUE), then
       delivered RTT/2 after its departure.
+      With --loss P, each data-bearing (payload > 0, not SYN) TCP packet s->c
+      is first dropped with probability P (random.Random(--seed)), before the
+      queue. Every drop (reason "random" or "queue") is logged as a JSON line
+      to --drop-log (written at exit).
 
 Prints READY on stdout once both TUNs are up and configured; runs until
 SIGINT/SIGTERM; prints counters (incl. drops) and timing lateness to stderr
@@ -19,7 +23,10 @@ import collections
 import ctypes
 import fcntl
 import gc
+import json
 import os
+import random
+import socket
 import select
 import signal
 import struct
@@ -61,6 +68,24 @@ def open_tun_in_ns(ns, name):
     return fd
 
 
+def parse(pkt):
+    """IPv4/TCP header fields of a raw packet (no PI header)."""
+    d = {}
+    if len(pkt) < 20 or pkt[0] >> 4 != 4:
+        return dict(ip_len=len(pkt), proto=None, payload_len=len(pkt), tcp_flags=0)
+    ihl = (pkt[0] & 15) * 4
+    ip_len = struct.unpack_from("!H", pkt, 2)[0]
+    d.update(ip_len=ip_len, src=socket.inet_ntoa(pkt[12:16]),
+             dst=socket.inet_ntoa(pkt[16:20]), proto=pkt[9])
+    if pkt[9] == 6 and len(pkt) >= ihl + 20:
+        sport, dport, seq, ack, off, flags = struct.unpack_from("!HHIIBB", pkt, ihl)
+        d.update(sport=sport, dport=dport, seq=seq, ack=ack,
+                 payload_len=ip_len - ihl - (off >> 4) * 4, tcp_flags=flags)
+    else:
+        d.update(payload_len=ip_len - ihl, tcp_flags=0)
+    return d
+
+
 def sh(*args):
     subprocess.run(list(args), check=True)
 
@@ -73,6 +98,20 @@ def configure(ns, dev, local, peer, mtu):
     subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-K", dev,
                     "tso", "off", "gso", "off", "gro", "off"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _order(d, backlog, h):
+    """Fields in the order of the earlier logs: time, direction, reason,
+    ip_len, backlog, src, dst, proto, sport, dport, seq, ack, payload_len,
+    tcp_flags."""
+    out = dict(d)
+    out["ip_len"] = h.get("ip_len")
+    out["backlog"] = backlog
+    for k in ("src", "dst", "proto", "sport", "dport", "seq", "ack",
+              "payload_len", "tcp_flags"):
+        if k in h:
+            out[k] = h[k]
+    return out
 
 
 def main():
@@ -88,6 +127,10 @@ def main():
     ap.add_argument("--saddr", default="198.18.80.2")
     ap.add_argument("--mtu", type=int, default=1500)
     ap.add_argument("--rt", action="store_true", help="try SCHED_FIFO")
+    ap.add_argument("--loss", type=float, default=0.0,
+                    help="random drop probability, s->c data segments, before the queue")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random drops")
+    ap.add_argument("--drop-log", default=None, help="JSON-lines file of every drop")
     a = ap.parse_args()
 
     libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # 1 us timer slack
@@ -114,6 +157,9 @@ def main():
     delay = a.rtt / 2000.0
     sec_per_bit = 1.0 / a.rate
     qlimit = a.queue
+    loss = a.loss
+    rng = random.Random(a.seed)
+    drops = []  # (wall time, reason, backlog, pkt) -- parsed and written at exit
 
     to_s = collections.deque()      # (due, pkt) c->s
     to_c = collections.deque()      # (due, pkt) s->c
@@ -121,7 +167,8 @@ def main():
     backlog = 0
     last_dep = 0.0
     st = dict(c2s_pkts=0, c2s_bytes=0, s2c_pkts=0, s2c_bytes=0,
-              s2c_drops=0, s2c_drop_bytes=0, write_err=0, max_backlog=0)
+              s2c_drops=0, s2c_drop_bytes=0, write_err=0, max_backlog=0,
+              s2c_drops_queue=0, s2c_drops_random=0, loss_candidates=0)
     late_max = 0.0
     late_sum = 0.0
     late_n = 0
@@ -185,9 +232,23 @@ def main():
                 else:
                     while inq and inq[0][0] <= t:
                         backlog -= inq.popleft()[1]
+                    if loss > 0.0 and n >= 40 and pkt[0] == 0x45 and pkt[9] == 6:
+                        # candidate: TCP with payload, not SYN/SYN-ACK
+                        tl = (pkt[0] & 15) * 4
+                        plen = ((pkt[2] << 8) | pkt[3]) - tl - (pkt[tl + 12] >> 4) * 4
+                        if plen > 0 and not (pkt[tl + 13] & 2):
+                            st["loss_candidates"] += 1
+                            if rng.random() < loss:
+                                st["s2c_drops"] += 1
+                                st["s2c_drops_random"] += 1
+                                st["s2c_drop_bytes"] += n
+                                drops.append((time.time(), "random", backlog, pkt))
+                                continue
                     if backlog + n > qlimit:
                         st["s2c_drops"] += 1
+                        st["s2c_drops_queue"] += 1
                         st["s2c_drop_bytes"] += n
+                        drops.append((time.time(), "queue", backlog, pkt))
                         continue
                     dep = max(t, last_dep) + n * 8 * sec_per_bit
                     last_dep = dep
@@ -201,6 +262,11 @@ def main():
 
     os.close(cfd)
     os.close(sfd)
+    if a.drop_log:
+        with open(a.drop_log, "w") as f:
+            for wt, reason, bl, pkt in drops:
+                d = dict(time=round(wt, 6), direction="s2c", reason=reason)
+                f.write(json.dumps(_order(d, bl, parse(pkt))) + "\n")
     st["late_mean_us"] = round(1e6 * late_sum / late_n, 1) if late_n else 0
     st["late_max_us"] = round(1e6 * late_max, 1)
     st["late_over_1ms"] = late_over_1ms
@@ -208,8 +274,9 @@ def main():
     st["delivered"] = late_n
     st["late_events_ms"] = late_events
     st["undelivered_at_exit"] = len(to_s) + len(to_c)
-    print("delayline rtt=%gms rate=%g queue=%d drops=%d stats=%s" % (
-        a.rtt, a.rate, a.queue, st["s2c_drops"], st), file=sys.stderr, flush=True)
+    print("delayline rtt=%gms rate=%g queue=%d loss=%g seed=%d drops=%d stats=%s" % (
+        a.rtt, a.rate, a.queue, a.loss, a.seed, st["s2c_drops"], st),
+        file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Make client+server captures of HTTP/1.1 downloads through delayline.py.
 
-Namespaces tkrtt-c (client, 198.18.80.1) and tkrtt-s (server, 198.18.80.2),
-joined by the user-space delay line (RTT 40 or 120 ms, 20 Mbit/s s->c, 100 kB
-drop-tail queue). A fresh delay line (fresh TUN pair) is started for every run.
-Outputs c-rtt{R}-{mode}-{r}.pcap, s-rtt{R}-{mode}-{r}.pcap, times.json,
-runs.json (delay-line stats per run), logs/.
+Namespaces tk7c (client, 198.18.87.1, TUN tk7c0) and tk7s (server,
+198.18.87.2, TUN tk7s0), joined by the user-space delay line (RTTs, rate,
+queue, random loss and seed from the command line). A fresh delay line (fresh
+TUN pair) is started for every run, seeded with --seed + the run's index.
+The server namespace's congestion control is --cc (added to the host-global
+net.ipv4.tcp_allowed_congestion_control if needed; the old value is put back
+at the end, also after an error).
+Outputs c-{tag}-rtt{R}-{mode}-{r}.pcap, s-{tag}-rtt{R}-{mode}-{r}.pcap,
+drops-{tag}-rtt{R}-{mode}-{r}.jsonl, times-{tag}.json, runs-{tag}.json
+(delay-line stats per run), logs/.
 """
+import argparse
 import json
 import os
 import signal
@@ -15,12 +21,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CNS, SNS = "tkrtt-c", "tkrtt-s"
-CDEV, SDEV = "tkc0", "tks0"
-SADDR = "198.18.80.2"
+CNS, SNS = "tk7c", "tk7s"
+CDEV, SDEV = "tk7c0", "tk7s0"
+CADDR, SADDR = "198.18.87.1", "198.18.87.2"
 URL = "http://%s:8080/blob" % SADDR
-NFETCH = 6
-BLOB_SIZE = 400_000
+ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+A = None  # command-line arguments
 WWW = os.path.join(HERE, "www")
 LOGS = os.path.join(HERE, "logs")
 
@@ -78,9 +84,13 @@ def teardown_ns():
         subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
 
 
-def start_delayline(rtt, tag):
+def start_delayline(rtt, tag, seed, drop_log):
     err = open(os.path.join(LOGS, "delayline-%s.err" % tag), "w")
-    p = start([sys.executable, os.path.join(HERE, "delayline.py"), "--rtt", str(rtt), "--rt"],
+    p = start([sys.executable, os.path.join(HERE, "delayline.py"), "--rtt", str(rtt), "--rt",
+               "--rate", repr(A.rate), "--queue", str(A.queue),
+               "--loss", repr(A.loss), "--seed", str(seed), "--drop-log", drop_log,
+               "--cns", CNS, "--sns", SNS, "--cdev", CDEV, "--sdev", SDEV,
+               "--caddr", CADDR, "--saddr", SADDR],
               stdout=subprocess.PIPE, stderr=err, text=True)
     line = p.stdout.readline()
     if line.strip() != "READY":
@@ -99,10 +109,39 @@ def wait_listen(deadline=10):
     raise RuntimeError("server not listening")
 
 
-def one_run(rtt, mode, r):
-    tag = "rtt%d-%s-%d" % (rtt, mode, r)
+def cpu_busy(span=3.0):
+    """Fraction of all CPUs busy over the next `span` seconds (/proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle+iowait
+    t1, i1 = snap()
+    time.sleep(span)
+    t2, i2 = snap()
+    return 1.0 - (i2 - i1) / max(1, t2 - t1)
+
+
+def wait_load(limit=1.5, busy_limit=0.25, max_wait=600):
+    """Wait (up to max_wait s) until the 1-min load average is <= limit and
+    the machine was mostly idle (< busy_limit of its CPUs) for 3 s."""
+    t0 = time.time()
+    while time.time() - t0 < max_wait:
+        busy = cpu_busy()
+        if os.getloadavg()[0] <= limit and busy < busy_limit:
+            break
+        time.sleep(2)
+    return round(os.getloadavg()[0], 2), round(busy, 3), round(time.time() - t0, 1)
+
+
+def one_run(rtt, mode, r, seed):
+    NFETCH = A.nfetch
+    tag = "%s-rtt%d-%s-%d" % (A.tag, rtt, mode, r)
     cfile, sfile = "c-%s.pcap" % tag, "s-%s.pcap" % tag
-    dl, dlerr = start_delayline(rtt, tag)
+    dfile = "drops-%s.jsonl" % tag
+    load, busy, waited = wait_load()
+    print("%s: load %.2f, cpu busy %.0f %% (waited %.0f s), seed %d" % (
+        tag, load, 100 * busy, waited, seed), flush=True)
+    dl, dlerr = start_delayline(rtt, tag, seed, os.path.join(HERE, dfile))
     tds = []
     try:
         for ns, dev, f in ((CNS, CDEV, cfile), (SNS, SDEV, sfile)):
@@ -116,6 +155,7 @@ def one_run(rtt, mode, r):
                 raise RuntimeError("tcpdump died")
         times = []
         verbose_log = None
+        reuse = None
         if mode == "fresh":
             for i in range(NFETCH):
                 out = run(*nsx(CNS, "curl", "-s", "-o", "/dev/null", "-w",
@@ -135,6 +175,7 @@ def one_run(rtt, mode, r):
             connected = cp.stderr.count("Connected to ")
             if reused != NFETCH - 1 or connected != 1:
                 print("WARNING %s: reused=%d connected=%d" % (tag, reused, connected))
+            reuse = dict(reused=reused, connected=connected)
         if len(times) != NFETCH:
             raise RuntimeError("%s: got %d times" % (tag, len(times)))
         time.sleep(2.0)
@@ -148,19 +189,36 @@ def one_run(rtt, mode, r):
     for line in dltext.splitlines():
         if line.startswith("delayline rtt="):
             stats = eval(line.split("stats=", 1)[1], {})  # our own dict repr
-    print("%s times=%s drops=%s late_mean_us=%s late_max_us=%s" % (
-        tag, times, stats.get("s2c_drops"), stats.get("late_mean_us"),
-        stats.get("late_max_us")), flush=True)
-    return cfile, sfile, times, stats
+    if not stats:
+        raise RuntimeError("%s: no delay-line stats in %s" % (tag, dlerr))
+    print("%s times=%s drops=%s (queue %s, random %s) late_mean_us=%s late_max_us=%s "
+          "over_1ms=%s" % (
+              tag, times, stats.get("s2c_drops"), stats.get("s2c_drops_queue"),
+              stats.get("s2c_drops_random"), stats.get("late_mean_us"),
+              stats.get("late_max_us"), stats.get("late_over_1ms")), flush=True)
+    return cfile, sfile, dfile, times, stats, dict(load_before=load, cpu_busy_before=busy, waited_s=waited,
+                                                  reuse=reuse, curl_log=verbose_log)
 
 
 def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cc", required=True, help="server namespace congestion control")
+    ap.add_argument("--rate", type=float, required=True, help="s->c bit/s")
+    ap.add_argument("--queue", type=int, required=True, help="s->c queue bytes")
+    ap.add_argument("--loss", type=float, default=0.0, help="random s->c drop probability")
+    ap.add_argument("--seed", type=int, default=0, help="first run's seed (+ run index)")
+    ap.add_argument("--rtts", type=int, nargs=2, required=True, metavar=("A", "B"))
+    ap.add_argument("--size", type=int, required=True, help="response bytes")
+    ap.add_argument("--nfetch", type=int, default=6)
+    ap.add_argument("--tag", required=True, help="prefix of output filenames")
+    A = ap.parse_args()
     os.makedirs(LOGS, exist_ok=True)
     os.makedirs(WWW, exist_ok=True)
     blob = os.path.join(WWW, "blob")
-    if not (os.path.exists(blob) and os.path.getsize(blob) == BLOB_SIZE):
+    if not (os.path.exists(blob) and os.path.getsize(blob) == A.size):
         with open(blob, "wb") as f:
-            f.write(os.urandom(BLOB_SIZE))
+            f.write(os.urandom(A.size))
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -168,32 +226,62 @@ def main():
 
     times_all, runs = {}, []
     teardown_ns()  # stale leftovers from an earlier aborted run of this script
+    old_allowed = None
+    state = os.path.join(HERE, "sysctl-restore-%s.txt" % A.tag)
     try:
         setup_ns()
+        with open(ALLOWED) as f:
+            allowed = f.read().split()
+        if A.cc not in allowed:
+            old_allowed = " ".join(allowed)
+            with open(state, "w") as f:  # for a manual restore if this dies hard
+                f.write("%s=%s\n" % (ALLOWED, old_allowed))
+            with open(ALLOWED, "w") as f:
+                f.write(" ".join(allowed + [A.cc]))
+            print("host tcp_allowed_congestion_control: %r -> %r" % (
+                old_allowed, open(ALLOWED).read().strip()), flush=True)
+        run(*nsx(SNS, "sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=" + A.cc))
         cc = subprocess.run(nsx(SNS, "sysctl", "-n", "net.ipv4.tcp_congestion_control"),
                             capture_output=True, text=True).stdout.strip()
-        print("server-ns congestion control:", cc, flush=True)
+        ccc = subprocess.run(nsx(CNS, "sysctl", "-n", "net.ipv4.tcp_congestion_control"),
+                             capture_output=True, text=True).stdout.strip()
+        if cc != A.cc:
+            raise RuntimeError("server-ns congestion control is %r, not %r" % (cc, A.cc))
+        print("server-ns congestion control:", cc, "client-ns:", ccc, flush=True)
         srv = start(nsx(SNS, sys.executable, "-c", SERVER_CODE, WWW),
                     stdout=open(os.path.join(LOGS, "server.out"), "w"),
                     stderr=open(os.path.join(LOGS, "server.err"), "w"))
         wait_listen()
+        idx = 0
         for r in (0, 1):
-            rtts = (40, 120) if r == 0 else (120, 40)
+            rtts = tuple(A.rtts) if r == 0 else tuple(reversed(A.rtts))
             for rtt in rtts:
                 for mode in ("fresh", "persistent"):
-                    cfile, sfile, times, stats = one_run(rtt, mode, r)
+                    seed = A.seed + idx
+                    cfile, sfile, dfile, times, stats, extra = one_run(rtt, mode, r, seed)
                     times_all[cfile] = times
                     times_all[sfile] = times
-                    runs.append(dict(rtt=rtt, mode=mode, round=r, client=cfile,
-                                     server=sfile, times=times, delayline=stats))
-        with open(os.path.join(HERE, "times.json"), "w") as f:
+                    runs.append(dict(index=idx, rtt=rtt, mode=mode, round=r, seed=seed,
+                                     client=cfile, server=sfile, drop_log=dfile,
+                                     times=times, delayline=stats, **extra))
+                    idx += 1
+                    with open(os.path.join(HERE, "runs-%s.json" % A.tag), "w") as f:
+                        json.dump(dict(args=vars(A), congestion_control=cc,
+                                       client_congestion_control=ccc, runs=runs),
+                                  f, indent=1)
+        with open(os.path.join(HERE, "times-%s.json" % A.tag), "w") as f:
             json.dump(times_all, f, indent=1)
-        with open(os.path.join(HERE, "runs.json"), "w") as f:
-            json.dump(dict(congestion_control=cc, runs=runs), f, indent=1)
     finally:
         for p in list(procs):
             stop(p, signal.SIGTERM)
         teardown_ns()
+        if old_allowed is not None:
+            with open(ALLOWED, "w") as f:
+                f.write(old_allowed)
+            now = open(ALLOWED).read().strip()
+            print("host tcp_allowed_congestion_control restored: %r" % now, flush=True)
+            if now.split() == old_allowed.split():
+                os.remove(state)
 
 
 if __name__ == "__main__":
