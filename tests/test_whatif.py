@@ -1030,6 +1030,30 @@ def test_at_a_server_every_drop_the_delay_line_logged_is_read_as_the_queues(
         assert len(read() & logged) == chain
 
 
+def test_an_ack_the_client_held_does_not_time_the_queue_at_a_server(tmp_path):
+    """Reno at 150 ms, 8 Mbit/s, a 40 kB queue, six 250 kB responses on one
+    connection, captured at the server (tests/data/whatif/delay-line, set
+    8; 61 drops, each logged as the queue's): each warm response bursts its
+    window into the queue, which drops a run of segments; the segment
+    before the run waits the queue's 40 ms, and nothing follows it for 72
+    ms, so the client's delayed-ACK timer holds its ACK 44 ms more -- an 82
+    ms wait, once a response, five times alike: the largest wait three ACKs
+    reach. No FIFO queue lets one segment wait 44 ms longer than the one
+    before it: at the bottleneck's rate the round trip is capped where the
+    bytes between them allow, and the queue reads 40.9 ms, every drop its."""
+    from tracekit.whatif import queueing
+    logged = _queue_drops("reno-rtt150-persistent-0")
+    assert len(logged) == 61
+    s, raw = _one_capture(tmp_path, "s-reno-rtt150-persistent-0")
+    with s:
+        flows = {(1, f): "server" for f in raw}
+        for rate, largest, read in ((8e6 / 8, 0.0409, 61), (None, 0.0821, 44)):
+            reading = queueing.read(s.con, flows, rate)
+            (wait,) = [v[0] for v in reading.values()]
+            assert wait == pytest.approx(largest, abs=0.0005)
+            assert len(_raw(raw, queueing.overflowed(reading)[0]) & logged) == read
+
+
 def test_a_flow_whose_queue_grows_still_reads_its_senders_clock(tmp_path, monkeypatch):
     """The client's reading of the queue takes the server's clock rate from
     a flow's ticks over its seconds (tests/data/whatif/delay-line, set 5:

@@ -165,7 +165,7 @@ def calibrate(con, where, stated=None):
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
     seen = {(int(c), int(f)): v for c, f, v in zip(df.capture_id, df.flow_id, df.vantage)
             if f == f}
-    reading = queueing.read(con, seen)
+    reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
     loss, burst = _loss(con, flows, labels, src, est, full)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9

@@ -64,16 +64,17 @@ CHAIN = 3  # at a server, drops with at most this many segments sent between: on
 PLATEAU, PLATEAU_S = 3, 0.002  # a server's largest wait: the one 3 of its ACKs reach, within 2 ms
 
 
-def read(con, flows):
+def read(con, flows, rate=None):
     """{(capture, flow): (largest wait s, lost seqs at a full queue, lost seqs,
     share of segments that arrived at a full queue)} for the flows ({(capture,
     flow): vantage}, as requests.vantage has it) whose server stamped its
     segments (client vantage) or whose ACKs time them (server vantage);
-    others are left out."""
+    others are left out. `rate` (bytes/s, the bottleneck's) bounds how fast
+    a server's ACKs may say the queue grew (`_unheld`)."""
     out = {}
     for (cap, fl), vantage in flows.items():
         if vantage == "server":
-            got = _server_flow(con, cap, fl)
+            got = _server_flow(con, cap, fl, rate)
             if got is not None:
                 out[(cap, fl)] = got
             continue
@@ -155,14 +156,16 @@ def held(reading):
     return _plateau(np.array(largest))
 
 
-def _server_flow(con, cap, fl):
-    acks = con.execute("""SELECT rel_ack, min(rtt_ns) FROM tcp_analysis WHERE capture_id = ?
-        AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL GROUP BY rel_ack""",
-                       [cap, fl]).fetchall()
+def _server_flow(con, cap, fl, rate=None):
+    acks = con.execute("""SELECT rel_ack, rtt_ns, acked_bytes FROM tcp_analysis
+        WHERE capture_id = ? AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL
+        ORDER BY ts_ns""", [cap, fl]).fetchall()
     if len(acks) < 2:
         return None
-    rtt = {a: r / 1e9 for a, r in acks}
-    base = min(rtt.values())
+    base = min(r for _, r, _ in acks) / 1e9
+    rtt = {}
+    for a, w in _unheld(acks, base, rate):
+        rtt[a] = min(rtt.get(a, w), w)
     wait = np.array([r - base for r in rtt.values()])
     largest = _plateau(wait)
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
@@ -187,6 +190,26 @@ def _server_flow(con, cap, fl):
         episode.append(s)
         last = sent[s]
     return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
+
+
+def _unheld(acks, base, rate):
+    """[(rel_ack, round trip s)] of the ACKs (rel_ack, rtt_ns, acked_bytes; in
+    order), each round trip no longer than the wait a FIFO queue allows: a
+    segment's wait exceeds the one acknowledged before it by at most the
+    serialisation of the bytes between them (a burst sent back to back), so
+    a longer round trip is the client holding its ACK -- its delayed-ACK
+    timer when nothing came after the segment (the last before a run of
+    drops: Reno at 150 ms, each warm response's first hole timed by an ACK
+    held 44 ms, read as an 82 ms queue in a 40 ms one). Capped there, with
+    `PLATEAU_S` for the clocks; as read without a rate."""
+    out, prev = [], None
+    for a, r, acked in acks:
+        t = r / 1e9
+        if rate and prev is not None:
+            t = min(t, prev + (acked or 0) / rate + PLATEAU_S)
+        out.append((a, t))
+        prev = t
+    return out
 
 
 def _plateau(wait):
