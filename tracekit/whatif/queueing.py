@@ -61,6 +61,7 @@ CLOCK_SLACK = 0.25
 FULL = 0.15  # a wait within this share of the largest: the queue was full
 UNLIKELY = 1e-3  # random loss putting this many at a full queue: no likelier than this
 CHAIN = 3  # at a server, drops with at most this many segments sent between: one episode
+SACK_TIMED = True  # at a server, segments timed by the SACK block they end too (off: by ACKs alone)
 PLATEAU, PLATEAU_S = 3, 0.002  # a server's largest wait: the one 3 of its ACKs reach, within 2 ms
 
 
@@ -157,15 +158,15 @@ def held(reading):
 
 
 def _server_flow(con, cap, fl, rate=None):
-    acks = con.execute("""SELECT rel_ack, rtt_ns, acked_bytes FROM tcp_analysis
-        WHERE capture_id = ? AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL
-        ORDER BY ts_ns""", [cap, fl]).fetchall()
-    if len(acks) < 2:
+    once = {e: (q, t) for q, e, t, n in con.execute(
+        """SELECT rel_seq, rel_end, min(ts_ns), count(*) FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq, rel_end""",
+        [cap, fl]).fetchall() if n == 1}
+    samples = _round_trips(con, cap, fl, once)
+    if len(samples) < 2:
         return None
-    base = min(r for _, r, _ in acks) / 1e9
-    rtt = {}
-    for a, w in _unheld(acks, base, rate):
-        rtt[a] = min(rtt.get(a, w), w)
+    base = min(r for _, _, r in samples)
+    rtt = dict(_unheld(samples, rate))
     wait = np.array([r - base for r in rtt.values()])
     largest = _plateau(wait)
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
@@ -192,23 +193,50 @@ def _server_flow(con, cap, fl, rate=None):
     return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
 
 
-def _unheld(acks, base, rate):
-    """[(rel_ack, round trip s)] of the ACKs (rel_ack, rtt_ns, acked_bytes; in
-    order), each round trip no longer than the wait a FIFO queue allows: a
-    segment's wait exceeds the one acknowledged before it by at most the
-    serialisation of the bytes between them (a burst sent back to back), so
-    a longer round trip is the client holding its ACK -- its delayed-ACK
-    timer when nothing came after the segment (the last before a run of
-    drops: Reno at 150 ms, each warm response's first hole timed by an ACK
-    held 44 ms, read as an 82 ms queue in a 40 ms one). Capped there, with
-    `PLATEAU_S` for the clocks; as read without a rate."""
+def _round_trips(con, cap, fl, once):
+    """[(send ns, end, round trip s)] of the response segments sent once
+    (`once`: {rel_end: (rel_seq, send ns)}) that an ACK from the client
+    timed, in the order sent: the cumulative ACK that first reached a
+    segment's end (Karn's sample, tcp_analysis.rtt_ns), or the SACK block
+    whose right edge it first was. Behind an open hole the cumulative ACK
+    stands still and the segments that arrive are SACKed, each extending a
+    block to its end as it arrives (BBR under random loss keeps its queue
+    full through recovery and overflows it there: 221 of 355 such drops
+    had no cumulative ACK to time them)."""
+    got = {}
+    for end, r in con.execute("""SELECT rel_ack, min(rtt_ns) FROM tcp_analysis
+            WHERE capture_id = ? AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL
+            GROUP BY rel_ack""", [cap, fl]).fetchall():
+        got[end] = r / 1e9
+    isn = con.execute("""SELECT tcp_seq FROM packets WHERE capture_id = ? AND flow_id = ?
+        AND NOT from_client AND tcp_flags & 2 = 2 LIMIT 1""", [cap, fl]).fetchone()
+    if isn is not None and SACK_TIMED:
+        for ts, rights in con.execute("""SELECT ts_ns, tcp_sack_right FROM packets
+                WHERE capture_id = ? AND flow_id = ? AND from_client
+                  AND tcp_sack_right IS NOT NULL ORDER BY ts_ns""", [cap, fl]).fetchall():
+            for raw in rights or ():
+                end = (raw - isn[0]) % (1 << 32)
+                if end in once and end not in got:
+                    got[end] = (ts - once[end][1]) / 1e9
+    return sorted((once[e][1], e, r) for e, r in got.items() if e in once)
+
+
+def _unheld(samples, rate):
+    """[(end, round trip s)] of `samples` ([(send ns, end, round trip s)] in
+    the order sent), each round trip no longer than a FIFO queue allows: a
+    segment waits at most the serialisation of the bytes sent between it
+    and an earlier segment longer than that one, so a longer round trip is
+    the client holding its ACK -- its delayed-ACK timer when nothing came
+    after the segment (the last before a run of drops: Reno at 150 ms, each
+    warm response's first hole timed by an ACK held 44 ms, read as an 82 ms
+    queue in a 40 ms one). Capped there, with `PLATEAU_S` for the clocks;
+    as read without a rate."""
     out, prev = [], None
-    for a, r, acked in acks:
-        t = r / 1e9
+    for _, end, t in samples:
         if rate and prev is not None:
-            t = min(t, prev + (acked or 0) / rate + PLATEAU_S)
-        out.append((a, t))
-        prev = t
+            t = min(t, prev[1] + max(end - prev[0], 0) / rate + PLATEAU_S)
+        out.append((end, t))
+        prev = (end, t)
     return out
 
 
