@@ -3,6 +3,7 @@ Shapley split, and the suite on the lab's committed counterfactual runs."""
 
 import csv
 import io
+import json
 import math
 import os
 import shutil
@@ -1056,6 +1057,37 @@ def test_an_ack_the_client_held_does_not_time_the_queue_at_a_server(tmp_path):
             (wait,) = [v[0] for v in reading.values()]
             assert wait == pytest.approx(largest, abs=0.0005)
             assert len(_raw(raw, queueing.overflowed(reading)[0]) & logged) == read
+
+
+def test_drops_behind_an_open_hole_are_timed_by_their_sacks(tmp_path, monkeypatch):
+    """BBR at 100 ms, 15 Mbit/s, a 50 kB queue and 1 % random loss, six
+    400 kB responses on one connection, captured at the server
+    (tests/data/whatif/delay-line, set 7; the delay line logged 361
+    segments dropped at its queue and 20 at random, 6 of them both). A
+    random drop opens a hole; BBR keeps the queue full through the recovery
+    and overflows it there, and the segments that arrive behind the hole
+    are SACKed, not ACKed: timed by the SACK block they end, every queue
+    drop is read as the queue's (by ACKs alone 136 of 361). A random drop
+    at a full queue looks the same (6 of the 14 random only; the client's
+    stamps see it so too)."""
+    from tracekit.whatif import queueing
+    logs = os.path.join(ROOT, "tests", "data", "whatif", "delay-line",
+                        "drops-bbr-rtt100-persistent-0.jsonl")
+    with open(logs) as f:
+        drops = [d for d in map(json.loads, f) if d["payload_len"] > 0]
+    rand = {(d["dport"], d["seq"]) for d in drops if d["reason"] == "random"}
+    logged = {(d["dport"], d["seq"]) for d in drops if d["reason"] == "queue"}
+    assert len(logged) == 361 and len(rand) == 20
+    s, raw = _one_capture(tmp_path, "s-bbr-rtt100-persistent-0")
+    with s:
+        def read():
+            return _raw(raw, queueing.overflowed(queueing.read(
+                s.con, {(1, f): "server" for f in raw}, 15e6 / 8))[0])
+        got = read()
+        assert got & logged == logged
+        assert len((got & rand) - logged) == 6  # of 14 dropped at random only
+        monkeypatch.setattr(queueing, "SACK_TIMED", False)
+        assert len(read() & logged) == 136
 
 
 def test_a_flow_whose_queue_grows_still_reads_its_senders_clock(tmp_path, monkeypatch):
