@@ -167,7 +167,8 @@ def calibrate(con, where, stated=None):
             if f == f}
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
-    loss, burst = _loss(con, flows, labels, src, est, full)
+    loss, burst = _loss(con, flows, labels, src, est, full,
+                        {k: v[3] for k, v in reading.items()} if full else {})
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
     seen = 0.0 if vantage == "server" else rtt  # a server sees the request arrive: no trip
@@ -282,15 +283,20 @@ def _processing(con, df):
     return float(np.median(d)) / 1e9 if d else None
 
 
-def _loss(con, flows, labels, src, est, full=None):
+def _loss(con, flows, labels, src, est, full=None, shares=None):
     """(random loss rate, burstiness) of the response direction. Segments lost
     in a run of QUEUE_RUN or more in a row are the bottleneck's queue
     overflowing (the replay's queue makes those itself): counted apart, when
     there are more of them than twice what random loss would put in runs;
     so are those lost at a full queue by their witness's wait (`full`,
-    {flow: seqs}: whatif/queueing.py)."""
-    full = full or {}
+    {flow: seqs}: whatif/queueing.py). A random loss that falls while the
+    queue is full looks like the queue's, so where that reading holds the
+    rate is the random losses over the segments that did not arrive at a
+    full queue (`shares`, {flow: share that did}): BBR under 1 % random loss
+    filling its queue a third of the time read 0.51 % over all of them."""
+    full, shares = full or {}, shares or {}
     lost = sent = overflow = 0
+    trials = 0.0
     found = []
     for cap, fl in flows:
         rows = con.execute("""SELECT rel_seq FROM retransmissions
@@ -303,6 +309,7 @@ def _loss(con, flows, labels, src, est, full=None):
         found.append(([r[0] for r in rows], _in_runs(seqs, step), step, full.get((cap, fl), set())))
         sent += n  # every segment's first copy is one trial; a lost copy is seen
         #            only through the retransmission that arrived
+        trials += n * (1.0 - shares.get((cap, fl), 0.0))
     total = sum(len(r) for r, _, _, _ in found)
     p_all = total / sent if sent else 0.0
     runs = sum(1 for r, q, _, _ in found for x in r if x in q)
@@ -316,13 +323,19 @@ def _loss(con, flows, labels, src, est, full=None):
         rs = set(random)
         pairs += len(rs)
         both += sum(1 for x in rs if x - step in rs)
-    loss = lost / sent if sent else 0.0
+    loss = min(lost / trials, 1.0) if trials > 0 else 0.0
     cond = both / pairs if pairs else 0.0
     est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
                burst=cond)
+    hidden = sent - trials
+    if hidden >= 0.5:
+        est["segments_at_full_queue"] = hidden
     src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
                         f"{overflow} more in runs of >= {QUEUE_RUN}"
-                        f"{' or lost at a full queue' if full else ''}: the queue's")
+                        f"{' or lost at a full queue' if full else ''}: the queue's"
+                        + (f"; over the {trials:.0f} that did not arrive at a full queue "
+                           "(a random loss there looks like the queue's)" if hidden >= 0.5
+                           else ""))
     burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
     return loss, burst
 
