@@ -5,6 +5,7 @@ round).
 
     python tools/whatif_droplog.py RUNS_DIR [--save FIXTURE.json]
     python tools/whatif_droplog.py --fixture FIXTURE.json
+    python tools/whatif_droplog.py --delay-line STORE FOLDER TAG CC RTT_MS RATE_MBPS QUEUE ...
 
 RUNS_DIR is a `tracekit lab run --out` folder (a manifest.json, drops.jsonl,
 server-events.jsonl, client-events.jsonl and server.pcap per run). Per run
@@ -100,6 +101,42 @@ def read_run(d, congestion="cubic"):
     }
 
 
+def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
+    """One run of the delay line (tests/data/whatif/delay-line) as the
+    comparison needs it: its client capture `c-NAME.pcap` ingested in
+    `store` (a tracekit store), its random drops from `folder`'s
+    drops-NAME.jsonl, the kernel's time a response's first to last byte at
+    the client; the path as the run was made (no jitter)."""
+    import tracekit
+    with tracekit.open(store, read_only=True) as s:
+        (cap,) = s.con.execute("SELECT capture_id FROM captures WHERE path LIKE ?",
+                               [f"%c-{name}.pcap"]).fetchone()
+        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+            JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
+            WHERE f.capture_id = ? AND NOT p.from_client AND p.tcp_flags & 2 = 2
+            ORDER BY f.flow_id""", [cap]).fetchall()
+        reqs = s.con.execute("""SELECT flow_id, response_last_byte_ns - response_first_byte_ns,
+            bytes_down FROM requests WHERE capture_id = ? ORDER BY response_first_byte_ns""",
+                             [cap]).fetchall()
+    kernel, by_flow = {}, collections.defaultdict(list)
+    for i, (fl, ns, _) in enumerate(reqs):
+        kernel[f"{name}/{i}"] = ns / 1e9
+        by_flow[fl].append(f"{name}/{i}")
+    logged = [x for x in _jsonl(os.path.join(folder, f"drops-{name}.jsonl"))
+              if x["reason"] == "random" and x["payload_len"]]
+    connections = []
+    for fl, port, isn in flows:
+        count, drops = collections.Counter(), []
+        for x in (x for x in logged if x["dport"] == port):
+            off = (x["seq"] - isn - 1) % 2 ** 32
+            count[off] += 1
+            drops.append((off, count[off]))
+        connections.append({"requests": by_flow[fl], "drops": drops})
+    return {"run": name, "cc": cc, "connection": name.split("-")[-2], "rtt": rtt_ms / 1e3,
+            "jitter": 0.0, "rate": rate_mbps * 1e6 / 8, "queue": queue, "size": reqs[0][2],
+            "connections": connections, "kernel": kernel}
+
+
 class _Scripted(tcp.Transfer):
     """A transfer whose random losses are the given (segment, transmission)s."""
 
@@ -152,8 +189,17 @@ def main(argv=None):
     ap.add_argument("--congestion", default="cubic",
                     help="the congestion control of runs that do not say (the host's default)")
     ap.add_argument("--no-window", action="store_true", help="replay without the client's window")
+    ap.add_argument("--delay-line", nargs=7, action="append", default=[],
+                    metavar=("STORE", "FOLDER", "TAG", "CC", "RTT_MS", "RATE_MBPS", "QUEUE"),
+                    help="a delay-line set's runs at one RTT (its client captures in STORE, "
+                         "its logs in FOLDER, named as make.py names them); repeatable")
     args = ap.parse_args(argv)
-    if args.fixture:
+    if args.delay_line:
+        runs = [read_delay_line(store, folder, f"{tag}-rtt{rtt}-{mode}-{r}", cc, float(rtt),
+                                float(rate), int(queue))
+                for store, folder, tag, cc, rtt, rate, queue in args.delay_line
+                for mode in ("persistent", "fresh") for r in (0, 1)]
+    elif args.fixture:
         with open(args.fixture) as f:
             runs = json.load(f)
     else:
