@@ -577,6 +577,20 @@ def test_a_bunch_released_after_a_stall_is_not_taken_for_a_faster_path():
     moved = pathrate.unheld(ts, size + 52.0, RATE)
     assert np.all(np.diff(moved) >= W * 0.999)  # spread back at the bottleneck's spacing
     assert moved[0] == ts[0] and moved[-1] == ts[-1]
+    # segments of mixed sizes: each moved back by its successor's serialisation
+    rng = np.random.default_rng(5)
+    packet = rng.integers(100, 1500, len(ts)).astype(float)
+    want = ts.copy()
+    for j in range(len(ts) - 2, -1, -1):
+        want[j] = min(ts[j], want[j + 1] - packet[j + 1] / RATE)
+    want = np.maximum.accumulate(np.maximum(np.maximum(want, ts - pathrate.MAX_HOLD), ts[0]))
+    assert np.allclose(pathrate.unheld(ts, packet, RATE), want, rtol=0, atol=1e-9)
+    # a sender's pause is no stall: one segment a second before a burst
+    # faster than paced trains does not let the burst into that second
+    paced = {("c", k): _arrivals([13.0] * 11, t0=k) for k in range(3)}
+    burst = _arrivals([1000.0] + [1.0, 2.3] * 29 + [1.0], t0=10.0)
+    with pytest.raises(TracekitError, match="the sender's"):
+        pathrate.rate({**paced, ("c", 9): burst}, MSS, 0.2, 0.004, {}, {}, {})
     # a bunch longer than its silence: what the silence cannot hold stays bunched
     long = _arrivals([W * 1e3] * 10 + [W * 1e3 * 3] + bunch * 2 + [W * 1e3] * 60, t0=9)
     with pytest.raises(TracekitError, match="the sender's"):

@@ -79,6 +79,26 @@ def test_the_kernels_transfers_on_a_path_made_by_hand_replay_from_their_drops():
         assert np.mean(np.abs(e) <= 0.10) >= 0.85, (cc, connection)
 
 
+def test_a_delay_line_run_is_read_as_the_fixture_has_it(tmp_path):
+    """tools/whatif_droplog.read_delay_line on a run whose client capture
+    and drop log are kept (tests/data/whatif/delay-line, set 7, BBR at 40
+    ms on one connection: 24 random drops, none sent twice) gives the
+    fixture's entry: the drops' byte offsets from the server's ISN, each
+    segment's transmission, the kernel's six times."""
+    import tracekit
+    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
+    name = "bbr-rtt40-persistent-1"
+    with tracekit.open(str(tmp_path / "c.duckdb")) as s:
+        s.ingest([os.path.join(here, f"c-{name}.pcap")])
+        s.analyze()
+    run = whatif_droplog.read_delay_line(str(tmp_path / "c.duckdb"), here, name, "bbr", 40.0,
+                                         15.0, 50_000)
+    with open(os.path.join(ROOT, "tests", "data", "whatif", "droplog-delayline.json")) as f:
+        (kept,) = [r for r in json.load(f) if r["run"] == name]
+    assert len(run["connections"]) == 1 and len(run["connections"][0]["drops"]) == 24
+    assert json.loads(json.dumps(run)) == kept
+
+
 def test_a_warm_cubic_sender_chains_recovery_as_linux():
     """lossbased-dev-025: a lossy warm-up leaves the kernel's CUBIC at cwnd 46
     (tcp_info): one cut for segments 86 and 106 (96 -> 67) and, as that

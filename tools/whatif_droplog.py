@@ -109,9 +109,12 @@ def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
     the client; the path as the run was made (no jitter)."""
     import tracekit
     with tracekit.open(store, read_only=True) as s:
-        (cap,) = s.con.execute("SELECT capture_id FROM captures WHERE path LIKE ?",
-                               [f"%c-{name}.pcap"]).fetchone()
-        flows = s.con.execute("""SELECT f.flow_id, f.client_port, p.tcp_seq FROM flows f
+        found = s.con.execute("SELECT capture_id FROM captures WHERE path LIKE ?",
+                              [f"%c-{name}.pcap"]).fetchone()
+        if found is None:
+            raise SystemExit(f"{store}: no capture c-{name}.pcap")
+        cap = found[0]
+        flows = s.con.execute("""SELECT DISTINCT f.flow_id, f.client_port, p.tcp_seq FROM flows f
             JOIN packets p ON p.capture_id = f.capture_id AND p.flow_id = f.flow_id
             WHERE f.capture_id = ? AND NOT p.from_client AND p.tcp_flags & 2 = 2
             ORDER BY f.flow_id""", [cap]).fetchall()
@@ -122,8 +125,8 @@ def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
     for i, (fl, ns, _) in enumerate(reqs):
         kernel[f"{name}/{i}"] = ns / 1e9
         by_flow[fl].append(f"{name}/{i}")
-    logged = [x for x in _jsonl(os.path.join(folder, f"drops-{name}.jsonl"))
-              if x["reason"] == "random" and x["payload_len"]]
+    logged = sorted((x for x in _jsonl(os.path.join(folder, f"drops-{name}.jsonl"))
+                     if x["reason"] == "random" and x["payload_len"]), key=lambda x: x["time"])
     connections = []
     for fl, port, isn in flows:
         count, drops = collections.Counter(), []

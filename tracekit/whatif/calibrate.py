@@ -21,7 +21,10 @@ otherwise the trace:
   spurious over the segments (a client sees one retransmission per segment
   whose first copy was lost; retransmissions lost again never reach it),
   less those lost in runs of 3 or more in a row (the queue overflowing: the
-  replay's own queue drops them; at random loss p a run of 3 has p^3);
+  replay's own queue drops them; at random loss p a run of 3 has p^3) and
+  those lost at a full queue (whatif/queueing.py), and then over the
+  segments that did not arrive at a full queue (a random loss there looks
+  alike);
   burstiness: P(lost | the segment before was lost) among them (0 unless
   more than twice the loss rate; at most 0.5);
 - queue: a label, else the longest train (bytes; the queue plus what came in

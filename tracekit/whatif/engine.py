@@ -334,8 +334,8 @@ def _loss_reading(cal, measured, draws, seed):
     notices: read as random loss they make the replay crawl. Where the loss was
     read from the trace (no label) and the group's replay takes REFUTED times
     its measured median or more, the same retransmissions are read as the
-    queue's own drops: loss 0, the queue the longest train at the
-    bottleneck's spacing (at least 0.4 BDP: the guess; overflowing flights
+    queue's own drops: loss 0, the queue the guess (calibrate.queue_guess:
+    the longest train or wait seen, at least 0.4 BDP; overflowing flights
     are not flights on a path this short) -- kept if that replays the group
     closer; the calibration says which reading was kept and both replays."""
     replayed = replay(cal, setting(cal, {}), draws, seed)

@@ -37,6 +37,10 @@ MIN_TRAINS = 3
 # timestamps: ~1 ms on a path made by hand); a train rate within this share
 # under it is not contradicted by it.
 FLOOR_SLACK = 0.03
+# The longest a path holds packets after its bottleneck and then releases
+# them back to back (the delay line's machine stalled it 9.7 ms; a link
+# layer's aggregation, a host's scheduling: ms, not a round trip)
+MAX_HOLD = 0.02
 MIN_HANDSHAKES = 8
 WIRE_HEADER = 52  # IP + TCP with timestamps
 TRIANGLE_IQR = 1 - 1 / math.sqrt(2)  # IQR / width of the sum of two uniform legs
@@ -100,12 +104,14 @@ def unheld(ts, packet, rate):
     bottleneck can send. At `rate`, each packet left the bottleneck at
     least its successor's serialisation before that one: walking back from
     the last arrival, a packet that came sooner is moved earlier, so far,
-    never before the packet ahead of it (as moved; a flow's first packet
-    stays). A bunch the silence before it can hold is spread back over it;
-    arrivals faster than `rate` with no silence to come out of stay where
-    they are, and the floor still contradicts the rate."""
+    but never by more than `MAX_HOLD` (a stall, not a sender's pause), nor
+    before the packet ahead of it (as moved; a flow's first packet stays).
+    A bunch the silence before it can hold is spread back over it;
+    arrivals faster than `rate` with no such silence before them move at
+    most `MAX_HOLD`, and the floor still contradicts the rate."""
     sent = np.cumsum(packet) / rate  # out[j] = min(ts[j], out[j + 1] - packet[j + 1] / rate)
     out = sent + np.minimum.accumulate((ts - sent)[::-1])[::-1]
+    out = np.maximum(out, ts - MAX_HOLD)
     return np.maximum.accumulate(np.maximum(out, ts[0]))
 
 

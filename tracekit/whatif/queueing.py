@@ -34,16 +34,18 @@ matching none of them, or one whose ticks are too coarse for its waits,
 says nothing.
 
 A capture at the server sees its segments leave, not arrive: there the
-wait is the ACK's round trip (tcp_analysis.rtt_ns, Karn's rule) less the
-flow's smallest. A lost segment's own ACK never comes, and those of the
-segments behind it are SACKs; what the server sees is the ACK of the
-segment just before the first hole, which entered the queue just before
-the drop. So at a server losses are read by episode: those sent within one
-round trip of the episode's first, or in a run of drops at most `CHAIN`
-segments apart (a slow start that overshoots loses every other segment
-for longer than a round trip, and the later holes have no ACK to time),
-are the queue's when that ACK's wait is within `FULL` of the flow's
-largest -- the largest that `PLATEAU` ACKs reach: a full queue holds many
+wait is a segment's round trip less the flow's smallest -- timed by the
+cumulative ACK that first reached its end (tcp_analysis.rtt_ns, Karn's
+rule) or, behind an open hole, by the SACK block whose right edge it
+first was (segments sent once only; a D-SACK is no sample) -- and no
+longer than a FIFO queue allows (`_unheld`: a longer one is the client
+holding its ACK). A lost segment's own ACK never comes; the segment
+before it entered the queue just before the drop. So at a server losses
+are read by episode: those sent within one round trip of the episode's
+first, or in a run of drops at most `CHAIN` segments apart (without SACKs
+the later holes of a slow start that overshoots have no ACK to time), are
+the queue's when a witness's wait is within `FULL` of the flow's largest
+-- the largest that `PLATEAU` samples reach: a full queue holds many
 segments as long, an ACK the client held is alone above it. A flow seen
 between the two, or at an unknown vantage, says nothing.
 """
@@ -166,7 +168,11 @@ def _server_flow(con, cap, fl, rate=None):
     if len(samples) < 2:
         return None
     base = min(r for _, _, r in samples)
-    rtt = dict(_unheld(samples, rate))
+    data = con.execute("""SELECT ts_ns, payload_bytes FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 ORDER BY ts_ns""",
+                       [cap, fl]).fetchnumpy()
+    rtt = dict(_unheld(samples, rate, (data["ts_ns"].astype(np.int64),
+                                       np.cumsum(data["payload_bytes"], dtype=np.int64))))
     wait = np.array([r - base for r in rtt.values()])
     largest = _plateau(wait)
     sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
@@ -208,35 +214,44 @@ def _round_trips(con, cap, fl, once):
             WHERE capture_id = ? AND flow_id = ? AND from_client AND rtt_ns IS NOT NULL
             GROUP BY rel_ack""", [cap, fl]).fetchall():
         got[end] = r / 1e9
-    isn = con.execute("""SELECT tcp_seq FROM packets WHERE capture_id = ? AND flow_id = ?
-        AND NOT from_client AND tcp_flags & 2 = 2 LIMIT 1""", [cap, fl]).fetchone()
-    if isn is not None and SACK_TIMED:
-        for ts, rights in con.execute("""SELECT ts_ns, tcp_sack_right FROM packets
-                WHERE capture_id = ? AND flow_id = ? AND from_client
-                  AND tcp_sack_right IS NOT NULL ORDER BY ts_ns""", [cap, fl]).fetchall():
+    if SACK_TIMED:
+        for ts, rel_ack, raw_ack, rights in con.execute("""SELECT a.ts_ns, a.rel_ack,
+                p.tcp_ack, p.tcp_sack_right FROM tcp_analysis a JOIN packets p
+                ON p.capture_id = a.capture_id AND p.frame = a.frame
+                WHERE a.capture_id = ? AND a.flow_id = ? AND a.from_client
+                  AND p.tcp_sack_right IS NOT NULL AND a.rel_ack IS NOT NULL
+                ORDER BY a.ts_ns""", [cap, fl]).fetchall():
             for raw in rights or ():
-                end = (raw - isn[0]) % (1 << 32)
+                # the edge relative to this ACK (the sequence space wraps at 2^32)
+                ahead = (raw - raw_ack) % (1 << 32)
+                if not 0 < ahead < 1 << 31:
+                    continue  # at or below the cumulative ACK: a D-SACK, no sample
+                end = rel_ack + ahead
                 if end in once and end not in got:
                     got[end] = (ts - once[end][1]) / 1e9
     return sorted((once[e][1], e, r) for e, r in got.items() if e in once)
 
 
-def _unheld(samples, rate):
+def _unheld(samples, rate, sent):
     """[(end, round trip s)] of `samples` ([(send ns, end, round trip s)] in
     the order sent), each round trip no longer than a FIFO queue allows: a
     segment waits at most the serialisation of the bytes sent between it
-    and an earlier segment longer than that one, so a longer round trip is
-    the client holding its ACK -- its delayed-ACK timer when nothing came
-    after the segment (the last before a run of drops: Reno at 150 ms, each
-    warm response's first hole timed by an ACK held 44 ms, read as an 82 ms
-    queue in a 40 ms one). Capped there, with `PLATEAU_S` for the clocks;
-    as read without a rate."""
+    and an earlier segment (`sent`: the flow's data segments' send times
+    and their bytes so far, retransmissions included) longer than that one,
+    so a longer round trip is the client holding its ACK -- its
+    delayed-ACK timer when nothing came after the segment (the last before
+    a run of drops: Reno at 150 ms, each warm response's first hole timed
+    by an ACK held 44 ms, read as an 82 ms queue in a 40 ms one). Capped
+    there, with `PLATEAU_S` for the clocks; as read without a rate. (The
+    bound holds for a queue this flow has alone.)"""
+    times, total = sent
     out, prev = [], None
-    for _, end, t in samples:
+    for t_sent, end, t in samples:
+        upto = total[np.searchsorted(times, t_sent, "right") - 1]
         if rate and prev is not None:
-            t = min(t, prev[1] + max(end - prev[0], 0) / rate + PLATEAU_S)
+            t = min(t, prev[1] + max(upto - prev[0], 0) / rate + PLATEAU_S)
         out.append((end, t))
-        prev = (end, t)
+        prev = (upto, t)
     return out
 
 
