@@ -329,7 +329,7 @@ def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None):
 def _loss_reading(cal, measured, draws, seed):
     """(calibration, replay of the measured group). The retransmissions a trace
     shows are read as random loss unless runs of lost segments show the queue
-    overflowing (calibrate._loss). A sender that fills a small queue on a short
+    overflowing (whatif/losses.py). A sender that fills a small queue on a short
     path loses single segments too, and recovers them in a round trip it hardly
     notices: read as random loss they make the replay crawl. Where the loss was
     read from the trace (no label) and the group's replay takes REFUTED times

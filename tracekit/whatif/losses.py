@@ -1,0 +1,84 @@
+"""The response direction's random loss, for the calibration
+(whatif/calibrate.py): of the segments a trace shows retransmitted, which
+were lost at random and which were the queue's (runs of `QUEUE_RUN` in a
+row, or lost at a full queue by whatif/queueing.py), the random rate and
+its burstiness."""
+
+QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
+
+
+def read(con, flows, labels, src, est, full=None, shares=None):
+    """(random loss rate, burstiness) of the response direction. Segments lost
+    in a run of QUEUE_RUN or more in a row are the bottleneck's queue
+    overflowing (the replay's queue makes those itself): counted apart, when
+    there are more of them than twice what random loss would put in runs;
+    so are those lost at a full queue by their witness's wait (`full`,
+    {flow: seqs}: whatif/queueing.py). A random loss that falls while the
+    queue is full looks like the queue's, so where that reading holds the
+    rate is the random losses over the segments that did not arrive at a
+    full queue (`shares`, {flow: share that did}): BBR under 1 % random loss
+    filling its queue a third of the time read 0.51 % over all of them."""
+    full, shares = full or {}, shares or {}
+    lost = sent = overflow = 0
+    trials = 0.0
+    found = []
+    for cap, fl in flows:
+        rows = con.execute("""SELECT rel_seq FROM retransmissions
+            WHERE capture_id = ? AND flow_id = ? AND direction = 's2c'
+              AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()
+        n = con.execute("""SELECT count(DISTINCT rel_seq) FROM tcp_analysis WHERE capture_id = ?
+            AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
+        step = segment_step(con, cap, fl)
+        seqs = {r[0] for r in rows}
+        found.append(([r[0] for r in rows], in_runs(seqs, step), step, full.get((cap, fl), set())))
+        sent += n  # every segment's first copy is one trial; a lost copy is seen
+        #            only through the retransmission that arrived
+        trials += n * (1.0 - shares.get((cap, fl), 0.0))
+    total = sum(len(r) for r, _, _, _ in found)
+    p_all = total / sent if sent else 0.0
+    runs = sum(1 for r, q, _, _ in found for x in r if x in q)
+    # random loss alone puts about 3 p^2 of its losses in such runs
+    queue = runs > 2 * total * min(1.0, 3 * p_all ** 2)
+    pairs = both = 0
+    for r, q, step, at_full in found:
+        random = [x for x in r if not ((queue and x in q) or x in at_full)]
+        lost += len(random)
+        overflow += len(r) - len(random)
+        rs = set(random)
+        pairs += len(rs)
+        both += sum(1 for x in rs if x - step in rs)
+    loss = min(lost / trials, 1.0) if trials > 0 else 0.0
+    cond = both / pairs if pairs else 0.0
+    est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
+               burst=cond)
+    hidden = sent - trials
+    if hidden >= 0.5:
+        est["segments_at_full_queue"] = hidden
+    src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
+                        f"{overflow} more in runs of >= {QUEUE_RUN}"
+                        f"{' or lost at a full queue' if full else ''}: the queue's"
+                        + (f"; over the {trials:.0f} that did not arrive at a full queue "
+                           "(a random loss there looks like the queue's)" if hidden >= 0.5
+                           else ""))
+    burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
+    return loss, burst
+
+
+def in_runs(seqs, step):
+    """The sequence numbers that are part of a run of QUEUE_RUN or more lost in a row."""
+    out = set()
+    for s in seqs:
+        if s - step in seqs:
+            continue
+        run = [s]
+        while run[-1] + step in seqs:
+            run.append(run[-1] + step)
+        if len(run) >= QUEUE_RUN:
+            out.update(run)
+    return out
+
+
+def segment_step(con, cap, fl):
+    r = con.execute("""SELECT mode(payload_bytes) FROM tcp_analysis WHERE capture_id = ?
+        AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()
+    return int(r[0] or 1448)
