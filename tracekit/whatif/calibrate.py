@@ -57,7 +57,6 @@ from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = ("longest train at the bottleneck's spacing or longest wait in it seen x the rate, "
                "at least 0.4 BDP (a guess: label it)")
-QUEUE_RUN = losses.QUEUE_RUN
 
 
 @dataclass
@@ -171,7 +170,7 @@ def calibrate(con, where, stated=None):
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
     loss, burst = losses.read(con, flows, labels, src, est, full,
-                        {k: v[3] for k, v in reading.items()} if full else {})
+                              {k: v[3] for k, v in reading.items()} if full else {})
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
     seen = 0.0 if vantage == "server" else rtt  # a server sees the request arrive: no trip
@@ -288,7 +287,7 @@ def _processing(con, df):
 
 def _overflow_flights(con, flows, rtt):
     """Segments (count) of each flight that reached the client before a run
-    of QUEUE_RUN or more lost in a row: what the queue took before it
+    of `losses.QUEUE_RUN` or more lost in a row: what the queue took before it
     overflowed (plus the little it drained while a line-rate burst came in)."""
     out = []
     for cap, fl in flows:

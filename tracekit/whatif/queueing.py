@@ -160,24 +160,23 @@ def held(reading):
 
 
 def _server_flow(con, cap, fl, rate=None):
-    once = {e: (q, t) for q, e, t, n in con.execute(
-        """SELECT rel_seq, rel_end, min(ts_ns), count(*) FROM tcp_analysis WHERE capture_id = ?
-        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq, rel_end""",
-        [cap, fl]).fetchall() if n == 1}
+    data = con.execute("""SELECT ts_ns, rel_seq, rel_end, payload_bytes FROM tcp_analysis
+        WHERE capture_id = ? AND flow_id = ? AND NOT from_client AND payload_bytes > 0
+        ORDER BY ts_ns""", [cap, fl]).fetchnumpy()
+    ts = data["ts_ns"].astype(np.int64)
+    sent, first, copies = {}, {}, {}  # by rel_seq; by (rel_seq, rel_end): its first send, copies
+    for t, q, e in zip(ts.tolist(), data["rel_seq"].tolist(), data["rel_end"].tolist()):
+        sent.setdefault(q, t)
+        first.setdefault((q, e), t)
+        copies[(q, e)] = copies.get((q, e), 0) + 1
+    once = {e: (q, first[(q, e)]) for (q, e), n in copies.items() if n == 1}
     samples = _round_trips(con, cap, fl, once)
     if len(samples) < 2:
         return None
     base = min(r for _, _, r in samples)
-    data = con.execute("""SELECT ts_ns, payload_bytes FROM tcp_analysis WHERE capture_id = ?
-        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 ORDER BY ts_ns""",
-                       [cap, fl]).fetchnumpy()
-    rtt = dict(_unheld(samples, rate, (data["ts_ns"].astype(np.int64),
-                                       np.cumsum(data["payload_bytes"], dtype=np.int64))))
+    rtt = dict(_unheld(samples, rate, (ts, np.cumsum(data["payload_bytes"], dtype=np.int64))))
     wait = np.array([r - base for r in rtt.values()])
     largest = _plateau(wait)
-    sent = dict(con.execute("""SELECT rel_seq, min(ts_ns) FROM tcp_analysis WHERE capture_id = ?
-        AND flow_id = ? AND NOT from_client AND payload_bytes > 0 GROUP BY rel_seq""",
-                            [cap, fl]).fetchall())
     lost = lost_segments(con, cap, fl)
     threshold = largest - FULL * largest
     times = np.sort(np.fromiter(sent.values(), dtype=np.int64))
