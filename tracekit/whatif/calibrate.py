@@ -432,6 +432,12 @@ def _requests(con, df):
     return out
 
 
+def first_warmups(con, df):
+    """Per run of `df` (load_requests), the responses its connection carried
+    before its first request: 0 where that request opened the connection."""
+    return [0 if q.fresh else q.prior for q in _requests(con, df) if q.index == 0]
+
+
 def _warmups(con, df):
     """Responses the server sent on a run's connection before its first measured request."""
     rows = con.execute("""SELECT run, count(*) FROM events WHERE kind = 'response_sent'

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field, replace as _replace
 
 import numpy as np
 
-from .calibrate import QUEUE_GUESS, WIRE_HEADER, calibrate, load_requests, queue_guess
+from .calibrate import (QUEUE_GUESS, WIRE_HEADER, calibrate, first_warmups, load_requests,
+                        queue_guess)
 from .factors import as_labels
 from .receiver import Receiver
 from .tcp import MAX_TIME, Conn, Path, Transfer
@@ -159,6 +160,11 @@ def _units(cal, s):
     for idx in runs.values():
         idx.sort(key=lambda i: reqs[i].index)
         first = reqs[idx[0]]
+        if first.fresh and s.warmup == 0:  # its first request opens the connection
+            out.append((True, 0, idx[:1]))
+            if idx[1:]:
+                out.append((False, 1, idx[1:]))
+            continue
         out.append((False, first.prior if not first.fresh else s.warmup, idx))
     return out
 
@@ -242,6 +248,7 @@ class WhatIf:
     # value. A dozen lossy requests a group can leave it far below 1; summed over
     # cells, what a perfect prediction would score. None without a measured target.
     chance: float | None = None
+    workload: str | None = None  # where the target's warm-up count came from (_workload)
 
     @property
     def saving(self):
@@ -300,16 +307,35 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
     cal, measured, replayed = calibrated(con, {**(where or {}), **as_labels(source)},
                                          draws, seed, assume)
-    r = WhatIf(where or {}, source, target, cal, measured,
-               replayed, replay(cal, setting(cal, target), draws, seed))
     known = _labelled(con)
     stated = {k: v for k, v in target.items() if k in known}
-    if stated:
-        tgt = load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
-        if len(tgt):
-            r.measured_target = tgt.duration_ns.to_numpy() / 1e9
+    tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
+           if stated else None)
+    target, workload = _workload(con, target, tgt)
+    r = WhatIf(where or {}, source, target, cal, measured,
+               replayed, replay(cal, setting(cal, target), draws, seed), workload=workload)
+    if tgt is not None and len(tgt):
+        r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)
     return r
+
+
+def _workload(con, target, tgt):
+    """(target, where its workload comes from). A persistent connection's
+    first request either opens it (handshake and slow start in its time) or
+    follows warm-up responses (the lab's runs: `warmup`, 1). Unless stated,
+    the runs the store holds at the target say which (the median over them):
+    the prediction replays the workload its measurement had. Without them,
+    the factor's default (1)."""
+    if target.get("connection") != "persistent" or "warmup" in target:
+        return target, None
+    if tgt is None or not len(tgt):
+        return target, "warmup 1: the factor's default (no runs at the target)"
+    firsts = first_warmups(con, tgt)
+    w = int(np.median(firsts))
+    said = ("their first request opens the connection" if w == 0
+            else f"{w} warm-up response(s) before their first request")
+    return {**target, "warmup": w}, f"warmup {w}: the target's {len(firsts)} runs ({said})"
 
 
 def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None):

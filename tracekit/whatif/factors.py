@@ -15,7 +15,10 @@
     jitter_ms       the round trip's spread: extra delay uniform in
                     [0, jitter/2) each way, never reordering (ms; the lab's)
     warmup          unmeasured requests before the first on a persistent
-                    connection (the lab's level sets 1)
+                    connection (the lab's level sets 1); 0: the first
+                    request opens it (handshake and slow start in its time).
+                    Unless stated, the store's runs at the target say
+                    which; without them, 1
     slow_start_after_idle  1: a persistent connection restarts from the
                     initial window after each pause; 0 keeps it (the lab's
                     persistent level)
