@@ -312,14 +312,10 @@ def _overflow_flights(con, flows, rtt):
 
 
 def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=(), held=0.0):
+    longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     if held:  # the queue held this long a wait without a drop: it is at least this deep
         est["queue_held_ms"] = held * 1e3
-        est["queue_lower_bytes"] = held * rate
-    else:  # no wait to read (no timestamps): a train at the bottleneck's spacing at most
-        # (a burst the queue took whole; an ACK-clocked sender keeps the bottleneck
-        # busy as long with a queue of a few segments, so not where the waits say)
-        longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0)
-        est["queue_lower_bytes"] = longest * (mss + WIRE_HEADER)
+    est["queue_lower_bytes"] = max(longest, held * rate)
     if "queue_bytes" in labels:
         src["queue_bytes"] = "label queue_bytes"
         return label_float(labels, "queue_bytes", 0.0)
