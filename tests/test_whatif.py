@@ -1233,8 +1233,11 @@ def test_a_queue_never_filled_is_guessed_no_shallower_than_the_waits_it_held(
     31 ms in it, so it holds at least 46 kB. The guess was 0.4 BDP (18
     kB), which the trace contradicts, and the replay at 90 ms overflowed it
     (the saving 30 -> 90 ms predicted -412 ms, measured -296); guessed at
-    the waits it held, within the tolerance."""
-    from tracekit.whatif import queueing
+    the waits it held, within the tolerance. The group's own replay at 46 kB
+    is still slower than its times, and the guess is raised 1.5 times
+    (engine._queue_reading, fifteenth round); without the waits, the 0.4 BDP
+    guess is raised too (3 times); without either, the miss."""
+    from tracekit.whatif import engine, queueing
     with _rtt_store(tmp_path, "s-cub-rtt{}-fresh-0", (30, 90), "fresh") as s:
         for rtt in (30, 90):
             s.ingest([os.path.join(ROOT, "tests", "data", "whatif", "delay-line",
@@ -1246,11 +1249,18 @@ def test_a_queue_never_filled_is_guessed_no_shallower_than_the_waits_it_held(
         cal = r.calibration
         held = cal.estimates["queue_held_ms"]
         assert 30.0 < held < 31.5
-        assert cal.queue_bytes == pytest.approx(held / 1e3 * 12e6 / 8, rel=0.01)
-        assert cal.sources["queue_bytes"].startswith("longest train")  # still a guess
+        guess = cal.estimates["queue_guess_bytes"]  # raised: engine._queue_reading
+        assert guess == pytest.approx(held / 1e3 * 12e6 / 8, rel=0.01)
+        assert "x the guess" in cal.sources["queue_bytes"], cal.sources["queue_bytes"]
         assert r.measured_saving == pytest.approx(-0.296, abs=0.005)
         assert r.within
         monkeypatch.setattr(queueing, "held", lambda reading: 0.0)
+        (g, r), = s.whatif({"rtt_ms": 90}, source={"rtt_ms": 30}, draws=24,
+                           assume={"rate_mbps": 12})
+        # 0.4 BDP, refuted by the group's own replay too (fifteenth round)
+        assert r.calibration.estimates["queue_guess_bytes"] < 20_000
+        assert 40_000 < r.calibration.queue_bytes < 80_000
+        monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
         (g, r), = s.whatif({"rtt_ms": 90}, source={"rtt_ms": 30}, draws=24,
                            assume={"rate_mbps": 12})
         assert r.calibration.queue_bytes < 20_000 and not r.within

@@ -103,3 +103,54 @@ def test_a_reno_sender_on_one_connection_is_read_from_its_times(tmp_path, monkey
         monkeypatch.setattr(engine, "MISFIT_BY_REQUEST", True)
         assert reading() == "cubic"
 
+
+
+def test_bbr_whose_startup_the_bottleneck_spaced_like_a_burst_is_read_from_its_times(
+        tmp_path, monkeypatch):
+    """Held out (set 10: BBR, 25 Mbit/s, an 80 kB queue, 0.5 % random loss,
+    RTT 20 ms; six 500 kB responses on one connection). BBR's startup paces
+    at 2.89 times its bandwidth estimate and the bottleneck spaces that as
+    it spaces a burst: the second flight reads as CUBIC's. Replayed as CUBIC
+    under the random loss the group crawls (69 % off its times by rank),
+    and the loss was then taken for the queue's drops with a 436 kB queue
+    guessed; replayed as BBR it is within 2 %, and BBR is read with the
+    loss as the trace gives it."""
+    import tracekit
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest([os.path.join(HERE, "c-bbr10-rtt20-persistent-0.pcap")],
+                 labels={"rtt_ms": "20", "connection": "persistent"})
+        s.analyze()
+        cal, _, _ = engine.calibrated(s.con, {"rtt_ms": "20"}, draws=48)
+        assert cal.congestion == "bbr"
+        assert "a burst; the group's times replayed as CUBIC miss by" in cal.sources["congestion"]
+        assert 0.004 < cal.loss_down < 0.01  # the random loss kept
+        monkeypatch.setattr(engine, "_paced_reading",
+                            lambda cal, measured, draws, seed: (cal, None))
+        cal, _, _ = engine.calibrated(s.con, {"rtt_ms": "20"}, draws=48)
+        assert cal.congestion == "cubic" and cal.loss_down == 0.0
+
+
+def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, monkeypatch):
+    """Held out (set 10: CUBIC, 15 Mbit/s, a 90 kB queue, RTT 95 ms, six
+    fresh 350 kB responses captured at the server; none lost). The queue
+    never filled, so its size is a guess: the longest wait it held, 38 ms,
+    72 kB. Replayed with it every response overflows it and recovers: 910
+    ms against 518 measured. A guess the group's own replay refutes is
+    raised to the smallest multiple that replays it: 1.5 times, 107 kB."""
+    import tracekit
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest([os.path.join(HERE, "s-cub10-rtt95-fresh-0.pcap")],
+                 labels={"rtt_ms": "95", "connection": "fresh"})
+        s.analyze()
+
+        def calibrated():
+            return engine.calibrated(s.con, {"rtt_ms": "95"}, 48, 26, {"rate_mbps": 15})
+        cal, measured, replayed = calibrated()
+        guess = cal.estimates["queue_guess_bytes"]
+        assert 65_000 < guess < 80_000
+        assert cal.queue_bytes == pytest.approx(1.5 * guess)
+        assert "own replay overflowed it" in cal.sources["queue_bytes"]
+        assert np.median(replayed) == pytest.approx(np.median(measured), rel=0.03)
+        monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
+        cal, measured, replayed = calibrated()
+        assert cal.queue_bytes == guess and np.median(replayed) > 1.5 * np.median(measured)
