@@ -157,7 +157,7 @@ def test_the_warm_replay_ends_the_first_response_with_the_kernels_window(store):
     ACKs alone 86 / 145): the median is 15 % low, a gap that round left."""
     import math
     from tracekit.whatif.calibrate import calibrate
-    from tracekit.whatif.engine import _conn, _path, setting
+    from tracekit.whatif.replayer import _conn, _path, setting
     from tracekit.whatif.tcp import Transfer
     where = {"experiment": "chapter-case", "path": "direct", "connection": "persistent",
              "loss_down": "0.14"}

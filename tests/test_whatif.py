@@ -770,8 +770,8 @@ def test_a_reading_the_lab_cannot_set_is_refused_by_the_emulation():
     """HyStart read off (CUBIC's slow starts ran into the queue) cannot be
     emulated: tcp_cubic's switch is the whole machine's, so --emulate says
     so instead of running the kernel's HyStart under that name."""
-    from tracekit.whatif import emulate, engine
-    s = engine.Setting(0.1, 2e6, 0, 0, 0, 1e5, 0, "cubic", 10, False, 0, None, 0, 0)
+    from tracekit.whatif import emulate, replayer
+    s = replayer.Setting(0.1, 2e6, 0, 0, 0, 1e5, 0, "cubic", 10, False, 0, None, 0, 0)
     assert emulate._settings(s, "fresh", 0)["congestion"] == "cubic"
     s.hystart = False
     with pytest.raises(TracekitError, match="HyStart"):
@@ -1183,7 +1183,7 @@ def test_at_a_server_a_request_ends_as_its_last_segment_leaves_not_as_it_arrives
     its queue is not yet the one the kernel keeps); ending them a round trip
     before the client's end, as before, replays a flat 260 ms, 6-13 % slow."""
     import tracekit
-    from tracekit.whatif import engine
+    from tracekit.whatif import replayer
     here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
     with tracekit.open(str(tmp_path / "s.duckdb")) as s:
         s.ingest([os.path.join(here, "s-reno30-persistent-0.pcap")],
@@ -1199,7 +1199,7 @@ def test_at_a_server_a_request_ends_as_its_last_segment_leaves_not_as_it_arrives
             return np.abs(np.median(r.replay_source, axis=1)[1:] - m) / m
         err = warm()
         assert err[1:].max() < 0.02 and err[0] < 0.1
-        monkeypatch.setattr(engine, "SERVER_LAST_SEND", False)
+        monkeypatch.setattr(replayer, "SERVER_LAST_SEND", False)
         err = warm()
         assert err.min() > 0.05, err
 
@@ -1334,7 +1334,7 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
     a Reno less wrong than CUBIC where both miss is not read as Reno. Where
     CUBIC without HyStart fits, that is the reading."""
     from dataclasses import replace as _replace
-    from tracekit.whatif import engine
+    from tracekit.whatif import engine, replayer
     from tracekit.whatif.calibrate import Calibration
     cal = Calibration([], 0.1, 2e6, 0.0, 0.0, 0.0, 1e5, "cubic", 10, False, 1448, 0.0, 0.0,
                       0.0, 0.0, sources={"congestion": "a burst (CUBIC)",
@@ -1346,7 +1346,7 @@ def test_a_slow_start_hystart_did_not_end_is_not_taken_for_reno(monkeypatch):
         key = "reno" if s.cc == "reno" else ("cubic" if s.hystart else "plain")
         return np.full((3, 4), 1.0 + fits[key])
     monkeypatch.setattr(engine, "replay", replay)
-    monkeypatch.setattr(engine, "setting", lambda c, ch: engine.Setting(
+    monkeypatch.setattr(engine, "setting", lambda c, ch: replayer.Setting(
         0.1, 2e6, 0, 0, 0, 1e5, 0, c.congestion, 10, False, 0, None, 0, 0, hystart=c.hystart))
     for cubic, plain, reno, read, hystart in (
             (0.18, 0.004, 0.003, "cubic", False), (0.18, 0.10, 0.003, "reno", True),

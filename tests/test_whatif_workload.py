@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from tracekit.whatif import engine
+from tracekit.whatif import engine, replayer
 from tracekit.whatif.calibrate import Request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,11 +26,11 @@ def _cal(requests):
 def test_a_first_request_that_opens_its_connection_is_replayed_fresh_then_the_rest_warm():
     reqs = [Request(f"k{i}", run, i % 3, 0.5, 300_000, True, 0)
             for i, run in enumerate(["a", "a", "a", "b", "b", "b"])]
-    s = engine.Setting(0.1, 1.5e6, 0, 0, 0, 60_000, 0, "cubic", 10, False, 0, "persistent", 0, 0)
-    assert engine._units(_cal(reqs), s) == [(True, 0, [0]), (False, 1, [1, 2]),
+    s = replayer.Setting(0.1, 1.5e6, 0, 0, 0, 60_000, 0, "cubic", 10, False, 0, "persistent", 0, 0)
+    assert replayer._units(_cal(reqs), s) == [(True, 0, [0]), (False, 1, [1, 2]),
                                             (True, 0, [3]), (False, 1, [4, 5])]
     s.warmup = 1  # the lab's: every measured request follows a warm-up response
-    assert engine._units(_cal(reqs), s) == [(False, 1, [0, 1, 2]), (False, 1, [3, 4, 5])]
+    assert replayer._units(_cal(reqs), s) == [(False, 1, [0, 1, 2]), (False, 1, [3, 4, 5])]
 
 
 def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypatch):

@@ -134,13 +134,13 @@ class _Watched:
 
 def replay_windows(cal, s, fresh, draws):
     """Per replayed response: ([window at each mark], held s, transfer s)."""
-    from tracekit.whatif import engine
+    from tracekit.whatif import engine, replayer
     from tracekit.whatif.tcp import Transfer
-    path, out = engine._path(s), []
+    path, out = replayer._path(s), []
     for i, q in enumerate(cal.requests):
         for d in range(draws):
             rng = np.random.default_rng([engine.SEED, i, d])
-            conn = engine._conn(s)
+            conn = replayer._conn(s)
             n = max(1, math.ceil(q.bytes_down / cal.mss))
             for _ in range(0 if fresh else max(q.prior, s.warmup)):
                 Transfer(conn, path, n, cal.mss, rng).run()

@@ -95,7 +95,7 @@ class Calibration:
     # where the group's requests were captured: at a server a request runs from
     # its first packet's arrival to its last byte's departure, a round trip
     # less than the client's (half at each end) and the last segment's queue
-    # wait; the replay ends such a request at its last send (engine._replay_direct)
+    # wait; the replay ends such a request at its last send (replayer._replay_direct)
     vantage: str = "client"
     hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
 

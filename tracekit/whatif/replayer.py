@@ -1,0 +1,210 @@
+"""The replay: each request of a calibrated group as it was or under a
+change (a Setting), many times over (Monte-Carlo draws of the calibrated loss).
+
+A request's time is put together as the client sees it:
+
+    fresh:       R + connect_s (+ 1 s, 2 s, ... per lost SYN or SYN-ACK)
+    persistent:  reuse_s
+    then         R / 2 + processing + server_s + T_transfer
+                 (+ an RTO when the request's own segment is lost)
+
+where T_transfer (the response from the server's first send until the
+client holds all of it) comes from the packet-level replay (whatif/tcp.py).
+A group captured at the server is timed as the server sees it: from the
+request's (or SYN's) arrival to the response's last data packet, so
+R / 2 + T_transfer becomes the last send (from the first) and the R of a
+fresh setup is the handshake's round trip there.
+On a persistent connection the transfers of one run share the sender's
+state: its warm-up responses first, then the measured ones in order.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .calibrate import WIRE_HEADER
+from .receiver import Receiver
+from .tcp import MAX_TIME, Conn, Path, Transfer
+from . import tunnel as kcp
+
+DRAWS = 400
+SEED = 26
+SERVER_LAST_SEND = True  # at a server a request ends at its last data packet (off: a round trip
+#                         before the client's end, as before the thirteenth round)
+
+
+@dataclass
+class Setting:
+    """The modelled world: a calibration with changes applied."""
+    rtt: float
+    rate: float
+    loss: float
+    burst: float
+    loss_up: float
+    queue: float
+    jitter: float
+    cc: str
+    initcwnd: int
+    pacing: bool
+    processing: float
+    connection: str | None  # None: as measured
+    warmup: int
+    ssai: int
+    rcv_window: tuple | None = None  # (first, clamp) segments; None: unlimited
+    path: str = "direct"    # or through kcptun: tunnel (FEC sized for the loss), tunnel-arq
+    hystart: bool = True    # CUBIC's HyStart (off: where _congestion_reading reads it so)
+
+
+def setting(cal, changes):
+    """The Setting of a calibration under {factor: value}."""
+    s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
+                cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
+                cal.processing_s, None, 1, 0, cal.rcv_window if cal.rcv_model else None,
+                hystart=cal.hystart)
+    table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
+             "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
+             "processing_ms": ("processing", 1e-3)}
+    for k, v in changes.items():
+        if k in table:
+            name, scale = table[k]
+            setattr(s, name, v * scale)
+        elif k == "congestion":
+            s.cc = v
+        elif k == "initcwnd":
+            s.initcwnd = int(v)
+        elif k == "pacing":
+            s.pacing = v == "fq"
+        elif k == "connection":
+            s.connection = v
+        elif k == "warmup":
+            s.warmup = int(v)
+        elif k == "slow_start_after_idle":
+            s.ssai = int(v)
+        elif k == "path":
+            s.path = v
+        elif k == "rcv_window":  # the client's Linux receive window, or none
+            s.rcv_window = cal.rcv_window if v == "client" else None
+    if s.loss == 0:
+        s.burst = 0.0
+    return s
+
+
+def _path(s):
+    return Path(rtt=s.rtt, rate=s.rate, queue_bytes=s.queue, loss=s.loss, burst=s.burst,
+                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER)
+
+
+def _conn(s):
+    c = Conn(cc=s.cc, initcwnd=s.initcwnd, pacing=s.pacing, hystart=s.hystart)
+    c.srtt, c.rttvar, c.min_rtt = s.rtt, s.rtt / 2, s.rtt  # the handshake's sample
+    if s.rcv_window:
+        c.rcv = Receiver(*s.rcv_window)
+    return c
+
+
+def _retries(rng, p, first):
+    """Seconds lost to a packet lost with p, resent after first, 2 first, ... s."""
+    t, wait = 0.0, first
+    while p and rng.random() < p and wait < 64:
+        t += wait
+        wait *= 2
+    return t
+
+
+def _transfer_s(conn, path, nbytes, mss, rng):
+    return Transfer(conn, path, max(1, math.ceil(nbytes / mss)), mss, rng).run()
+
+
+def _units(cal, s):
+    """[(fresh, warmup responses, [request indexes])]: the connections to replay."""
+    reqs = cal.requests
+    mode = s.connection
+    if mode == "fresh" or (mode is None and all(q.fresh for q in reqs)):
+        return [(True, 0, [i]) for i in range(len(reqs))]
+    if mode is None:
+        units = [(True, 0, [i]) for i, q in enumerate(reqs) if q.fresh]
+        runs = {}
+        for i, q in enumerate(reqs):
+            if not q.fresh:
+                runs.setdefault(q.run, []).append(i)
+        for idx in runs.values():
+            idx.sort(key=lambda i: reqs[i].index)
+            units.append((False, reqs[idx[0]].prior, idx))
+        return units
+    runs = {}
+    for i, q in enumerate(reqs):
+        runs.setdefault(q.run, []).append(i)
+    out = []
+    for idx in runs.values():
+        idx.sort(key=lambda i: reqs[i].index)
+        first = reqs[idx[0]]
+        if first.fresh and s.warmup == 0:  # its first request opens the connection
+            out.append((True, 0, idx[:1]))
+            if idx[1:]:
+                out.append((False, 1, idx[1:]))
+            continue
+        out.append((False, first.prior if not first.fresh else s.warmup, idx))
+    return out
+
+
+def replay(cal, s, draws=DRAWS, seed=SEED):
+    """Replayed times (s): an array (requests, draws per request)."""
+    n = len(cal.requests)
+    per = max(4, math.ceil(draws / max(n, 1)))
+    out = np.zeros((n, per))
+    if s.path != "direct":
+        out = _replay_tunnel(cal, s, out, seed)
+        if cal.vantage == "server":  # (calibrate.Calibration.vantage)
+            out -= s.rtt
+    else:
+        _replay_direct(cal, s, out, seed)
+    return out
+
+
+def _replay_direct(cal, s, out, seed):
+    per = out.shape[1]
+    path = _path(s)
+    server = cal.vantage == "server"
+    for u, (fresh, warm, idx) in enumerate(_units(cal, s)):
+        for d in range(per):
+            rng = np.random.default_rng([seed, u, d])
+            conn = _conn(s)
+            for _ in range(warm):
+                _transfer_s(conn, path, cal.requests[idx[0]].bytes_down, cal.mss, rng)
+            for i in idx:
+                q = cal.requests[i]
+                if s.ssai and not fresh:
+                    conn.cwnd = min(conn.cwnd, float(s.initcwnd))
+                if fresh:
+                    setup = (s.rtt + cal.connect_s + _retries(rng, s.loss_up, 1.0)
+                             + _retries(rng, s.loss, 1.0))
+                else:
+                    setup = cal.reuse_s
+                upload = _retries(rng, s.loss_up, s.rtt + 0.2)
+                t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
+                if not server:  # the request's trip, then the response until it is held
+                    end = s.rtt / 2 + t
+                elif SERVER_LAST_SEND and t < MAX_TIME:
+                    end = conn.last_send  # at the server: its last data packet leaves
+                else:  # (the client's end less a round trip)
+                    end = t - s.rtt / 2
+                out[i, d] = setup + upload + s.processing + cal.server_s + end
+
+
+def _replay_tunnel(cal, s, out, seed):
+    """Each request through kcptun (whatif/tunnel.py), the lab's tunnel: the
+    application's connection is to the tunnel's client on its own host and
+    the tunnel's session is open, so fresh or persistent there is no
+    handshake across the path; the request crosses it in R/2 after a KCP
+    flush, the server takes its time, and the response is KCP segments at
+    the bottleneck rate with FEC sized for the loss as the lab sizes it
+    (`tunnel`) or none (`tunnel-arq`), after another flush."""
+    data, parity = kcp.sizing(s.path, s.loss)
+    for i, q in enumerate(cal.requests):
+        for d in range(out.shape[1]):
+            rng = np.random.default_rng([seed, i, d])
+            t = kcp.transfer_s(q.bytes_down, kcp.SEGMENT, data, parity, s.loss, s.rtt,
+                               s.rate, rng)
+            out[i, d] = kcp.INTERVAL + s.rtt / 2 + s.processing + cal.server_s + t
+    return out
