@@ -154,3 +154,11 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
         monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
         cal, measured, replayed = calibrated()
         assert cal.queue_bytes == guess and np.median(replayed) > 1.5 * np.median(measured)
+
+
+def test_without_runs_at_the_target_the_lab_s_warm_up_is_the_default():
+    target, said = engine._workload(None, {"connection": "persistent"}, None)
+    assert target == {"connection": "persistent"} and "default" in said
+    assert engine._workload(None, {"connection": "persistent", "warmup": 0}, None) == (
+        {"connection": "persistent", "warmup": 0}, None)  # stated: kept
+    assert engine._workload(None, {"rtt_ms": 40}, None) == ({"rtt_ms": 40}, None)
