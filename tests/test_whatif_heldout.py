@@ -32,6 +32,16 @@ def test_every_one_factor_change_both_ways_at_each_level_of_the_others():
     assert not any(a == b for _, a, b, _ in cells)
 
 
+def test_a_cell_without_runs_at_its_target_prints_no_measurement():
+    rows = [{"store": "s", "change": "rtt_ms 40 -> 110", "at": "", "measured_ms": None,
+             "predicted_ms": -400.0, "error": None, "within": None, "chance": None,
+             "congestion": "reno"},
+            {"store": "s", "change": "rtt_ms 110 -> 40", "at": "", "refused": "rate unknown"}]
+    table = whatif_heldout.markdown(rows).splitlines()
+    assert table[2] == "| s | rtt_ms 40 -> 110 |  | -- | -400 | -- | -- | None | reno |"
+    assert "refused: rate unknown" in table[3]
+
+
 def test_the_score_counts_refusals_as_misses():
     rows = [{"within": True, "error": 0.05}, {"within": False, "error": 0.30},
             {"within": True, "error": 5.0}, {"refused": "rate unknown"}]

@@ -24,13 +24,22 @@ def _cal(requests):
 
 
 def test_a_first_request_that_opens_its_connection_is_replayed_fresh_then_the_rest_warm():
-    reqs = [Request(f"k{i}", run, i % 3, 0.5, 300_000, True, 0)
-            for i, run in enumerate(["a", "a", "a", "b", "b", "b"])]
+    reqs = [Request(f"k{i}", run, i % 3, 0.5, 100_000 * (i + 1), True, 0)
+            for i, run in enumerate(["a", "a", "a", "b", "b", "b", "c"])]
     s = replayer.Setting(0.1, 1.5e6, 0, 0, 0, 60_000, 0, "cubic", 10, False, 0, "persistent", 0, 0)
-    assert replayer._units(_cal(reqs), s) == [(True, 0, [0]), (False, 1, [1, 2]),
-                                            (True, 0, [3]), (False, 1, [4, 5])]
+    # (fresh, warm-up responses, requests, the request whose size a warm-up has)
+    assert replayer._units(_cal(reqs), s) == [(True, 0, [0], 0), (False, 1, [1, 2], 0),
+                                              (True, 0, [3], 3), (False, 1, [4, 5], 3),
+                                              (True, 0, [6], 6)]  # a run of one request
     s.warmup = 1  # the lab's: every measured request follows a warm-up response
-    assert replayer._units(_cal(reqs), s) == [(False, 1, [0, 1, 2]), (False, 1, [3, 4, 5])]
+    assert replayer._units(_cal(reqs), s)[:2] == [(False, 1, [0, 1, 2], 0),
+                                                  (False, 1, [3, 4, 5], 3)]
+    # as measured, a persistent run whose opener was measured warms the rest with it
+    warm = [Request("o", "a", 0, 0.5, 100_000, True, 0),
+            Request("w1", "a", 1, 0.5, 900_000, False, 1),
+            Request("w2", "a", 2, 0.5, 900_000, False, 2)]
+    s.connection = None
+    assert replayer._units(_cal(warm), s) == [(True, 0, [0], 0), (False, 1, [1, 2], 0)]
 
 
 def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypatch):
@@ -55,7 +64,10 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
             return r
         r = predict()
         assert r.target["warmup"] == 0
-        assert "their first request opens the connection" in r.workload
+        assert "1 of the target's 1 runs (their first request opens the connection)" in r.workload
+        from tracekit.presentation.whatif import explain_rows
+        _, rows = explain_rows([({}, r)], draws=8)
+        assert ["", "target warmup", "0", r.workload] in rows
         assert r.measured_saving == pytest.approx(0.038, abs=0.003)
         assert r.within, (r.saving, r.measured_saving)
         replay = np.median(r.replay_target, axis=1)
@@ -159,6 +171,19 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
 def test_without_runs_at_the_target_the_lab_s_warm_up_is_the_default():
     target, said = engine._workload(None, {"connection": "persistent"}, None)
     assert target == {"connection": "persistent"} and "default" in said
-    assert engine._workload(None, {"connection": "persistent", "warmup": 0}, None) == (
-        {"connection": "persistent", "warmup": 0}, None)  # stated: kept
     assert engine._workload(None, {"rtt_ms": 40}, None) == ({"rtt_ms": 40}, None)
+
+
+def test_most_target_runs_decide_and_a_stated_warm_up_wins(monkeypatch):
+    from tracekit.whatif import calibrate
+    monkeypatch.setattr(engine, "first_warmups", lambda con, df: [0, 1, 0])
+    target, said = engine._workload(None, {"connection": "persistent"}, [1, 2, 3])
+    assert target["warmup"] == 0 and "2 of the target's 3 runs" in said
+    monkeypatch.setattr(engine, "first_warmups", lambda con, df: [1, 1, 0])
+    assert engine._workload(None, {"connection": "persistent"}, [1])[0]["warmup"] == 1
+    stated = {"connection": "persistent", "warmup": 1}
+    assert engine._workload(None, stated, [1]) == (stated, None)
+    # a capture begun on an open connection did not open it
+    reqs = [Request("k", "r", 0, 0.5, 1000, False, 0)]
+    monkeypatch.setattr(calibrate, "_requests", lambda con, df: reqs)
+    assert calibrate.first_warmups(None, None) == [1]

@@ -62,9 +62,13 @@ def cells(con, factors):
 def score(store_path, factors, draws, assume):
     """[row dict] of one store."""
     import tracekit
+    with tracekit.open(store_path) as store:
+        return _score(store, os.path.splitext(os.path.basename(store_path))[0], factors, draws,
+                      assume)
+
+
+def _score(store, name, factors, draws, assume):
     from tracekit.core.errors import TracekitError
-    store = tracekit.open(store_path)
-    name = os.path.splitext(os.path.basename(store_path))[0]
     out = []
     for f, a, b, at in cells(store.con, factors):
         row = {"store": name, "change": f"{f} {a} -> {b}",
@@ -106,8 +110,10 @@ def markdown(rows):
                          f"| | no | | |")
             continue
         err = "--" if r["error"] is None else f"{100 * r['error']:.0f} %"
-        lines.append(f"| {r['store']} | {r['change']} | {r['at']} | {r['measured_ms']:+.0f} "
-                     f"| {r['predicted_ms']:+.0f} | {err} | {'yes' if r['within'] else 'no'} "
+        measured = "--" if r["measured_ms"] is None else f"{r['measured_ms']:+.0f}"
+        within = {True: "yes", False: "no", None: "--"}[r["within"]]
+        lines.append(f"| {r['store']} | {r['change']} | {r['at']} | {measured} "
+                     f"| {r['predicted_ms']:+.0f} | {err} | {within} "
                      f"| {r['chance']} | {r['congestion']} |")
     return "\n".join(lines)
 

@@ -434,8 +434,9 @@ def _requests(con, df):
 
 def first_warmups(con, df):
     """Per run of `df` (load_requests), the responses its connection carried
-    before its first request: 0 where that request opened the connection."""
-    return [0 if q.fresh else q.prior for q in _requests(con, df) if q.index == 0]
+    before its first request: 0 where that request opened the connection, at
+    least 1 where it did not (a capture begun on an open connection)."""
+    return [0 if q.fresh else max(q.prior, 1) for q in _requests(con, df) if q.index == 0]
 
 
 def _warmups(con, df):

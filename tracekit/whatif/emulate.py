@@ -1,7 +1,7 @@
 """What-if, the second way: the calibrated path and workload re-run in the
 lab with real kernel TCP, as measured and with the change (issue #26).
 
-The replay (engine.py) is a model of Linux; the emulation is Linux. From a
+The replay (replayer.py) is a model of Linux; the emulation is Linux. From a
 WhatIf's calibration, `spec` writes a lab experiment (tracekit.lab.experiment)
 of one factor, `arm`, whose two levels carry every setting of the source and
 of the target: the path (rtt_ms, rate_mbps, loss_down and its burstiness as a

@@ -15,7 +15,10 @@ request's (or SYN's) arrival to the response's last data packet, so
 R / 2 + T_transfer becomes the last send (from the first) and the R of a
 fresh setup is the handshake's round trip there.
 On a persistent connection the transfers of one run share the sender's
-state: its warm-up responses first, then the measured ones in order.
+state: its warm-up responses first, then the measured ones in order. A
+request that opened its connection is replayed on its own, as a fresh one,
+and once more (its own size) as the warm-up of the requests after it: its
+draw and theirs are apart.
 """
 
 import math
@@ -117,20 +120,22 @@ def _transfer_s(conn, path, nbytes, mss, rng):
 
 
 def _units(cal, s):
-    """[(fresh, warmup responses, [request indexes])]: the connections to replay."""
+    """[(fresh, warmup responses, [request indexes], the request whose size a
+    warm-up response has)]: the connections to replay."""
     reqs = cal.requests
     mode = s.connection
     if mode == "fresh" or (mode is None and all(q.fresh for q in reqs)):
-        return [(True, 0, [i]) for i in range(len(reqs))]
+        return [(True, 0, [i], i) for i in range(len(reqs))]
     if mode is None:
-        units = [(True, 0, [i]) for i, q in enumerate(reqs) if q.fresh]
+        units = [(True, 0, [i], i) for i, q in enumerate(reqs) if q.fresh]
+        openers = {q.run: i for i, q in enumerate(reqs) if q.fresh and q.index == 0}
         runs = {}
         for i, q in enumerate(reqs):
             if not q.fresh:
                 runs.setdefault(q.run, []).append(i)
-        for idx in runs.values():
+        for run, idx in runs.items():
             idx.sort(key=lambda i: reqs[i].index)
-            units.append((False, reqs[idx[0]].prior, idx))
+            units.append((False, reqs[idx[0]].prior, idx, openers.get(run, idx[0])))
         return units
     runs = {}
     for i, q in enumerate(reqs):
@@ -139,12 +144,12 @@ def _units(cal, s):
     for idx in runs.values():
         idx.sort(key=lambda i: reqs[i].index)
         first = reqs[idx[0]]
-        if first.fresh and s.warmup == 0:  # its first request opens the connection
-            out.append((True, 0, idx[:1]))
-            if idx[1:]:
-                out.append((False, 1, idx[1:]))
+        if first.fresh and s.warmup == 0:  # its first request opens the connection:
+            out.append((True, 0, idx[:1], idx[0]))  # replayed on its own and, as the
+            if idx[1:]:                              # rest's warm-up, once more
+                out.append((False, 1, idx[1:], idx[0]))
             continue
-        out.append((False, first.prior if not first.fresh else s.warmup, idx))
+        out.append((False, first.prior if not first.fresh else s.warmup, idx, idx[0]))
     return out
 
 
@@ -166,12 +171,12 @@ def _replay_direct(cal, s, out, seed):
     per = out.shape[1]
     path = _path(s)
     server = cal.vantage == "server"
-    for u, (fresh, warm, idx) in enumerate(_units(cal, s)):
+    for u, (fresh, warm, idx, lead) in enumerate(_units(cal, s)):
         for d in range(per):
             rng = np.random.default_rng([seed, u, d])
             conn = _conn(s)
             for _ in range(warm):
-                _transfer_s(conn, path, cal.requests[idx[0]].bytes_down, cal.mss, rng)
+                _transfer_s(conn, path, cal.requests[lead].bytes_down, cal.mss, rng)
             for i in idx:
                 q = cal.requests[i]
                 if s.ssai and not fresh:
