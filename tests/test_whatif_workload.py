@@ -163,6 +163,10 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
         assert cal.queue_bytes == pytest.approx(1.5 * guess)
         assert "own replay overflowed it" in cal.sources["queue_bytes"]
         assert np.median(replayed) == pytest.approx(np.median(measured), rel=0.03)
+        (g, r), = s.whatif({"rtt_ms": 35}, source={"rtt_ms": 95}, draws=8,
+                           assume={"rate_mbps": 15})
+        half, twice = engine.queue_sensitivity(r, draws=8)  # still a guess: --explain says so
+        assert (half[0], twice[0]) == pytest.approx((0.75 * guess, 3 * guess))
         monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
         cal, measured, replayed = calibrated()
         assert cal.queue_bytes == guess and np.median(replayed) > 1.5 * np.median(measured)
