@@ -41,13 +41,13 @@ CAL = ("server_s", "reuse_s", "mss", "requests")
 
 
 def _median(cal, s, draws, seed=None):
-    from tracekit.whatif.engine import SEED, replay
+    from tracekit.whatif.replayer import SEED, replay
     return float(np.median(replay(cal, s, draws, SEED if seed is None else seed)))
 
 
 def swapped(cal, donor, name, draws):
     """Median replay of `cal` as calibrated with `name` taken from `donor`."""
-    from tracekit.whatif.engine import setting
+    from tracekit.whatif.replayer import setting
     s = setting(cal, {})
     if name in SETTING:
         s = dataclasses.replace(s, **{name: getattr(setting(donor, {}), name)})
@@ -113,7 +113,7 @@ def report(con, where, factor, levels, draws):
 
 def _setting(cal, factor, level):
     """The Setting as calibrated (level None), else with factor=level as stated."""
-    from tracekit.whatif.engine import setting
+    from tracekit.whatif.replayer import setting
     return setting(cal, {} if level is None else {factor: float(level)})
 
 

@@ -219,7 +219,7 @@ class Store:
         level}, the change); one (group, WhatIf) per combination of the `by`
         labels. Factors: tracekit.whatif.factors. Values may be strings."""
         from .presentation.whatif import run
-        from .whatif.engine import DRAWS
+        from .whatif.replayer import DRAWS
         groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
                                 _levels(set), tuple(by), draws or DRAWS,
                                 _levels(assume, "--assume"))

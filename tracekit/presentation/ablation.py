@@ -145,7 +145,8 @@ def replayed(con, c, compare, by=(), where=None, draws=None):
     second's (replay(A) - replay(B), tracekit.whatif), beside the one measured;
     None when the factor is not in the replay's vocabulary or the engine
     refuses (a tunnel, an unknown rate): the spans are then the prediction."""
-    from ..whatif.engine import DRAWS, whatif
+    from ..whatif.engine import whatif
+    from ..whatif.replayer import DRAWS
     from ..whatif.factors import ALIASES, FACTORS, value
     name = ALIASES.get(compare, compare)
     if len(c.arms) < 2 or not c.arms[0].n or not c.arms[1].n or name not in FACTORS:

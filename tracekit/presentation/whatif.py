@@ -4,7 +4,8 @@ groups (--by) the what-if runs over."""
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..whatif.engine import DRAWS, explain, queue_sensitivity, whatif
+from ..whatif.engine import explain, queue_sensitivity, whatif
+from ..whatif.replayer import DRAWS
 from ..whatif.factors import as_labels, describe
 
 

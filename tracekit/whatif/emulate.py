@@ -29,7 +29,8 @@ import numpy as np
 
 from ..core.errors import TracekitError
 from .calibrate import load_requests
-from .engine import SEED, _close, _interval, _resampled, setting
+from .engine import _close, _interval, _resampled
+from .replayer import SEED, setting
 
 NAME = "whatif-emulation"
 ARM = "arm"
