@@ -199,16 +199,18 @@ def _paced_reading(cal, measured, draws, seed):
     the same path and loss, and kept if it misses by MISFIT at most and by
     less than half as much as CUBIC, CUBIC without HyStart and Reno each
     (a Reno slow start that overshoots a queue fits BBR better than CUBIC
-    too: set 11, Reno at 25 ms). Not against the loss reading's alternative
-    (the retransmissions as the queue's drops, loss 0, the queue a guess):
-    that one sets aside two readings of the trace, BBR only the sender the
-    flight could not tell; on set 10's capture it fits by 0.6 % with a 436
-    kB queue that the longest wait, 26 ms (82 kB), says never filled (fifteenth round: BBR at 20 ms and 25 Mbit/s
-    under 0.5 % random loss, its warm group replayed as CUBIC in 430 ms,
-    measured 189 ms, as BBR in 192 ms; read as CUBIC, the loss was then
-    taken for the queue's drops and a 436 kB queue guessed). Before the
-    loss reading: a loss-based sender's crawl under random loss is no
-    reason to doubt the loss where the sender is the question."""
+    too: set 11, Reno at 25 ms). Fifteenth round: BBR at 20 ms and 25
+    Mbit/s under 0.5 % random loss, its warm group replayed as CUBIC in 430
+    ms, measured 189 ms, as BBR in 192 ms; read as CUBIC, the loss was then
+    taken for the queue's drops and a 436 kB queue guessed.
+
+    Before the loss reading: a loss-based sender's crawl under random loss
+    is no reason to doubt the loss where the sender is the question. Not
+    weighed against the loss reading's alternative (the retransmissions as
+    the queue's drops, loss 0, the queue a guess): that one sets aside two
+    readings of the trace, BBR only the sender the flight could not tell; on
+    set 10's capture it fits by 0.6 % with a 436 kB queue that the longest
+    wait, 26 ms (82 kB), says never filled."""
     replayed = replay(cal, setting(cal, {}), draws, seed)
     if cal.sources.get("congestion_read") != "burst" or cal.congestion != "cubic":
         return cal, replayed
