@@ -91,11 +91,19 @@ def random_flow(store, rng, fid):
             store.packet(fid, not client_data, ts, "new", 50, None, ack, 1000)
 
 
-@pytest.mark.parametrize("group_packets", [None, 100])
-def test_the_pass_holds_the_frames_the_staged_sql_held(monkeypatch, group_packets):
-    """Also with the flows read in groups of about two flows (the memory bound)."""
+@pytest.mark.parametrize("group_packets,jit", [(None, "never"), (100, "never"), (None, "always")])
+def test_the_pass_holds_the_frames_the_staged_sql_held(monkeypatch, group_packets, jit):
+    """Also with the flows read in groups of about two flows (the memory bound),
+    and with the pass compiled. Most flows go through the compiled pass
+    (held_segments), those whose receiver's time goes back through held_of:
+    both are asked."""
+    monkeypatch.setenv("TRACEKIT_JIT", jit)
     if group_packets:
         monkeypatch.setattr(stalls_held, "GROUP_PACKETS", group_packets)
+    sorted_flows = []
+    real_held_of = stalls_held.held_of
+    monkeypatch.setattr(stalls_held, "held_of", lambda legs, p: sorted_flows.append(
+        len(np.unique(p["flow_id"]))) or real_held_of(legs, p))
     held = 0
     for seed in range(6):
         rng = np.random.default_rng(seed)
@@ -108,6 +116,7 @@ def test_the_pass_holds_the_frames_the_staged_sql_held(monkeypatch, group_packet
         assert np.array_equal(got, want), (seed, got, want)
         held += len(want)
     assert held >= 20, held  # the crafted flows do hold segments
+    assert 0 < sum(sorted_flows) < 6 * 40, sorted_flows  # (about half each way)
 
 
 def test_a_sender_filling_the_window_a_turnaround_late():

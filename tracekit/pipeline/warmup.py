@@ -25,13 +25,13 @@ from ..readers.preload import INGEST_KERNELS, load_kernels
 from ..store.db import connect
 from .analyze import analyze
 from .captures import load_captures
-from .steps import bottleneck, phases, stalls
+from .steps import bottleneck, phases, stalls, stalls_held
 
 # what analyze runs compiled (each under the one signature its step calls it with)
 ANALYZE_KERNELS = (wireshark.analyze, segments.classify, segments.flush_flights,
                    bottleneck.candidate_pairs, stalls.limitation_runs, stalls.finish_flows,
                    phases.pause_inputs, phases.state_overlaps, phases.overlap_pairs,
-                   phases.download_gaps)
+                   phases.download_gaps, stalls_held.held_segments)
 
 
 def warm_up(paths, into_package=False):

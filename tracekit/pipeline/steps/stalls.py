@@ -65,11 +65,11 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, numpy_table
+from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, frame_rows, numpy_table
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 from . import stalls_held, stalls_sql
-from .stalls_sql import EPISODES_SQL, FLOWS_SQL, READ_SQL, RTO_SQL
+from .stalls_sql import EPISODES_SQL, FLOWS_SQL, READ_SQL, RTO_SQL, WINDOWS_SQL
 
 TABLES = ("stalls",)
 READS = ("captures", "flows", "packets", "retransmissions", "rtt_summary", "tcp_analysis",
@@ -402,7 +402,7 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
     rcv_side, held_frames = receiver
     rto_frames = _numpy(con, RTO_SQL, {"capture_id": capture_id})["frame"].astype(np.int64)
     rows = 0
-    for hi, (p,) in chunk_reads(con, capture_id, frames, chunk_frames, READ_SQL):
+    for hi, (p, w) in chunk_reads(con, capture_id, frames, chunk_frames, READ_SQL, WINDOWS_SQL):
         n = len(p["frame"])
         out = np.zeros((0, len(OUT)), np.int64)
         out_m = np.zeros(1, np.int64)
@@ -420,13 +420,16 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             pending.ensure(2 * n)
             out = np.zeros((4 * n + pending.live() + 8, len(OUT)), np.int64)
             frame = p["frame"].astype(np.int64)
+            by_frame = np.argsort(w["frame"], kind="stable")
+            at, found = frame_rows(w["frame"][by_frame], frame)
+            window = np.where(found, w["window"][by_frame][at], -1).astype(np.int64)
             held = among(held_frames, frame)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
                 p["from_client"].astype(bool), p["new_data"].astype(bool), held,
                 among(rto_frames, frame),
                 p["payload_bytes"].astype(np.int64), p["inflight_bytes"].astype(np.int64),
-                p["peer_inflight"].astype(np.int64), p["window"].astype(np.int64),
+                p["peer_inflight"].astype(np.int64), window,
                 p["flight"].astype(np.int64), ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr, ep_start,
                 ep_end, fs, st, *pending.args(), out, out_m)
         ended = slots.release_through(hi - 1)

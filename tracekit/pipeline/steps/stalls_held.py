@@ -30,13 +30,19 @@ sender was then held from t until its next new segment, provided that
 Held segments are returned by frame; the pass (stalls.py) marks the
 intervals from a held segment to the direction's next new segment.
 
-Computed from one read of the flows' packets, as arrays: each flow's
-running max of the receiver's edge (frame order), kept per instant, and per
-new segment binary searches in those, per flow, by time (the edge seen a
-turnaround back) and by edge (the first instant an edge covered a segment's
-end, or one segment more). It replaced staged SQL with ASOF joins (3.0 CPU s
-on a 2.9 M-packet capture, now ~0.7; 17 -> 6 ms per small capture), kept as
-the oracle of tests/test_stalls_held_pass.py, which it matches frame for frame.
+Computed from one read of the flows' packets: each flow's running max of the
+receiver's edge (frame order), kept per instant, and per new segment binary
+searches in those by time (the edge seen a turnaround back) and by edge (the
+first instant an edge covered a segment's end, or one segment more). A
+compiled pass does it flow by flow (held_segments); a flow whose time goes
+back between the receiver's edges (23 packets of the 2.9 M-packet mixed
+capture, two flows) is done by the same rule as whole-array numpy
+(held_of), which sorts. The numpy replaced staged SQL with ASOF joins (3.0
+CPU s on that capture -> ~0.7; 17 -> 6 ms per small capture), kept as the
+oracle of tests/test_stalls_held_pass.py, which both match frame for frame;
+the compiled pass took the step's part from 0.80 to 0.63 s (main thread:
+held_of 0.60-0.74 CPU s -> held_segments 0.11 and held_of 0.06 for the two
+flows).
 Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 (tests/test_stalls_receiver.py, docs/whatif.md).
 """
@@ -44,6 +50,7 @@ Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 import duckdb
 import numpy as np
 
+from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...store.arrow import fetch_numpy, frame_rows, read_ahead
 
 # Flow directions whose capture point is at the receiver (vantage `client`
@@ -145,7 +152,7 @@ def held_frames(con, capture_id):
         window[found] = w["window"][at[found]]
         p["edge_sent"] = ((p["kind"] & RECEIVER_ACK) > 0) & (window >= 0)
         p["edge"] = p["rel_ack"].astype(np.int64) + window
-        held.append(held_of(legs, p))
+        held.append(held_by_flow(legs, p))
     return np.sort(np.concatenate(held)) if held else np.zeros(0, np.int64)
 
 
@@ -160,6 +167,135 @@ def _groups(flows, packets):
     if len(flows):
         out.append((int(flows[start]), int(flows[-1])))
     return out
+
+
+def held_by_flow(legs, p):
+    """held_of's frames, found by the compiled pass flow by flow (one walk over
+    each flow's packets and binary searches in its edges); a flow whose
+    receiver's time goes back between two of its edges is left to held_of,
+    which sorts them."""
+    g = np.searchsorted(legs["flow_id"].astype(np.int64), p["flow_id"].astype(np.int64))
+    n = len(g)
+    held = np.zeros(n, bool)
+    unordered = np.zeros(len(legs["flow_id"]), bool)
+    scratch = [np.empty(n, np.int64) for _ in range(4)]
+    held_segments(use_jit(n * PYTHON_COST), g, p["ts_ns"].astype(np.int64),
+                  p["kind"].astype(np.int64), np.asarray(p["edge_sent"], bool),
+                  p["edge"].astype(np.int64), p["rel_end"].astype(np.int64),
+                  p["payload_bytes"].astype(np.int64), legs["lag_ns"].astype(np.int64),
+                  legs["mss_option"].astype(np.int64), *scratch, held, unordered)
+    frames = p["frame"].astype(np.int64)[held]
+    if unordered.any():
+        rows = unordered[g]
+        frames = np.concatenate([frames, held_of(legs, {k: v[rows] for k, v in p.items()})])
+    return np.sort(frames)
+
+
+def _first_at_least(values, lo, hi, v):
+    """The first index in [lo, hi) of ascending `values` whose value >= v (hi: none)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _last_at_most(values, lo, hi, v):
+    """The last index in [lo, hi) of ascending `values` whose value <= v (lo - 1: none)."""
+    first = lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1 if lo > first else first - 1
+
+
+@kernel(helpers=(_first_at_least, _last_at_most))
+def held_segments(g, ts, kind, edge_sent, edge, rel_end, payload, lag, option,
+                  e_ts, e_edge, o_ts, o_edge, out_held, out_unordered):
+    """held_of's rule, one flow at a time. Rows sorted by (flow, frame), `g` the
+    flow's row in legs (lag, option: its turnaround and MSS option). The
+    flow's receiver's edges go in e_ts/e_edge (the running max at each
+    instant) and o_ts/o_edge (the first instant each edge was reached), at the
+    flow's own rows of these scratch arrays. A flow whose edges' times go back
+    is marked in out_unordered and left alone."""
+    n = len(g)
+    a = 0
+    while a < n:
+        f = g[a]
+        b = a
+        while b < n and g[b] == f:
+            b += 1
+        # the receiver's right edge, highest so far, at each instant it sent one
+        ne = 0
+        top = 0
+        ordered = True
+        for k in range(a, b):
+            if not edge_sent[k]:
+                continue
+            if ne == 0 or edge[k] > top:
+                top = edge[k]
+            if ne > 0 and ts[k] < e_ts[a + ne - 1]:
+                ordered = False
+                break
+            if ne > 0 and ts[k] == e_ts[a + ne - 1]:
+                e_edge[a + ne - 1] = top
+            else:
+                e_ts[a + ne] = ts[k]
+                e_edge[a + ne] = top
+                ne += 1
+        if not ordered:
+            out_unordered[f] = True
+            a = b
+            continue
+        # the first instant each edge was reached (the edges only grow here)
+        no = 0
+        for k in range(a, a + ne):
+            if no == 0 or e_edge[k] != o_edge[a + no - 1]:
+                o_edge[a + no] = e_edge[k]
+                o_ts[a + no] = e_ts[k]
+                no += 1
+        # the data's full size; the shortest time from an edge covering a
+        # segment's end to the segment
+        biggest = -1
+        for k in range(a, b):
+            if kind[k] & NEW:
+                biggest = max(biggest, payload[k])
+        if ne == 0 or biggest < 0:
+            a = b
+            continue
+        mss = min(option[f], biggest) if option[f] >= 0 else biggest
+        turn = lag[f]
+        for k in range(a, b):
+            if kind[k] & NEW and kind[k] & HAS_END:
+                c = _first_at_least(o_edge, a, a + no, rel_end[k])
+                if c < a + no and ts[k] > o_ts[c]:
+                    turn = min(turn, ts[k] - o_ts[c])
+        # each new segment against the next one of the flow
+        prev = -1
+        between = 0
+        for k in range(a, b):
+            if kind[k] & RECEIVER_DATA:
+                between += 1
+            if not kind[k] & NEW:
+                continue
+            i = prev
+            prev = k
+            if i < 0 or between > 0 or not kind[i] & HAS_END:
+                between = 0
+                continue
+            between = 0
+            s = _last_at_most(e_ts, a, a + ne, ts[i] - turn)
+            if s < a or e_edge[s] < rel_end[i] or e_edge[s] - rel_end[i] >= mss:
+                continue
+            c = _first_at_least(o_edge, a, a + no, rel_end[i] + mss)
+            if c < a + no and ts[k] <= o_ts[c] + 2 * turn:
+                out_held[i] = True
+        a = b
 
 
 def held_of(legs, p):

@@ -1,5 +1,6 @@
 """The stalls step's reads (steps/stalls.py): a capture's packets in chunks of
-frames, its timeouts' retransmissions, its recovery episodes and its flows.
+frames (their analysis and, apart, their windows), its timeouts'
+retransmissions, its recovery episodes and its flows.
 
 The packets come from `store.tcp_analysis` (every packet's dense columns)
 rather than the view, which joins each row to its event row: the capture's
@@ -8,15 +9,21 @@ pass needs, a retransmission by timeout, is read apart (RTO_SQL).
 """
 
 READ_SQL = """
-SELECT t.frame, t.ts_ns, t.flow_id, t.from_client,
-       coalesce(t.segment = 'new' AND t.payload_bytes > 0, false) AS new_data,
-       t.payload_bytes, t.inflight_bytes, coalesce(t.peer_inflight_bytes, 0) AS peer_inflight,
-       CASE WHEN p.tcp_flags & 16 = 16 THEN coalesce(p.tcp_window_bytes, -1) ELSE -1 END AS window,
-       coalesce(t.flight, -1) AS flight
-FROM store.tcp_analysis t
-JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets
-      WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi) p USING (frame)
-WHERE t.capture_id = $capture_id AND t.frame >= $lo AND t.frame < $hi
+SELECT frame, ts_ns, flow_id, from_client,
+       coalesce(segment = 'new' AND payload_bytes > 0, false) AS new_data,
+       payload_bytes, inflight_bytes, coalesce(peer_inflight_bytes, 0) AS peer_inflight,
+       coalesce(flight, -1) AS flight
+FROM store.tcp_analysis
+WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
+"""
+
+# The window each packet advertised (-1: no ACK flag, or none), read apart and
+# matched by frame: joined to the read above in the query, the reads of the
+# mixed capture (2.9 M packets) took 0.50-0.63 CPU s against 0.43.
+WINDOWS_SQL = """
+SELECT frame, CASE WHEN tcp_flags & 16 = 16 THEN coalesce(tcp_window_bytes, -1) ELSE -1 END
+       AS window
+FROM packets WHERE capture_id = $capture_id AND frame >= $lo AND frame < $hi
 """
 
 RTO_SQL = """
