@@ -811,8 +811,14 @@ def test_the_emulations_experiment_carries_the_calibration(monkeypatch, tmp_path
     spread = np.array([0.45, 0.5, 0.6, 1.5, 1.7, 2.0, 2.2, 2.5])  # median 1.6
     e = emulate.Emulation(sp, "", spread, np.full(8, 0.4), 0.9, 1.6)
     assert not e.agree and e.replay_inside and e.interval[0] < 0.9 < 1.2 < e.interval[1]
-    for cal, target in ((_calibration(), {"pacing": "fq"}),
-                        (_calibration((True, False, False)), {"loss_down": 0.0})):
+    # runs made by hand on one connection: the first request opens it (warmup 0)
+    opened = engine.WhatIf({}, {}, {"loss_down": 0.0}, _calibration((True, False, False)),
+                           np.ones(3), np.ones((3, 4)), np.ones((3, 4)))
+    arms = emulate.spec(opened)["levels"]["arm"]
+    assert arms["source"]["connection"] == "persistent" and arms["source"]["warmup"] == 0
+    assert arms["target"]["warmup"] == 0
+    mixed = _calibration((True, False, True))  # a fresh request after a warm one
+    for cal, target in ((_calibration(), {"pacing": "fq"}), (mixed, {"loss_down": 0.0})):
         r = engine.WhatIf({}, {}, target, cal, np.ones(3), np.ones((3, 4)), np.ones((3, 4)))
         with pytest.raises(TracekitError):
             emulate.spec(r)

@@ -42,6 +42,26 @@ def test_a_first_request_that_opens_its_connection_is_replayed_fresh_then_the_re
     assert replayer._units(_cal(warm), s) == [(True, 0, [0], 0), (False, 1, [1, 2], 0)]
 
 
+def test_a_stated_warm_up_replaces_the_one_a_persistent_group_had():
+    """The lab's persistent runs (one warm-up response each) under --set
+    warmup=0 and warmup=3: the first request opens the connection, or follows
+    three. Before, the measured warm-up was replayed whatever was stated.
+    On a group of fresh connections a warm-up alone is refused."""
+    lab = [Request(f"k{i}", run, i % 2, 0.5, 300_000, False, 1 + i % 2)
+           for i, run in enumerate(["a", "a", "b", "b"])]
+    cal = _cal(lab)
+    for k, v in {"rtt_s": 0.05, "rate_Bps": 2.5e6, "loss_down": 0.0, "burst": 0.0,
+                 "loss_up": 0.0, "queue_bytes": 100_000, "jitter_s": 0.0,
+                 "congestion": "cubic", "initcwnd": 10, "pacing": False, "processing_s": 0.0,
+                 "rcv_model": False, "hystart": True}.items():
+        setattr(cal, k, v)
+    assert replayer._units(cal, replayer.setting(cal, {})) == [(False, 1, [0, 1], 0),
+                                                               (False, 1, [2, 3], 2)]
+    assert replayer._units(cal, replayer.setting(cal, {"warmup": 0})) == [
+        (True, 0, [0], 0), (False, 1, [1], 0), (True, 0, [2], 2), (False, 1, [3], 2)]
+    assert replayer._units(cal, replayer.setting(cal, {"warmup": 3}))[0] == (False, 3, [0, 1], 0)
+
+
 def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypatch):
     """Held out (tests/data/whatif/delay-line, set 9: Reno, 12 Mbit/s, a
     60 kB queue, RTT 110 ms, six 300 kB responses a run, curl against
@@ -72,6 +92,11 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         assert r.within, (r.saving, r.measured_saving)
         replay = np.median(r.replay_target, axis=1)
         assert abs(replay[0] - r.measured_target[0]) < 0.02  # the handshake is in its time
+
+        # a warm-up is a persistent connection's: on the fresh group alone, refused
+        from tracekit.core.errors import TracekitError
+        with pytest.raises(TracekitError, match="this group's are fresh"):
+            s.whatif({"warmup": 2}, source={"connection": "fresh"}, draws=8)
 
         monkeypatch.setattr(engine, "_workload", lambda con, target, tgt: (target, None))
         old = predict()

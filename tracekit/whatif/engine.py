@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace as _replace
 
 import numpy as np
 
+from ..core.errors import TracekitError
 from .calibrate import QUEUE_GUESS, calibrate, first_warmups, load_requests, queue_guess
 from .factors import as_labels
 from .replayer import DRAWS, SEED, replay, setting
@@ -110,6 +111,11 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
     cal, measured, replayed = calibrated(con, {**(where or {}), **as_labels(source)},
                                          draws, seed, assume)
+    if "warmup" in target and (target.get("connection") == "fresh" or (
+            "connection" not in target and all(q.fresh for q in cal.requests))):
+        raise TracekitError("warmup is the requests before the first on a persistent "
+                            "connection; this group's are fresh: --set "
+                            "connection=persistent,warmup=N")
     known = _labelled(con)
     stated = {k: v for k, v in target.items() if k in known}
     tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})

@@ -18,7 +18,10 @@
                     connection (the lab's level sets 1); 0: the first
                     request opens it (handshake and slow start in its time).
                     Unless stated, the store's runs at the target say
-                    which; without them, 1
+                    which; without them, 1. Stated, it also replaces
+                    the warm-up a persistent group had (--set warmup=0:
+                    what opening the connection costs its first request);
+                    on fresh connections alone it is refused
     slow_start_after_idle  1: a persistent connection restarts from the
                     initial window after each pause; 0 keeps it (the lab's
                     persistent level)

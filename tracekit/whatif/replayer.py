@@ -57,6 +57,7 @@ class Setting:
     rcv_window: tuple | None = None  # (first, clamp) segments; None: unlimited
     path: str = "direct"    # or through kcptun: tunnel (FEC sized for the loss), tunnel-arq
     hystart: bool = True    # CUBIC's HyStart (off: where _congestion_reading reads it so)
+    warmup_stated: bool = False  # warmup was --set (else 1, or as measured)
 
 
 def setting(cal, changes):
@@ -82,6 +83,7 @@ def setting(cal, changes):
             s.connection = v
         elif k == "warmup":
             s.warmup = int(v)
+            s.warmup_stated = True
         elif k == "slow_start_after_idle":
             s.ssai = int(v)
         elif k == "path":
@@ -124,6 +126,8 @@ def _units(cal, s):
     warm-up response has)]: the connections to replay."""
     reqs = cal.requests
     mode = s.connection
+    if mode is None and s.warmup_stated and not all(q.fresh for q in reqs):
+        mode = "persistent"  # a warm-up stated for the group's own connections
     if mode == "fresh" or (mode is None and all(q.fresh for q in reqs)):
         return [(True, 0, [i], i) for i in range(len(reqs))]
     if mode is None:
@@ -144,12 +148,13 @@ def _units(cal, s):
     for idx in runs.values():
         idx.sort(key=lambda i: reqs[i].index)
         first = reqs[idx[0]]
-        if first.fresh and s.warmup == 0:  # its first request opens the connection:
+        stated = first.fresh or s.warmup_stated  # (else the warm-up it had)
+        if stated and s.warmup == 0:  # its first request opens the connection:
             out.append((True, 0, idx[:1], idx[0]))  # replayed on its own and, as the
             if idx[1:]:                              # rest's warm-up, once more
                 out.append((False, 1, idx[1:], idx[0]))
             continue
-        out.append((False, first.prior if not first.fresh else s.warmup, idx, idx[0]))
+        out.append((False, s.warmup if stated else first.prior, idx, idx[0]))
     return out
 
 
