@@ -233,8 +233,11 @@ def held_segments(g, ts, kind, edge_sent, edge, rel_end, payload, lag, option,
         # the receiver's right edge, highest so far, at each instant it sent one
         ne = 0
         top = 0
+        biggest = -1  # (and the data's full size: the largest new segment)
         ordered = True
         for k in range(a, b):
+            if kind[k] & NEW:
+                biggest = max(biggest, payload[k])
             if not edge_sent[k]:
                 continue
             if ne == 0 or edge[k] > top:
@@ -259,12 +262,7 @@ def held_segments(g, ts, kind, edge_sent, edge, rel_end, payload, lag, option,
                 o_edge[a + no] = e_edge[k]
                 o_ts[a + no] = e_ts[k]
                 no += 1
-        # the data's full size; the shortest time from an edge covering a
-        # segment's end to the segment
-        biggest = -1
-        for k in range(a, b):
-            if kind[k] & NEW:
-                biggest = max(biggest, payload[k])
+        # the shortest time from an edge covering a segment's end to the segment
         if ne == 0 or biggest < 0:
             a = b
             continue
