@@ -45,4 +45,9 @@ def test_a_cell_without_runs_at_its_target_prints_no_measurement():
 def test_the_score_counts_refusals_as_misses():
     rows = [{"within": True, "error": 0.05}, {"within": False, "error": 0.30},
             {"within": True, "error": 5.0}, {"refused": "rate unknown"}]
-    assert whatif_heldout.summary(rows) == "2 of 4 within (refused 1); median |error| 30.0 %"
+    rows[0].update(covered=True, covered_replay=False)
+    rows[1].update(covered=True, covered_replay=True)
+    assert whatif_heldout.summary(rows) == (
+        "2 of 4 within (refused 1); median |error| 30.0 %; the measured saving inside the "
+        "predicted 95 % interval in 2 (the replay's own, without a guessed queue's half and "
+        "twice: 1)")

@@ -192,6 +192,14 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
                            assume={"rate_mbps": 15})
         half, twice = engine.queue_sensitivity(r, draws=8)  # still a guess: --explain says so
         assert (half[0], twice[0]) == pytest.approx((0.75 * guess, 3 * guess))
+        # and the intervals take the guess in: they reach the savings at half and twice it
+        assert r.queue_savings == [half, twice]
+        lo, hi = r.intervals["saving"]
+        assert lo <= min(half[1], twice[1]) and hi >= max(half[1], twice[1])
+        assert r.intervals["saving_replay"][1] - r.intervals["saving_replay"][0] < hi - lo
+        p_lo, p_hi = r.intervals["predicted"]
+        assert p_lo <= np.median(r.measured_source) - max(half[1], twice[1]) + 1e-9 or \
+            p_lo == pytest.approx(r.floor)
         monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
         cal, measured, replayed = calibrated()
         assert cal.queue_bytes == guess and np.median(replayed) > 1.5 * np.median(measured)

@@ -87,9 +87,18 @@ def _score(store, name, factors, draws, assume):
                    source_ms=round(float(np.median(r.measured_source)) * 1e3, 1),
                    error=None if not m else round(abs(r.saving - m) / abs(m), 3),
                    within=r.within, chance=None if r.chance is None else round(r.chance, 2),
+                   covered=r.covered, covered_replay=_inside(m, r.intervals.get(
+                       "saving_replay", r.intervals.get("saving"))),
                    congestion=getattr(r.calibration, "congestion", None))
         out.append(row)
     return out
+
+
+def _inside(m, interval):
+    """The measured saving m (s) inside an interval (s), None without either."""
+    if m is None or interval is None:
+        return None
+    return bool(interval[0] <= m <= interval[1])
 
 
 def summary(rows):
@@ -97,8 +106,12 @@ def summary(rows):
     errors = [r["error"] for r in rows if r.get("error") is not None]
     refused = sum(1 for r in rows if "refused" in r)
     med = f"{100 * float(np.median(errors)):.1f} %" if errors else "--"
+    covered = sum(1 for r in scored if r.get("covered"))
+    replay = sum(1 for r in scored if r.get("covered_replay"))
     return (f"{sum(1 for r in scored if r['within'])} of {len(rows)} within "
-            f"(refused {refused}); median |error| {med}")
+            f"(refused {refused}); median |error| {med}; the measured saving inside the "
+            f"predicted 95 % interval in {covered} (the replay's own, without a guessed "
+            f"queue's half and twice: {replay})")
 
 
 def markdown(rows):

@@ -83,7 +83,7 @@ def explain_rows(results, draws=DRAWS):
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
         if r.workload:
             out.append([label, "target warmup", str(r.target.get("warmup", 1)), r.workload])
-        for q, saving in queue_sensitivity(r, draws):
+        for q, saving in r.queue_savings or queue_sensitivity(r, draws):
             times = q / r.calibration.queue_bytes
             out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
                         f"the queue is a guess: the predicted saving at {times:g}x it "

@@ -53,6 +53,9 @@ class WhatIf:
     # cells, what a perfect prediction would score. None without a measured target.
     chance: float | None = None
     workload: str | None = None  # where the target's warm-up count came from (_workload)
+    # [(queue_bytes, saving s)] at half and twice a guessed queue (queue_sensitivity);
+    # the intervals "saving" and "predicted" take them in
+    queue_savings: list = field(default_factory=list)
 
     @property
     def saving(self):
@@ -126,7 +129,25 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     if tgt is not None and len(tgt):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)
+    r.queue_savings = queue_sensitivity(r, draws, seed)
+    _widened(r)
     return r
+
+
+def _widened(r):
+    """A guessed queue's uncertainty in the intervals: the saving's 95 %
+    interval reaches the savings replayed at half and twice the guess (the
+    replay's own interval kept as "saving_replay"), and the predicted time's
+    with it. The point prediction stays the guess's."""
+    if not r.queue_savings:
+        return
+    lo, hi = r.intervals["saving_replay"] = r.intervals["saving"]
+    at = [s for _, s in r.queue_savings]
+    r.intervals["saving"] = (min(lo, *at), max(hi, *at))
+    p_lo, p_hi = r.intervals["predicted"]
+    m = float(np.median(r.measured_source))
+    r.intervals["predicted"] = (max(min(p_lo, m - max(at)), r.floor),
+                                max(p_hi, m - min(at), r.floor))
 
 
 def _workload(con, target, tgt):
