@@ -224,3 +224,33 @@ def test_most_target_runs_decide_and_a_stated_warm_up_wins(monkeypatch):
     reqs = [Request("k", "r", 0, 0.5, 1000, False, 0)]
     monkeypatch.setattr(calibrate, "_requests", lambda con, df: reqs)
     assert calibrate.first_warmups(None, None) == [1]
+
+
+def test_the_senders_a_fresh_group_cannot_tell_apart_are_in_the_interval(tmp_path):
+    """Set 9's Reno at 110 ms, six fresh 300 kB responses at the client: the
+    first flights are bursts, read CUBIC (Linux's default), and the group's
+    times fit Reno as well -- its slow starts overflow the queue either way.
+    On one connection the warm window is the sender's own, so the saving of
+    a persistent connection turns on it: the interval reaches the saving of
+    each sender that fits within MISFIT, Reno among them; a sender stated by
+    a label leaves none."""
+    import tracekit
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        path = os.path.join(HERE, "c-ren9-rtt110-fresh-0.pcap")
+        s.ingest([path], labels={"connection": "fresh", "set": "read"})
+        s.ingest([os.path.join(HERE, "c-ren9-rtt110-persistent-0.pcap")],
+                 labels={"connection": "persistent", "set": "read"})
+        s.analyze()
+        (g, r), = s.whatif({"connection": "persistent"}, where={"set": "read"},
+                           source={"connection": "fresh"}, draws=24)
+        assert r.calibration.congestion == "cubic"
+        names = {n for n, _, _ in r.sender_savings}
+        assert "reno" in names and "cubic" not in names
+        assert all(m <= engine.MISFIT for _, m, _ in r.sender_savings)
+        lo, hi = r.intervals["saving"]
+        assert all(lo <= x <= hi for _, _, x in r.sender_savings)
+        from tracekit.presentation.whatif import explain_rows
+        _, rows = explain_rows([({}, r)], draws=8)
+        assert any(row[1] == "saving_ms as reno" for row in rows)
+        assert engine.sender_savings(r.calibration, r.measured_source,
+                                     {"congestion": "reno", "connection": "persistent"}) == []

@@ -88,6 +88,10 @@ def explain_rows(results, draws=DRAWS):
             out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
                         f"the queue is a guess: the predicted saving at {times:g}x it "
                         f"({r.saving * 1e3:.1f} ms at the guess)"])
+        for name, misfit, saving in r.sender_savings:
+            out.append([label, f"saving_ms as {name}", f"{saving * 1e3:.1f}",
+                        f"the group's times fit {name} too (by {misfit:.1%}): the predicted "
+                        f"saving were it the sender ({r.saving * 1e3:.1f} ms as read)"])
     return ["group", "parameter", "value", "from"], out
 
 

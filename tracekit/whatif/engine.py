@@ -53,9 +53,11 @@ class WhatIf:
     # cells, what a perfect prediction would score. None without a measured target.
     chance: float | None = None
     workload: str | None = None  # where the target's warm-up count came from (_workload)
-    # [(queue_bytes, saving s)] at half and twice a guessed queue (queue_sensitivity);
-    # the intervals "saving" and "predicted" take them in
+    # [(queue_bytes, saving s)] at half and twice a guessed queue (queue_sensitivity),
+    # [(sender, misfit, saving s)] of the other senders the group's times fit as well
+    # (sender_savings): the intervals "saving" and "predicted" take them in
     queue_savings: list = field(default_factory=list)
+    sender_savings: list = field(default_factory=list)
 
     @property
     def saving(self):
@@ -130,19 +132,46 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)
     r.queue_savings = queue_sensitivity(r, draws, seed)
+    r.sender_savings = sender_savings(cal, measured, r.target, draws, seed)
     _widened(r)
     return r
 
 
+def sender_savings(cal, measured, target, draws=DRAWS, seed=SEED):
+    """[(sender, misfit, saving s)]: where the sender was read from a burst (no
+    label, no tcp_info) or not read at all, the other senders -- CUBIC with and
+    without HyStart, Reno, BBR -- whose replay of the group fits its times
+    within MISFIT too (by rank), and the saving each predicts. A fresh
+    group's slow starts often fit all of them (docs/whatif.md, fifteenth
+    round): the trace cannot say which, and a change that lets the window
+    grow (a persistent connection) turns on it."""
+    guessed = cal.sources.get("congestion", "").startswith("no evidence")
+    if (cal.sources.get("congestion_read") != "burst" and not guessed) or "congestion" in target:
+        return []
+    out = []
+    for name, cc, hystart in (("cubic", "cubic", True), ("cubic without HyStart", "cubic", False),
+                              ("reno", "reno", True), ("bbr", "bbr", True)):
+        if cc == cal.congestion and (cc != "cubic" or hystart == cal.hystart):
+            continue  # (the reading itself)
+        other = _replace(cal, congestion=cc, hystart=hystart)
+        source = replay(other, setting(other, {}), draws, seed)
+        misfit = _misfit(source, measured)
+        if misfit <= MISFIT:
+            target_times = replay(other, setting(other, target), draws, seed)
+            out.append((name, misfit, float(np.median(source) - np.median(target_times))))
+    return out
+
+
 def _widened(r):
-    """A guessed queue's uncertainty in the intervals: the saving's 95 %
-    interval reaches the savings replayed at half and twice the guess (the
-    replay's own interval kept as "saving_replay"), and the predicted time's
-    with it. The point prediction stays the guess's."""
-    if not r.queue_savings:
+    """What the trace could not tell in the intervals: the saving's 95 %
+    interval reaches the savings replayed at half and twice a guessed queue
+    and those of the other senders that fit the group as well (the replay's
+    own interval kept as "saving_replay"), and the predicted time's with
+    it. The point prediction stays the reading's."""
+    at = [s for _, s in r.queue_savings] + [s for _, _, s in r.sender_savings]
+    if not at:
         return
     lo, hi = r.intervals["saving_replay"] = r.intervals["saving"]
-    at = [s for _, s in r.queue_savings]
     r.intervals["saving"] = (min(lo, *at), max(hi, *at))
     p_lo, p_hi = r.intervals["predicted"]
     m = float(np.median(r.measured_source))
