@@ -49,5 +49,5 @@ def test_the_score_counts_refusals_as_misses():
     rows[1].update(covered=True, covered_replay=True)
     assert whatif_heldout.summary(rows) == (
         "2 of 4 within (refused 1); median |error| 30.0 %; the measured saving inside the "
-        "predicted 95 % interval in 2 (the replay's own, without a guessed queue's half and "
-        "twice: 1)")
+        "predicted 95 % interval in 2 (the replay's own, without what the runs could not "
+        "tell: 1)")

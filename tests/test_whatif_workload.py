@@ -60,6 +60,10 @@ def test_a_stated_warm_up_replaces_the_one_a_persistent_group_had():
     assert replayer._units(cal, replayer.setting(cal, {"warmup": 0})) == [
         (True, 0, [0], 0), (False, 1, [1], 0), (True, 0, [2], 2), (False, 1, [3], 2)]
     assert replayer._units(cal, replayer.setting(cal, {"warmup": 3}))[0] == (False, 3, [0, 1], 0)
+    # a warm-up the engine filled in for a persistent target (its runs' or the
+    # default) leaves a persistent group's own alone: connection=persistent is no change
+    filled = replayer.setting(cal, {"connection": "persistent", "warmup": replayer.Derived(3)})
+    assert replayer._units(cal, filled) == [(False, 1, [0, 1], 0), (False, 1, [2, 3], 2)]
 
 
 def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypatch):
@@ -86,7 +90,7 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         assert r.target["warmup"] == 0
         assert "1 of the target's 1 runs (their first request opens the connection)" in r.workload
         from tracekit.presentation.whatif import explain_rows
-        _, rows = explain_rows([({}, r)], draws=8)
+        _, rows = explain_rows([({}, r)])
         assert ["", "target warmup", "0", r.workload] in rows
         assert r.measured_saving == pytest.approx(0.038, abs=0.003)
         assert r.within, (r.saving, r.measured_saving)
@@ -97,6 +101,9 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         from tracekit.core.errors import TracekitError
         with pytest.raises(TracekitError, match="this group's are fresh"):
             s.whatif({"warmup": 2}, source={"connection": "fresh"}, draws=8)
+        # nor is it made up for fresh runs beside persistent ones
+        with pytest.raises(TracekitError, match="mixes fresh and persistent"):
+            s.whatif({"warmup": 2}, draws=8)
 
         monkeypatch.setattr(engine, "_workload", lambda con, target, tgt: (target, None))
         old = predict()
@@ -250,7 +257,7 @@ def test_the_senders_a_fresh_group_cannot_tell_apart_are_in_the_interval(tmp_pat
         lo, hi = r.intervals["saving"]
         assert all(lo <= x <= hi for _, _, x in r.sender_savings)
         from tracekit.presentation.whatif import explain_rows
-        _, rows = explain_rows([({}, r)], draws=8)
+        _, rows = explain_rows([({}, r)])
         assert any(row[1] == "saving_ms as reno" for row in rows)
         assert engine.sender_savings(r.calibration, r.measured_source,
                                      {"congestion": "reno", "connection": "persistent"}) == []

@@ -110,8 +110,8 @@ def summary(rows):
     replay = sum(1 for r in scored if r.get("covered_replay"))
     return (f"{sum(1 for r in scored if r['within'])} of {len(rows)} within "
             f"(refused {refused}); median |error| {med}; the measured saving inside the "
-            f"predicted 95 % interval in {covered} (the replay's own, without a guessed "
-            f"queue's half and twice: {replay})")
+            f"predicted 95 % interval in {covered} (the replay's own, without what the runs "
+            f"could not tell: {replay})")
 
 
 def markdown(rows):

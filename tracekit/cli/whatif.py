@@ -73,7 +73,7 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
                                _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
     if explain:
-        emit(*explain_rows(results, draws), fmt)
+        emit(*explain_rows(results), fmt)
     emit(*rows(results, by), fmt)
     if emulate:
         started = time.monotonic()

@@ -4,7 +4,7 @@ groups (--by) the what-if runs over."""
 import numpy as np
 
 from ..core.errors import TracekitError
-from ..whatif.engine import explain, queue_sensitivity, whatif
+from ..whatif.engine import explain, whatif
 from ..whatif.replayer import DRAWS
 from ..whatif.factors import as_labels, describe
 
@@ -74,7 +74,7 @@ def emulation_rows(pairs, by=()):
     return columns, out
 
 
-def explain_rows(results, draws=DRAWS):
+def explain_rows(results):
     """(columns, rows) of the calibration of each group; where the queue was
     guessed, the predicted saving at half and at twice it."""
     out = []
@@ -83,7 +83,7 @@ def explain_rows(results, draws=DRAWS):
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
         if r.workload:
             out.append([label, "target warmup", str(r.target.get("warmup", 1)), r.workload])
-        for q, saving in r.queue_savings or queue_sensitivity(r, draws):
+        for q, saving in r.queue_savings:
             times = q / r.calibration.queue_bytes
             out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
                         f"the queue is a guess: the predicted saving at {times:g}x it "

@@ -432,6 +432,24 @@ def _requests(con, df):
     return out
 
 
+def measured_connection(requests, instead):
+    """('fresh' or 'persistent', the warm-up responses) of a group's runs. Runs
+    whose first request opens their one connection and whose others follow on
+    it (made by hand: curl with keep-alive, a client's session) are
+    persistent with no warm-up, as the lab's `warmup = 0`; fresh runs beside
+    persistent ones are refused (`instead`: what to do, for the message)."""
+    fresh = {q.fresh for q in requests}
+    if fresh == {True}:
+        return "fresh", 0
+    if fresh == {False}:
+        return "persistent", min(q.prior for q in requests)
+    if all(q.fresh == (q.index == 0) for q in requests):
+        return "persistent", 0
+    from ..core.errors import TracekitError
+    raise TracekitError(f"the group mixes fresh and persistent connections: {instead} "
+                        "(--by connection, or --where connection=...)")
+
+
 def first_warmups(con, df):
     """Per run of `df` (load_requests), the responses its connection carried
     before its first request: 0 where that request opened the connection, at

@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from ..core.errors import TracekitError
-from .calibrate import load_requests
+from .calibrate import load_requests, measured_connection
 from .engine import _close, _interval, _resampled
 from .replayer import SEED, setting
 
@@ -39,29 +39,13 @@ ARM = "arm"
 def spec(r, trials=4, requests=4, seed=1):
     """The lab experiment (a dict, as experiment.load returns) of a WhatIf."""
     cal = r.calibration
-    measured, warm = measured_connection(cal.requests)
+    measured, warm = measured_connection(cal.requests, "emulate each")
     arms = {"source": _settings(setting(cal, {}), measured, warm),
             "target": _settings(setting(cal, r.target), measured, warm)}
     size = int(np.median([q.bytes_down for q in cal.requests]))
     return {"name": NAME, "workload": "tts", "trials": int(trials), "requests": int(requests),
             "seed": int(seed), "response_bytes": size, "path": {}, "fixed": {},
             "factors": {ARM: ["source", "target"]}, "levels": {ARM: arms}}
-
-
-def measured_connection(requests):
-    """('fresh' or 'persistent', the warm-up responses) of a group's runs. Runs
-    whose first request opens their one connection and whose others follow on
-    it (made by hand: curl with keep-alive, a client's session) are
-    persistent with no warm-up, as the lab's `warmup = 0`."""
-    fresh = {q.fresh for q in requests}
-    if fresh == {True}:
-        return "fresh", 0
-    if fresh == {False}:
-        return "persistent", min(q.prior for q in requests)
-    if all(q.fresh == (q.index == 0) for q in requests):
-        return "persistent", 0
-    raise TracekitError("the group mixes fresh and persistent connections: emulate each "
-                        "(--by connection, or --where connection=...)")
 
 
 def _settings(s, measured, warm):

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace as _replace
 import numpy as np
 
 from ..core.errors import TracekitError
-from .calibrate import QUEUE_GUESS, calibrate, first_warmups, load_requests, queue_guess
+from .calibrate import (QUEUE_GUESS, calibrate, first_warmups, load_requests, measured_connection,
+                        queue_guess)
 from .factors import as_labels
-from .replayer import DRAWS, SEED, replay, setting
+from .replayer import DRAWS, SEED, Derived, replay, setting
 
 RESAMPLES = 2000
 TOLERANCE = (0.10, 0.010)  # within max(10 %, 10 ms)
@@ -89,9 +90,10 @@ class WhatIf:
 
     @property
     def covered(self):
-        """The measured saving inside the replay's 95 % interval of a repeat
-        of the experiment (None without a measured target): how honest the
-        interval is, cell by cell."""
+        """The measured saving inside the predicted saving's 95 % interval (the
+        replay's own of a repeat of the experiment, widened by what the runs
+        could not tell: _widened; None without a measured target): how honest
+        the interval is, cell by cell."""
         m, iv = self.measured_saving, self.intervals.get("saving")
         if m is None or iv is None:
             return None
@@ -116,8 +118,8 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
     cal, measured, replayed = calibrated(con, {**(where or {}), **as_labels(source)},
                                          draws, seed, assume)
-    if "warmup" in target and (target.get("connection") == "fresh" or (
-            "connection" not in target and all(q.fresh for q in cal.requests))):
+    if "warmup" in target and (target.get("connection") or measured_connection(
+            cal.requests, "state a warm-up for each")[0]) == "fresh":
         raise TracekitError("warmup is the requests before the first on a persistent "
                             "connection; this group's are fresh: --set "
                             "connection=persistent,warmup=N")
@@ -175,6 +177,8 @@ def _widened(r):
     r.intervals["saving"] = (min(lo, *at), max(hi, *at))
     p_lo, p_hi = r.intervals["predicted"]
     m = float(np.median(r.measured_source))
+    # (floored at the reading's fastest replayed request: another queue's or
+    # sender's can be faster still, which the interval then does not reach)
     r.intervals["predicted"] = (max(min(p_lo, m - max(at)), r.floor),
                                 max(p_hi, m - min(at), r.floor))
 
@@ -195,7 +199,8 @@ def _workload(con, target, tgt):
     k = firsts.count(w)
     said = ("their first request opens the connection" if w == 0
             else f"{w} warm-up response(s) before their first request")
-    return {**target, "warmup": w}, f"warmup {w}: {k} of the target's {len(firsts)} runs ({said})"
+    return ({**target, "warmup": Derived(w)},
+            f"warmup {w}: {k} of the target's {len(firsts)} runs ({said})")
 
 
 def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None):

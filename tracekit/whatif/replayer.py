@@ -37,6 +37,11 @@ SERVER_LAST_SEND = True  # at a server a request ends at its last data packet (o
 #                         before the client's end, as before the thirteenth round)
 
 
+class Derived(int):
+    """A factor's value the engine filled in (a persistent target's warm-up from
+    the store's runs at the target, or the default), not one the user stated."""
+
+
 @dataclass
 class Setting:
     """The modelled world: a calibration with changes applied."""
@@ -57,7 +62,7 @@ class Setting:
     rcv_window: tuple | None = None  # (first, clamp) segments; None: unlimited
     path: str = "direct"    # or through kcptun: tunnel (FEC sized for the loss), tunnel-arq
     hystart: bool = True    # CUBIC's HyStart (off: where _congestion_reading reads it so)
-    warmup_stated: bool = False  # warmup was --set (else 1, or as measured)
+    warmup_stated: bool = False  # warmup was --set (else 1, or as measured; Derived: not)
 
 
 def setting(cal, changes):
@@ -83,7 +88,7 @@ def setting(cal, changes):
             s.connection = v
         elif k == "warmup":
             s.warmup = int(v)
-            s.warmup_stated = True
+            s.warmup_stated = not isinstance(v, Derived)
         elif k == "slow_start_after_idle":
             s.ssai = int(v)
         elif k == "path":

@@ -422,7 +422,8 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             frame = p["frame"].astype(np.int64)
             by_frame = np.argsort(w["frame"], kind="stable")
             at, found = frame_rows(w["frame"][by_frame], frame)
-            window = np.where(found, w["window"][by_frame][at], -1).astype(np.int64)
+            window = np.full(n, -1, np.int64)  # (a frame without its packet: none)
+            window[found] = w["window"][by_frame][at[found]]
             held = among(held_frames, frame)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,
