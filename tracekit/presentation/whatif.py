@@ -76,7 +76,8 @@ def emulation_rows(pairs, by=()):
 
 def explain_rows(results):
     """(columns, rows) of the calibration of each group; where the queue was
-    guessed, the predicted saving at half and at twice it."""
+    guessed, the predicted saving at half and at twice it, and where the
+    sender was, the saving of each other sender the group fits as well."""
     out = []
     for g, r in results:
         label = ", ".join(f"{k}={v}" for k, v in g.items())

@@ -101,6 +101,15 @@ def frame_rows(frames, wanted):
     return at, frames[at] == wanted
 
 
+def values_at(frames, values, wanted, missing=-1):
+    """`values` (one per frame of `frames`: ascending, unique) at each of
+    `wanted`, as int64; `missing` where a frame is not among them."""
+    at, found = frame_rows(frames, wanted)
+    out = np.full(len(wanted), missing, np.int64)
+    out[found] = np.asarray(values)[at[found]]
+    return out
+
+
 def among(frames, wanted):
     """Whether each of `wanted` is one of `frames` (ascending, unique): a chunk's
     packets among a capture's few marked ones. np.isin sorts both at every

@@ -65,7 +65,7 @@ import numpy as np
 from ...core.jit import PYTHON_COST, kernel, use_jit
 from ...kernels.pools import FlowSlots, Pool
 from ...kernels.wireshark import alloc, release
-from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, frame_rows, numpy_table
+from ...store.arrow import among, chunk_reads, fetch_numpy as _numpy, numpy_table, values_at
 from ...store.schema import STALL_STATES, STALLS
 from ...store.writer import AppendWriter
 from . import stalls_held, stalls_sql
@@ -421,9 +421,7 @@ def _runs(con, writer, capture_id, chunk_frames, frames, jit, slots, fs, st, pen
             out = np.zeros((4 * n + pending.live() + 8, len(OUT)), np.int64)
             frame = p["frame"].astype(np.int64)
             by_frame = np.argsort(w["frame"], kind="stable")
-            at, found = frame_rows(w["frame"][by_frame], frame)
-            window = np.full(n, -1, np.int64)  # (a frame without its packet: none)
-            window[found] = w["window"][by_frame][at[found]]
+            window = values_at(w["frame"][by_frame], w["window"][by_frame], frame)
             held = among(held_frames, frame)
             limitation_runs(
                 jit, p["ts_ns"].astype(np.int64), flow, slot, first,

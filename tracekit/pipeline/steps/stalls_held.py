@@ -47,11 +47,10 @@ Checked against the sending kernel's tcpi_rwnd_limited on the lab's runs
 (tests/test_stalls_receiver.py, docs/whatif.md).
 """
 
-import duckdb
 import numpy as np
 
 from ...core.jit import PYTHON_COST, kernel, use_jit
-from ...store.arrow import fetch_numpy, frame_rows, read_ahead
+from ...store.arrow import fetch_numpy, read_ahead, values_at
 
 # Flow directions whose capture point is at the receiver (vantage `client`
 # for the server's data, `server` for the client's), with their sender's
@@ -147,9 +146,7 @@ def held_frames(con, capture_id):
         order = np.lexsort((p["frame"], p["flow_id"]))  # (w: by frame)
         p = {k: v[order] for k, v in p.items()}
         frames = p["frame"].astype(np.int64)
-        at, found = frame_rows(w["frame"], frames)
-        window = np.full(len(frames), -1, np.int64)
-        window[found] = w["window"][at[found]]
+        window = values_at(w["frame"], w["window"], frames)
         p["edge_sent"] = ((p["kind"] & RECEIVER_ACK) > 0) & (window >= 0)
         p["edge"] = p["rel_ack"].astype(np.int64) + window
         held.append(held_by_flow(legs, p))
