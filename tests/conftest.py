@@ -17,6 +17,22 @@ def shared_available():
     return (SHARED / "MANIFEST.tsv").exists()
 
 
+# `make test` runs the suite on two workers, each test file whole on one
+# (pytest-xdist, `--dist loadfile`), handed out in the order collected: the
+# slowest files go first, so that none starts last and leaves a core idle at
+# the end. Slowest first, from `pytest --durations` on 2026-12-06 (seconds of
+# the file's tests and fixtures on one worker: 80-130, then 40-70).
+SLOW_FIRST = ("test_whatif.py", "test_cluster.py", "test_report.py", "test_chapter_case.py",
+              "test_readme_tour.py", "test_faults.py", "test_cli_examples.py",
+              "test_fault_campaign.py", "test_dataset_readers.py", "test_lab_emulator.py",
+              "test_lab_experiment.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: else as collected)
+
+
 needs_shared = pytest.mark.skipif(
     not shared_available(),
     reason="../shared/captures is absent (it is provided by the workplace, not the repository)")

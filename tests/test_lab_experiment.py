@@ -293,7 +293,8 @@ def test_congestion_is_the_servers_algorithm_even_where_namespaces_may_not_choos
     exp = tmp_path / "cc.toml"
     exp.write_text('name = "tkcc"\ntrials = 1\nrequests = 1\nseed = 5\n[path]\nrtt_ms = 40\n'
                    'rate_mbps = 20\n[factors]\ncongestion = ["cubic", "reno"]\n')
-    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs")])
+    r = CliRunner().invoke(main, ["lab", "run", str(exp), "--out", str(tmp_path / "runs"),
+                                  "--db", str(tmp_path / "cc.duckdb")])
     assert r.exit_code == 0, r.output
     with open(tmp_path / "runs" / "tkcc.runs.json") as f:
         runs = json.load(f)
