@@ -30,6 +30,7 @@ from .calibrate import WIRE_HEADER
 from .receiver import Receiver
 from .tcp import MAX_TIME, Conn, Path, Transfer
 from . import tunnel as kcp
+from . import workers
 
 DRAWS = 400
 SEED = 26
@@ -179,32 +180,46 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
 
 def _replay_direct(cal, s, out, seed):
     per = out.shape[1]
+    units = _units(cal, s)
+    transfers = per * sum(warm + len(idx) for _, warm, idx, _ in units)
+    cut = workers.cuts(per, len(units))  # (a connection's draws cut for the workers)
+    tasks = [(cal, s, u, unit, d, min(d + cut, per), seed)
+             for u, unit in enumerate(units) for d in range(0, per, cut)]
+    for (_, _, u, (_, _, idx, _), d0, d1, _), times in zip(
+            tasks, workers.starmap(_replay_unit, tasks, transfers)):
+        out[idx, d0:d1] = times
+
+
+def _replay_unit(cal, s, u, unit, d0, d1, seed):
+    """The times (requests of the unit, draws d0..d1-1) of one connection."""
+    fresh, warm, idx, lead = unit
+    out = np.zeros((len(idx), d1 - d0))
     path = _path(s)
     server = cal.vantage == "server"
-    for u, (fresh, warm, idx, lead) in enumerate(_units(cal, s)):
-        for d in range(per):
-            rng = np.random.default_rng([seed, u, d])
-            conn = _conn(s)
-            for _ in range(warm):
-                _transfer_s(conn, path, cal.requests[lead].bytes_down, cal.mss, rng)
-            for i in idx:
-                q = cal.requests[i]
-                if s.ssai and not fresh:
-                    conn.cwnd = min(conn.cwnd, float(s.initcwnd))
-                if fresh:
-                    setup = (s.rtt + cal.connect_s + _retries(rng, s.loss_up, 1.0)
-                             + _retries(rng, s.loss, 1.0))
-                else:
-                    setup = cal.reuse_s
-                upload = _retries(rng, s.loss_up, s.rtt + 0.2)
-                t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
-                if not server:  # the request's trip, then the response until it is held
-                    end = s.rtt / 2 + t
-                elif SERVER_LAST_SEND and t < MAX_TIME:
-                    end = conn.last_send  # at the server: its last data packet leaves
-                else:  # (the client's end less a round trip)
-                    end = t - s.rtt / 2
-                out[i, d] = setup + upload + s.processing + cal.server_s + end
+    for d in range(d0, d1):
+        rng = np.random.default_rng([seed, u, d])
+        conn = _conn(s)
+        for _ in range(warm):
+            _transfer_s(conn, path, cal.requests[lead].bytes_down, cal.mss, rng)
+        for k, i in enumerate(idx):
+            q = cal.requests[i]
+            if s.ssai and not fresh:
+                conn.cwnd = min(conn.cwnd, float(s.initcwnd))
+            if fresh:
+                setup = (s.rtt + cal.connect_s + _retries(rng, s.loss_up, 1.0)
+                         + _retries(rng, s.loss, 1.0))
+            else:
+                setup = cal.reuse_s
+            upload = _retries(rng, s.loss_up, s.rtt + 0.2)
+            t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
+            if not server:  # the request's trip, then the response until it is held
+                end = s.rtt / 2 + t
+            elif SERVER_LAST_SEND and t < MAX_TIME:
+                end = conn.last_send  # at the server: its last data packet leaves
+            else:  # (the client's end less a round trip)
+                end = t - s.rtt / 2
+            out[k, d - d0] = setup + upload + s.processing + cal.server_s + end
+    return out
 
 
 def _replay_tunnel(cal, s, out, seed):
@@ -215,11 +230,21 @@ def _replay_tunnel(cal, s, out, seed):
     flush, the server takes its time, and the response is KCP segments at
     the bottleneck rate with FEC sized for the loss as the lab sizes it
     (`tunnel`) or none (`tunnel-arq`), after another flush."""
+    per = out.shape[1]
+    tasks = [(cal, s, i, per, seed) for i in range(len(cal.requests))]
+    for i, times in enumerate(workers.starmap(_replay_tunneled, tasks, per * len(tasks))):
+        out[i, :] = times
+    return out
+
+
+def _replay_tunneled(cal, s, i, per, seed):
+    """The times (draws) of request i through the tunnel."""
     data, parity = kcp.sizing(s.path, s.loss)
-    for i, q in enumerate(cal.requests):
-        for d in range(out.shape[1]):
-            rng = np.random.default_rng([seed, i, d])
-            t = kcp.transfer_s(q.bytes_down, kcp.SEGMENT, data, parity, s.loss, s.rtt,
-                               s.rate, rng)
-            out[i, d] = kcp.INTERVAL + s.rtt / 2 + s.processing + cal.server_s + t
+    q = cal.requests[i]
+    out = np.zeros(per)
+    for d in range(per):
+        rng = np.random.default_rng([seed, i, d])
+        t = kcp.transfer_s(q.bytes_down, kcp.SEGMENT, data, parity, s.loss, s.rtt,
+                           s.rate, rng)
+        out[d] = kcp.INTERVAL + s.rtt / 2 + s.processing + cal.server_s + t
     return out

@@ -1,0 +1,48 @@
+"""A replay's draws in worker processes (tracekit/whatif/workers.py) give
+the numbers one process gives, constants changed here included."""
+
+import os
+
+import numpy as np
+
+from tracekit.whatif import replayer, tcp, workers
+from tracekit.whatif.calibrate import Calibration, Request
+
+
+def _calibration():
+    # a fresh connection, then a run of two on one connection after a warm-up
+    reqs = [Request("a", "run-1", 0, 1.0, 200_000, True, 0),
+            Request("b", "run-2", 0, 1.0, 150_000, False, 1),
+            Request("c", "run-2", 1, 1.0, 250_000, False, 1)]
+    return Calibration(reqs, rtt_s=0.06, rate_Bps=10e6 / 8, loss_down=0.03, burst=0.3,
+                       loss_up=0.01, queue_bytes=60_000, congestion="cubic", initcwnd=10,
+                       pacing=False, mss=1448, processing_s=0.02, server_s=0.0,
+                       connect_s=0.0, reuse_s=0.0)
+
+
+def _both(monkeypatch, cal, s):
+    out = []
+    for n in ("1", "2"):
+        monkeypatch.setenv("TRACEKIT_WORKERS", n)
+        out.append(replayer.replay(cal, s, draws=300, seed=7))
+    return out
+
+
+def test_workers_replay_what_one_process_replays(monkeypatch):
+    cal = _calibration()
+    s = replayer.setting(cal, {})
+    assert 3 * 100 >= workers.MIN_TRANSFERS  # (the replay below goes to the workers)
+    one, two = _both(monkeypatch, cal, s)
+    assert one.shape == (3, 100) and np.array_equal(one, two)
+    # the workers are other processes
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    pids = set(workers.starmap(os.getpid, [()] * 8, transfers=workers.MIN_TRANSFERS))
+    assert pids and os.getpid() not in pids
+    # a rule switched off here is off there: recovery chained after a recovery
+    monkeypatch.setattr(tcp, "CHAINED_RECOVERY", False)
+    one_off, two_off = _both(monkeypatch, cal, s)
+    assert np.array_equal(one_off, two_off) and not np.array_equal(one_off, one)
+    # the tunnel's replay too
+    tunneled = replayer.setting(cal, {"path": "tunnel"})
+    one, two = _both(monkeypatch, cal, tunneled)
+    assert np.array_equal(one, two) and one.min() > 0.03

@@ -1,0 +1,104 @@
+"""A replay's draws in worker processes. Each draw of a replay is its own:
+its own random stream (seeded by the seed, the connection and the draw)
+and its own sender, so the connections of a replay can be replayed in any
+process, in any order, and give the same numbers as one process does. A
+replay of a few hundred transfers or more is cut into chunks of
+connections, replayed by as many processes as this one may run on
+(`TRACEKIT_WORKERS` sets how many; 1: none), the same processes for every
+replay of a command.
+
+A worker runs with the whatif modules' constants as this process has them
+(a rule switched off here is off there), and leaves Ctrl-C to this process.
+"""
+
+import atexit
+import concurrent.futures
+import importlib
+import multiprocessing
+import os
+import signal
+import sys
+
+MIN_TRANSFERS = 200  # a smaller replay runs here (~3 ms a transfer; a chunk's trip costs ~10 ms)
+CHUNKS_PER_WORKER = 4  # connections differ in cost: more chunks than workers balance them
+
+_pool = None
+
+
+def count():
+    """How many processes replays may use: TRACEKIT_WORKERS, else the CPUs this
+    process may run on."""
+    stated = os.environ.get("TRACEKIT_WORKERS", "").strip()
+    if stated.isdigit() and int(stated) > 0:
+        return int(stated)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cuts(draws, connections):
+    """Draws of one connection a task holds: all of them, unless there are
+    fewer connections than chunks to share out."""
+    pieces = -(-count() * CHUNKS_PER_WORKER // max(connections, 1))
+    return max(1, -(-draws // pieces))
+
+
+def starmap(fn, tasks, transfers):
+    """[fn(*task) for task in tasks], in order; in worker processes when the
+    tasks hold `transfers` or more transfers to replay and more than one
+    process may run. fn is a module-level function (workers import it)."""
+    n = count()
+    if n < 2 or len(tasks) < 2 or transfers < MIN_TRANSFERS:
+        return [fn(*task) for task in tasks]
+    size = -(-len(tasks) // (n * CHUNKS_PER_WORKER))
+    chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
+    constants = _constants()
+    pool = _workers(n)
+    futures = [pool.submit(_run, fn, constants, chunk) for chunk in chunks]
+    try:
+        return [out for f in futures for out in f.result()]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+
+
+def _workers(n):
+    global _pool
+    if _pool is None or _pool._max_workers != n:
+        if _pool is not None:
+            _pool.shutdown(cancel_futures=True)
+        # spawn: a fresh interpreter, not a fork of one running DuckDB's threads
+        _pool = concurrent.futures.ProcessPoolExecutor(
+            n, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt)
+    return _pool
+
+
+@atexit.register
+def _stop():
+    """The workers ended while this interpreter still runs (else their
+    executor is collected amid its teardown and says so on stderr)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(cancel_futures=True)
+        _pool = None
+
+
+def _ignore_interrupt():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _constants():
+    """{(module, NAME): value} of the whatif modules' upper-case constants."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(__package__ + "."):
+            continue
+        for key, value in vars(module).items():
+            if key.isupper() and isinstance(value, (bool, int, float, str)):
+                out[name, key] = value
+    return out
+
+
+def _run(fn, constants, chunk):
+    for (name, key), value in constants.items():
+        setattr(importlib.import_module(name), key, value)
+    return [fn(*task) for task in chunk]
