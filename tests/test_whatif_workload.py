@@ -99,8 +99,11 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
 
         # a warm-up is a persistent connection's: on the fresh group alone, refused
         from tracekit.core.errors import TracekitError
-        with pytest.raises(TracekitError, match="this group's are fresh"):
+        replays = []
+        with monkeypatch.context() as m, pytest.raises(TracekitError, match="this group's are fresh"):
+            m.setattr(engine, "replay", lambda *a, **k: replays.append(a))
             s.whatif({"warmup": 2}, source={"connection": "fresh"}, draws=8)
+        assert not replays  # (refused before the readings replay the group)
         # nor is it made up for fresh runs beside persistent ones
         with pytest.raises(TracekitError, match="mixes fresh and persistent"):
             s.whatif({"warmup": 2}, draws=8)

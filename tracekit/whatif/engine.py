@@ -117,12 +117,8 @@ def _interval(x):
 def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     """Predict the requests matching where + source under target ({factor: value})."""
     cal, measured, replayed = calibrated(con, {**(where or {}), **as_labels(source)},
-                                         draws, seed, assume)
-    if "warmup" in target and (target.get("connection") or measured_connection(
-            cal.requests, "state a warm-up for each")[0]) == "fresh":
-        raise TracekitError("warmup is the requests before the first on a persistent "
-                            "connection; this group's are fresh: --set "
-                            "connection=persistent,warmup=N")
+                                         draws, seed, assume,
+                                         check=lambda cal: _warmup_refused(cal, target))
     known = _labelled(con)
     stated = {k: v for k, v in target.items() if k in known}
     tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
@@ -137,6 +133,16 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     r.sender_savings = sender_savings(cal, measured, r.target, draws, seed)
     _widened(r)
     return r
+
+
+def _warmup_refused(cal, target):
+    """A warm-up stated where the connections are fresh: refused before the
+    readings' replays, not after."""
+    if "warmup" in target and (target.get("connection") or measured_connection(
+            cal.requests, "state a warm-up for each")[0]) == "fresh":
+        raise TracekitError("warmup is the requests before the first on a persistent "
+                            "connection; this group's are fresh: --set "
+                            "connection=persistent,warmup=N")
 
 
 def sender_savings(cal, measured, target, draws=DRAWS, seed=SEED):
@@ -203,15 +209,18 @@ def _workload(con, target, tgt):
             f"warmup {w}: {k} of the target's {len(firsts)} runs ({said})")
 
 
-def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None):
+def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None, check=None):
     """(calibration, measured times, their replay) of the requests matching
     where (labels): the trace's calibration with the assumed values stated,
     then the readings that replaying the group decides (a burst as BBR's,
     the loss as random or the queue's, a guessed queue raised, the sender as
-    CUBIC, Reno or CUBIC without HyStart)."""
+    CUBIC, Reno or CUBIC without HyStart). check(calibration), if given,
+    may refuse the group before those replays."""
     cal = calibrate(con, where, assume)
     for k, v in (assume or {}).items():
         _assume(cal, k, v)
+    if check is not None:  # (a refusal that needs the group, before its replays)
+        check(cal)
     measured = np.array([q.duration_s for q in cal.requests])
     cal, replayed = _paced_reading(cal, measured, draws, seed)
     cal, replayed = _loss_reading(cal, measured, draws, seed, replayed)
