@@ -2,6 +2,8 @@
 the numbers one process gives, constants changed here included."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -46,3 +48,21 @@ def test_workers_replay_what_one_process_replays(monkeypatch):
     tunneled = replayer.setting(cal, {"path": "tunnel"})
     one, two = _both(monkeypatch, cal, tunneled)
     assert np.array_equal(one, two) and one.min() > 0.03
+
+
+def test_a_users_script_without_a_main_guard_runs_once(tmp_path):
+    """Spawned workers start from a fresh interpreter, which would run the
+    main script again: one that calls the engine at its top level runs once."""
+    script = tmp_path / "mine.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))!r})\n"
+        "print('top level', flush=True)\n"
+        "from tracekit.whatif import workers\n"
+        "pids = set(workers.starmap(os.getpid, [()] * 8, transfers=10**6))\n"
+        "print('in this process:', os.getpid() in pids, flush=True)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**os.environ, "TRACEKIT_WORKERS": "2"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("top level") == 1 and "in this process: False" in r.stdout, r.stdout
+    assert not r.stderr, r.stderr[-2000:]

@@ -8,11 +8,13 @@ connections, replayed by as many processes as this one may run on
 replay of a command.
 
 A worker runs with the whatif modules' constants as this process has them
-(a rule switched off here is off there), and leaves Ctrl-C to this process.
+(a rule switched off here is off there), leaves Ctrl-C to this process,
+and does not run this process's main script again (_main_hidden).
 """
 
 import atexit
 import concurrent.futures
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -52,7 +54,8 @@ def starmap(fn, tasks, transfers):
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     constants = _constants()
     pool = _workers(n)
-    futures = [pool.submit(_run, fn, constants, chunk) for chunk in chunks]
+    with _main_hidden():  # (a task submitted may start a worker)
+        futures = [pool.submit(_run, fn, constants, chunk) for chunk in chunks]
     try:
         return [out for f in futures for out in f.result()]
     except BaseException:
@@ -70,6 +73,23 @@ def _workers(n):
         _pool = concurrent.futures.ProcessPoolExecutor(
             n, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt)
     return _pool
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """A spawned process runs this one's main script again (as __mp_main__)
+    before its task: a user's script that calls the engine at its top level,
+    without `if __name__ == "__main__"`, would run once more in each worker.
+    The workers need none of it (their tasks are tracekit's functions), so
+    it is hidden from them while they start."""
+    main = sys.modules["__main__"]
+    kept = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    for k in kept:
+        setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+    try:
+        yield
+    finally:
+        main.__dict__.update(kept)
 
 
 @atexit.register
