@@ -2,8 +2,8 @@
 its own random stream (seeded by the seed, the connection and the draw)
 and its own sender, so the connections of a replay can be replayed in any
 process, in any order, and give the same numbers as one process does. A
-replay of a few hundred transfers or more is cut into chunks of
-connections, replayed by as many processes as this one may run on
+replay of 40 transfers or more is cut into chunks of connections and
+draws, replayed by as many processes as this one may run on
 (`TRACEKIT_WORKERS` sets how many; 1: none), the same processes for every
 replay of a command.
 
@@ -21,7 +21,9 @@ import os
 import signal
 import sys
 
-MIN_TRANSFERS = 200  # a smaller replay runs here (~3 ms a transfer; a chunk's trip costs ~10 ms)
+# fewer run here: a transfer takes 1-3 ms, a round of the workers ~2 ms (0.3 s
+# to start them, once a command)
+MIN_TRANSFERS = 40
 CHUNKS_PER_WORKER = 4  # connections differ in cost: more chunks than workers balance them
 
 _pool = None
