@@ -66,3 +66,18 @@ def test_a_users_script_without_a_main_guard_runs_once(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("top level") == 1 and "in this process: False" in r.stdout, r.stdout
     assert not r.stderr, r.stderr[-2000:]
+
+
+def _dies_in_a_worker(x):
+    if os.environ.get("TRACEKIT_WORKERS") == "1":  # (so it is in each worker)
+        os._exit(3)
+    return 2 * x
+
+
+def test_a_worker_that_dies_leaves_its_tasks_to_the_command(monkeypatch):
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    tasks = [(i,) for i in range(8)]
+    assert workers.starmap(_dies_in_a_worker, tasks, transfers=10**6) == [2 * i for i in range(8)]
+    # and the next replay has workers again
+    pids = set(workers.starmap(os.getpid, [()] * 8, transfers=10**6))
+    assert pids and os.getpid() not in pids

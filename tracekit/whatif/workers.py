@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import signal
 import sys
+from concurrent.futures.process import BrokenProcessPool
 
 # fewer run here: a transfer takes 1-3 ms, a round of the workers ~2 ms (0.3 s
 # to start them, once a command)
@@ -48,9 +49,11 @@ def cuts(draws, connections):
 def starmap(fn, tasks, transfers):
     """[fn(*task) for task in tasks], in order; in worker processes when the
     tasks hold `transfers` or more transfers to replay and more than one
-    process may run. fn is a module-level function (workers import it)."""
+    process may run. fn is a module-level function (workers import it). A
+    worker that dies (killed) leaves the tasks to this process."""
     n = count()
-    if n < 2 or len(tasks) < 2 or transfers < MIN_TRANSFERS:
+    if (n < 2 or len(tasks) < 2 or transfers < MIN_TRANSFERS
+            or multiprocessing.current_process().daemon):  # (a daemon may not start processes)
         return [fn(*task) for task in tasks]
     size = -(-len(tasks) // (n * CHUNKS_PER_WORKER))
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
@@ -60,6 +63,9 @@ def starmap(fn, tasks, transfers):
         futures = [pool.submit(_run, fn, constants, chunk) for chunk in chunks]
     try:
         return [out for f in futures for out in f.result()]
+    except BrokenProcessPool:
+        _stop()
+        return [fn(*task) for task in tasks]
     except BaseException:
         for f in futures:
             f.cancel()
@@ -68,13 +74,18 @@ def starmap(fn, tasks, transfers):
 
 def _workers(n):
     global _pool
-    if _pool is None or _pool._max_workers != n:
-        if _pool is not None:
-            _pool.shutdown(cancel_futures=True)
+    if _pool is not None and _pool[0] != n:
+        _stop()
+    if _pool is None:
         # spawn: a fresh interpreter, not a fork of one running DuckDB's threads
-        _pool = concurrent.futures.ProcessPoolExecutor(
-            n, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_interrupt)
-    return _pool
+        _pool = n, concurrent.futures.ProcessPoolExecutor(
+            n, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_starts)
+    return _pool[1]
+
+
+def _worker_starts():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (Ctrl-C is the command's)
+    os.environ["TRACEKIT_WORKERS"] = "1"  # (a worker starts no workers of its own)
 
 
 @contextlib.contextmanager
@@ -86,8 +97,9 @@ def _main_hidden():
     it is hidden from them while they start."""
     main = sys.modules["__main__"]
     kept = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-    for k in kept:
-        setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+    main.__dict__.pop("__file__", None)
+    if "__spec__" in kept:
+        main.__spec__ = None
     try:
         yield
     finally:
@@ -96,16 +108,12 @@ def _main_hidden():
 
 @atexit.register
 def _stop():
-    """The workers ended while this interpreter still runs (else their
-    executor is collected amid its teardown and says so on stderr)."""
+    """The workers ended (at exit: while this interpreter still runs, else
+    their executor is collected amid its teardown and says so on stderr)."""
     global _pool
     if _pool is not None:
-        _pool.shutdown(cancel_futures=True)
+        _pool[1].shutdown(cancel_futures=True)
         _pool = None
-
-
-def _ignore_interrupt():
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _constants():
