@@ -1,5 +1,6 @@
 """A replay's draws in worker processes (tracekit/whatif/workers.py) give
-the numbers one process gives, constants changed here included."""
+the numbers one process gives, constants changed here included; a replay
+asked for again is the one kept."""
 
 import os
 import subprocess
@@ -23,6 +24,7 @@ def _calibration():
 
 
 def _both(monkeypatch, cal, s):
+    monkeypatch.setattr(replayer, "KEEP", 0)  # (each replayed, none kept)
     out = []
     for n in ("1", "2"):
         monkeypatch.setenv("TRACEKIT_WORKERS", n)
@@ -81,3 +83,27 @@ def test_a_worker_that_dies_leaves_its_tasks_to_the_command(monkeypatch):
     # and the next replay has workers again
     pids = set(workers.starmap(os.getpid, [()] * 8, transfers=10**6))
     assert pids and os.getpid() not in pids
+
+
+def test_a_replay_asked_again_is_the_one_kept(monkeypatch):
+    cal = _calibration()
+    s = replayer.setting(cal, {})
+    ran = []
+    real = replayer._replay
+    monkeypatch.setattr(replayer, "_replay", lambda *a: ran.append(a) or real(*a))
+    first = replayer.replay(cal, s, draws=24, seed=11)
+    again = replayer.replay(cal, s, draws=24, seed=11)
+    assert len(ran) == 1 and np.array_equal(first, again) and again is not first
+    again[0, 0] = -1.0  # (what a caller does to its copy stays there)
+    assert replayer.replay(cal, s, draws=24, seed=11)[0, 0] == first[0, 0]
+    # anything else the replay depends on is replayed: a request's size, the
+    # setting, the seed, a module's constant; a note of where a value came from is not
+    cal.requests[1].bytes_down += 1
+    replayer.replay(cal, s, draws=24, seed=11)
+    replayer.replay(cal, replayer.setting(cal, {"rtt_ms": 20}), draws=24, seed=11)
+    replayer.replay(cal, s, draws=24, seed=12)
+    monkeypatch.setattr(tcp, "CHAINED_RECOVERY", False)
+    replayer.replay(cal, s, draws=24, seed=12)
+    cal.sources["rtt_ms"] = "a note"
+    replayer.replay(cal, s, draws=24, seed=12)
+    assert len(ran) == 5

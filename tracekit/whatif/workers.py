@@ -57,10 +57,10 @@ def starmap(fn, tasks, transfers):
         return [fn(*task) for task in tasks]
     size = -(-len(tasks) // (n * CHUNKS_PER_WORKER))
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
-    constants = _constants()
+    now = constants()
     pool = _workers(n)
     with _main_hidden():  # (a task submitted may start a worker)
-        futures = [pool.submit(_run, fn, constants, chunk) for chunk in chunks]
+        futures = [pool.submit(_run, fn, now, chunk) for chunk in chunks]
     try:
         return [out for f in futures for out in f.result()]
     except BrokenProcessPool:
@@ -116,7 +116,7 @@ def _stop():
         _pool = None
 
 
-def _constants():
+def constants():
     """{(module, NAME): value} of the whatif modules' upper-case constants."""
     out = {}
     for name, module in list(sys.modules.items()):
@@ -128,7 +128,7 @@ def _constants():
     return out
 
 
-def _run(fn, constants, chunk):
-    for (name, key), value in constants.items():
+def _run(fn, given, chunk):
+    for (name, key), value in given.items():
         setattr(importlib.import_module(name), key, value)
     return [fn(*task) for task in chunk]
