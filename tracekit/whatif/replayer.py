@@ -189,11 +189,10 @@ def _inputs(cal, s, draws, seed):
     """All a replay depends on: the calibration (less its notes of where each
     value came from), the setting, the draws, and the whatif modules'
     constants (a rule switched off gives another replay)."""
-    fields = tuple(tuple(map(dataclasses.astuple, v)) if f.name == "requests" else v
-                   for f in dataclasses.fields(cal) if f.name not in ("sources", "estimates")
-                   for v in [getattr(cal, f.name)])
-    return (fields, dataclasses.astuple(s), draws, seed,
-            tuple(sorted(workers.constants().items())))
+    rest = tuple(getattr(cal, f.name) for f in dataclasses.fields(cal)
+                 if f.name not in ("requests", "sources", "estimates"))
+    return (tuple(map(dataclasses.astuple, cal.requests)), rest, dataclasses.astuple(s),
+            draws, seed, tuple(sorted(workers.constants().items())))
 
 
 def _replay(cal, s, draws, seed):
