@@ -59,9 +59,11 @@ def starmap(fn, tasks, transfers):
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     now = constants()
     pool = _workers(n)
-    with _main_hidden():  # (a task submitted may start a worker)
-        futures = [pool.submit(_run, fn, now, chunk) for chunk in chunks]
+    futures = []
     try:
+        with _main_hidden():  # (a task submitted may start a worker)
+            for chunk in chunks:  # (a worker may die already while they are submitted)
+                futures.append(pool.submit(_run, fn, now, chunk))
         return [out for f in futures for out in f.result()]
     except BrokenProcessPool:
         _stop()
