@@ -17,20 +17,39 @@ def shared_available():
     return (SHARED / "MANIFEST.tsv").exists()
 
 
-# `make test` runs the suite on two workers, each test file whole on one
-# (pytest-xdist, `--dist loadfile`), handed out in the order collected: the
-# slowest files go first, so that none starts last and leaves a core idle at
-# the end. Slowest first, from `pytest --durations` on 2026-12-06 (seconds of
-# the file's tests and fixtures on one worker: 80-130, then 40-70).
-SLOW_FIRST = ("test_whatif.py", "test_cluster.py", "test_report.py", "test_chapter_case.py",
-              "test_readme_tour.py", "test_faults.py", "test_cli_examples.py",
-              "test_fault_campaign.py", "test_dataset_readers.py", "test_lab_emulator.py",
-              "test_lab_experiment.py")
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`): each
+# test file whole on one (its module fixtures run once), and the files whose tests
+# build lab paths (network namespaces, tcpdump, a paced forwarder) all on the same
+# one, one after another -- on two workers at once a lab test saw the other's
+# namespaces and measured its path beside the other's forwarder. The files are
+# those whose tests made a namespace while /run/netns was watched through a whole
+# run (2026-12-06); a file that only imports tracekit.lab needs no place here.
+LAB_FILES = frozenset({
+    "test_bottleneck.py", "test_counterfactual.py", "test_hostile_lab.py",
+    "test_lab_agent.py", "test_lab_emulator.py", "test_lab_experiment.py",
+    "test_lab_multiplexing.py", "test_lab_path.py", "test_lab_quic.py", "test_lab_safety.py",
+    "test_lab_streaming.py", "test_lab_tls.py", "test_lab_transport.py", "test_server_view.py",
+    "test_stalls_receiver.py", "test_streams_lab.py", "test_whatif.py"})
+# The groups handed out first, slowest first (`pytest --durations`, one worker,
+# 2026-12-06: the lab's files together about 280 s, then 35-90 s each; xdist's
+# own order, by number of tests, is turned off in the Makefile), so that
+# none starts last and leaves a core idle at the end; the rest as collected.
+SLOW_FIRST = ("lab", "test_cluster.py", "test_report.py", "test_chapter_case.py",
+              "test_faults.py", "test_readme_tour.py", "test_fault_campaign.py",
+              "test_dataset_readers.py", "test_cli_examples.py", "test_analyze.py",
+              "test_whatif_droplog.py", "test_fuzz_campaign.py")
 
 
+def group_of(path):
+    return "lab" if path.name in LAB_FILES else path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # (before xdist's own hook reads the groups)
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # (stable: else as collected)
+    items.sort(key=lambda item: rank.get(group_of(item.path), len(rank)))  # (stable)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item.path)))
 
 
 needs_shared = pytest.mark.skipif(
