@@ -127,3 +127,9 @@ def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
                                                                      ("reused",): (0, 1)}
         with pytest.raises(TracekitError, match="no requests carry the attribute 'mode'"):
             ablation(s.con, "mode", where={"shard": "none"})
+        # the what-if groups and selects by the same attributes (request_attributes.sql)
+        from tracekit.presentation.whatif import groups
+        from tracekit.whatif.calibrate import load_requests
+        assert groups(s.con, {"experiment": "modes"}, ["mode"]) == [
+            {"experiment": "modes", "mode": "fresh"}, {"experiment": "modes", "mode": "persistent"}]
+        assert sorted(load_requests(s.con, {"shard": "odd"}).connection) == ["fresh", "reused"]

@@ -217,7 +217,9 @@ class Store:
         """What-if (docs/whatif.md): the requests matching `where` and `source`
         ({factor: level}, the group measured) replayed under `set` ({factor:
         level}, the change); one (group, WhatIf) per combination of the `by`
-        labels. Factors: tracekit.whatif.factors. Values may be strings."""
+        attributes (a label, a field of the request's events or a column, as
+        `where` names them: request_attributes.sql). Factors:
+        tracekit.whatif.factors. Values may be strings."""
         from .presentation.whatif import run
         from .whatif.replayer import DRAWS
         groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
@@ -235,12 +237,19 @@ class Store:
         return split(self.con, dict(where or {}), dict(source), dict(target))
 
     def require_analyzed(self) -> None:
-        """Raise unless `tracekit analyze` has built the derived tables."""
-        n = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = "
-                             "'handshakes'").fetchall()[0][0]
-        if not n:
+        """Raise unless `tracekit analyze` has built the derived tables, each
+        SQL analysis of this version's (a store an older tracekit analysed
+        lacks the newer ones)."""
+        from .pipeline.dag import sql_nodes
+        have = {r[0] for r in self.con.execute(
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        if "handshakes" not in have:
             raise TracekitError(f"{self.path} has not been analysed yet; run: tracekit analyze "
                                 f"--db {self.path}")
+        missing = sorted(n.name for n in sql_nodes() if n.name not in have)
+        if missing:
+            raise TracekitError(f"{self.path} was analysed by an older tracekit (it has no "
+                                f"{', '.join(missing)}); run: tracekit analyze --db {self.path}")
 
     def check(self, capture_id: int | None = None, flow_id: int | None = None,
               run: str | None = None, log_id: int | None = None, where: str | None = None) -> None:

@@ -24,8 +24,9 @@ from .common import (
               help="Arm order: the ratio is A / B (default: sorted).")
 @click.option("--spans", "top_spans", type=int, default=3, show_default=True,
               help="How many moved spans to show.")
-@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
-              help="Only requests with this label (repeatable), e.g. --where experiment=cross-region.")
+@click.option("--where", "where", multiple=True, metavar="NAME=VALUE",
+              help="Only requests with this attribute (a label, an event field or a column; "
+                   "repeatable), e.g. --where experiment=cross-region.")
 @click.option("--predict", "predict", default=None, is_flag=False, flag_value="",
               metavar="[SPAN,...]",
               help="Put the saving the first arm's spans predict beside the saving measured "

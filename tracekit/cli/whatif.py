@@ -19,15 +19,17 @@ def _pairs(items, option):
 
 
 @click.command(context_settings=CONTEXT)
-@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
-              help="Only requests with this label (repeatable), e.g. --where experiment=cf.")
+@click.option("--where", "where", multiple=True, metavar="NAME=VALUE",
+              help="Only requests with this attribute: a label, else a field of their events "
+                   "(e.g. mode), else connection, protocol, vantage or source (repeatable), "
+                   "e.g. --where experiment=cf.")
 @click.option("--from", "source", multiple=True, metavar="FACTOR=VALUE[,...]",
               help="The level measured (its requests calibrate the model), e.g. loss_down=0.03.")
 @click.option("--set", "target", multiple=True, required=True, metavar="FACTOR=VALUE[,...]",
               help="The change to predict, e.g. loss_down=0 or "
                    "connection=persistent,congestion=bbr.")
-@click.option("--by", "by", multiple=True, metavar="LABEL",
-              help="One prediction per level of this label (repeatable).")
+@click.option("--by", "by", multiple=True, metavar="NAME",
+              help="One prediction per value of this attribute (as --where; repeatable).")
 @click.option("--assume", "assume", multiple=True, metavar="FACTOR=VALUE[,...]",
               help="State a path or sender value instead of calibrating it (e.g. rate_mbps=50).")
 @click.option("--draws", type=click.IntRange(8), default=400, show_default=True,
@@ -88,8 +90,8 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
 
 
 @click.command(context_settings=CONTEXT)
-@click.option("--where", "where", multiple=True, metavar="LABEL=VALUE",
-              help="Only requests with this label (repeatable).")
+@click.option("--where", "where", multiple=True, metavar="NAME=VALUE",
+              help="Only requests with this attribute (as whatif's --where; repeatable).")
 @click.option("--from", "source", multiple=True, required=True, metavar="LABEL=VALUE[,...]",
               help="Configuration A, e.g. connection=fresh,loss_down=0.05.")
 @click.option("--to", "target", multiple=True, required=True, metavar="LABEL=VALUE[,...]",

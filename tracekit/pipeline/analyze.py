@@ -11,7 +11,8 @@ reads, from the SQL files' headers and the code steps' declarations):
   thousand small captures costs a few queries, not thousands;
 - views (analyses/<view>.sql): per-packet projections of `tcp_analysis`
   (ACK gaps, bytes in flight, RTT samples) that cost more to store than to
-  compute when read; created once;
+  compute when read, and a request's attributes (request_attributes, over
+  the store-wide requests and events); created once;
 - store steps: tables built from the whole store at once (events and every
   capture: requests, bounds, attribution...).
 
@@ -78,7 +79,9 @@ def _steps(params=None):
 def _step(node, params):
     if node.module is not None:
         return CodeStep(node.module, params) if node.kind == "capture" else CodeStoreStep(node.module)
-    return {"capture": SqlStep, "view": ViewStep, "store": StoreStep,
+    if node.kind == "view":
+        return ViewStep(node.name, node.reads)
+    return {"capture": SqlStep, "store": StoreStep,
             "store, in parts": PartitionedStoreStep}[node.kind](node.name)
 
 
@@ -91,7 +94,7 @@ def create_capture_tables(con):
     """The per-capture analyses' tables, empty (their columns without running
     them), and the views they read."""
     for step in _steps():
-        if step.scope in ("capture", "view"):
+        if step.scope == "capture" or (step.scope == "view" and step.ready(con)):
             step.create(con)
 
 
@@ -113,7 +116,7 @@ def record_store_step(con, table, rows, seconds, params=None):
 def create_views(con):
     """The analyses' views (rtt_samples, ack_gaps, inflight) over `con`'s tables."""
     for step in _steps():
-        if step.scope == "view":
+        if step.scope == "view" and step.ready(con):
             step.create(con)
 
 
@@ -181,7 +184,8 @@ def _run_steps(con, writer, store, captures, progress, params, scope, skip, resu
         if step.scope == "store":
             results.append(store.build(step, progress, storage_failed, _reason))
         elif step.scope == "view":
-            results.append(_build_view(con, step, version))
+            if scope != "capture" or step.ready(con):  # (a capture's task: no store-wide table)
+                results.append(_build_view(con, step, version))
         else:
             result = _build_capture_step(con, writer, step, version, captures, failed, progress)
             failed |= {cid for cid, _ in result.failures}

@@ -195,9 +195,16 @@ class ViewStep:
 
     scope = "view"
 
-    def __init__(self, name):
+    def __init__(self, name, reads=()):
         self.table = name
         self.tables = (name,)
+        self.reads = tuple(reads)
+
+    def ready(self, con):
+        """Every relation it reads is there: not so for a view over the
+        store-wide `requests` in a capture's task of a dataset, which builds
+        no store-wide table (tracekit/pipeline/cluster/)."""
+        return all(exists(con, t) for t in self.reads)
 
     def version(self):
         return sql_version(self.table)

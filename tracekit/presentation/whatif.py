@@ -10,17 +10,19 @@ from ..whatif.factors import as_labels, describe
 
 
 def groups(con, where, by):
-    """[{label: value}] of each combination of the --by labels among the requests
-    matching where ([where] without --by)."""
+    """[{name: value}] of each combination of the --by attributes (a label, else
+    a field of the request's events, else a column: request_attributes.sql)
+    among the requests matching where ([where] without --by)."""
     if not by:
         return [dict(where)]
     from ..whatif.calibrate import load_requests
     df = load_requests(con, where)
-    combos = sorted({tuple(str(dict(lab).get(b)) for b in by) for lab in df.labels})
+    combos = sorted({tuple(str(dict(att).get(b)) for b in by) for att in df.attributes})
     out = [{**where, **dict(zip(by, c))} for c in combos if "None" not in c]
     if not out:  # (an empty table would say nothing)
+        named = " and ".join(by)
         raise TracekitError(f"no requests match {describe(where)}" + ("" if df.empty else
-                            f" with a label {' and '.join(by)} to group them by"))
+                            f" with {named} (a label, an event field or a column) to group them by"))
     return out
 
 

@@ -101,14 +101,16 @@ class Calibration:
 
 
 def _where_sql(where):
-    """(SQL condition on `r`, params) for {label: value}; numbers match as numbers
-    (loss_down=0 matches the label 0.0), and a factor's level matches under any
-    name its label may have (factors.LABEL_NAMES: rate_mbps=10 as the lab's
+    """(SQL condition on `a`, request_attributes, and params) for {name: value}:
+    a request's labels, else its events' fields, else its columns (as
+    `tracekit ablation` reads them); numbers match as numbers (loss_down=0
+    matches the label 0.0), and a factor's level matches under any name its
+    label may have (factors.LABEL_NAMES: rate_mbps=10 as the lab's
     bottleneck_mbps or a user's rate_mbps)."""
     parts, params = [], []
     for k, v in (where or {}).items():
         names = LABEL_NAMES.get(k, (k,))
-        parts.append("(" + " OR ".join(["r.labels[?] = ? OR TRY_CAST(r.labels[?] AS DOUBLE) = "
+        parts.append("(" + " OR ".join(["a.attrs[?] = ? OR TRY_CAST(a.attrs[?] AS DOUBLE) = "
                                         "TRY_CAST(? AS DOUBLE)"] * len(names)) + ")")
         for name in names:
             params += [name, str(v), name, str(v)]
@@ -116,7 +118,8 @@ def _where_sql(where):
 
 
 def load_requests(con, where):
-    """The group's requests with their flows and labels (a pandas frame); a
+    """The group's requests with their flows, labels and attributes (a pandas
+    frame: `where` names attributes, request_attributes.sql); a
     request seen from both ends counts once, as the client saw it (a request
     an event log names, by its run and id; one found in a capture alone has
     neither and counts as itself). Without a run label a request's run is its
@@ -129,10 +132,12 @@ def load_requests(con, where):
                r.request, r.capture_id, r.flow_id, r.connection,
                r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
                r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
-               r.bytes_down, r.labels, r.vantage, r.cut_by_capture_end AS cut, f.syn_ts_ns,
+               r.bytes_down, r.labels, a.attrs AS attributes, r.vantage,
+               r.cut_by_capture_end AS cut, f.syn_ts_ns,
                CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
                    AS handshake_rtt_ns
-        FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
+        FROM requests r JOIN request_attributes a USING (request_key)
+            LEFT JOIN flows f USING (capture_id, flow_id)
         WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
         QUALIFY row_number() OVER (PARTITION BY r.run, coalesce(r.request, r.request_key)
                                    ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1

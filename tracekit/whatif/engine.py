@@ -26,8 +26,8 @@ import numpy as np
 from ..core.errors import TracekitError
 from .calibrate import (QUEUE_GUESS, calibrate, first_warmups, load_requests, measured_connection,
                         queue_guess)
-from .factors import as_labels
-from .replayer import DRAWS, SEED, Derived, replay, setting
+from .factors import as_labels, describe
+from .replayer import DRAWS, SEED, Derived, delivered, replay, setting
 
 RESAMPLES = 2000
 TOLERANCE = (0.10, 0.010)  # within max(10 %, 10 ms)
@@ -124,8 +124,10 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
            if stated else None)
     target, workload = _workload(con, target, tgt)
-    r = WhatIf(where or {}, source, target, cal, measured,
-               replayed, replay(cal, setting(cal, target), draws, seed), workload=workload)
+    group = describe({**(where or {}), **as_labels(source)})
+    r = WhatIf(where or {}, source, target, cal, measured, delivered(replayed, setting(cal, {}), group),
+               delivered(replay(cal, setting(cal, target), draws, seed), setting(cal, target), group),
+               workload=workload)
     if tgt is not None and len(tgt):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)

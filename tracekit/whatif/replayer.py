@@ -181,6 +181,22 @@ def replay(cal, s, draws=DRAWS, seed=SEED):
     return out
 
 
+def delivered(times, s, group):
+    """`times` (a replay under setting s), unless a transfer in it did not
+    finish: a transfer stops at MAX_TIME (tcp.Transfer.run), and that is no
+    time to print -- a path read as carrying next to nothing (a round trip of
+    nothing with a stated rate, a loss near 1) or a response too large for
+    the limit."""
+    if np.max(times, initial=0.0) < MAX_TIME:
+        return times
+    from ..core.errors import TracekitError
+    raise TracekitError(
+        f"{group}: a replayed response did not arrive within {MAX_TIME:.0f} s, the replay's limit, "
+        f"on the path replayed (round trip {s.rtt * 1e3:.2f} ms, rate {s.rate * 8 / 1e6:.2f} "
+        f"Mbit/s, queue {s.queue:.0f} B, loss {s.loss:.1%}): no prediction; --explain shows "
+        "where each value came from, --assume states one the trace cannot tell")
+
+
 KEEP = 64  # replays kept (the latest asked for)
 _KEPT = collections.OrderedDict()
 

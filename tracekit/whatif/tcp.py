@@ -166,8 +166,8 @@ class Transfer(ClientSide):
         if lost:
             return
         backlog = max(0.0, self.q_free - now) * p.rate
-        if backlog + self.wire > p.queue_bytes:
-            return  # tail drop at the bottleneck
+        if backlog > 0 and backlog + self.wire > p.queue_bytes:
+            return  # tail drop at the bottleneck (an idle one takes any packet)
         self.q_free = max(now, self.q_free) + self.wire / p.rate
         t = self.q_free + p.rtt / 2
         if p.jitter:  # the lab's: jitter/2 each way, held behind the packet before

@@ -1,0 +1,71 @@
+"""What the what-if engine will not print: a replay that never delivered,
+and the groups it reads the way `tracekit ablation` does."""
+
+import os
+
+import pytest
+
+from tracekit.core.errors import TracekitError
+from tracekit.whatif.tcp import MAX_TIME, Conn, Path, Transfer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RTT, RATE, MSS = 0.05, 10e6 / 8, 1448
+
+
+class NoLoss:
+    def random(self):
+        return 0.99
+
+
+def test_an_idle_bottleneck_passes_a_packet_larger_than_its_queue():
+    """A queue read (or guessed: 0.4 BDP of a loopback capture's round trip)
+    smaller than one packet dropped every packet, and the transfer stopped at
+    the replay's limit; a bottleneck with nothing queued serves what comes.
+    Closed form: one segment, half a round trip and its serialisation."""
+    c = Conn(cc="cubic")
+    c.srtt, c.rttvar, c.min_rtt = RTT, RTT / 2, RTT
+    path = Path(rtt=RTT, rate=RATE, queue_bytes=10, loss=0.0)
+    t = Transfer(c, path, 1, MSS, NoLoss()).run()
+    assert t == pytest.approx(RTT / 2 + (MSS + 52) / RATE, abs=1e-9)
+    # ten at once: the first is served, the rest find it queued and are lost
+    # and sent again, one at a time: late, but delivered
+    assert Transfer(Conn(cc="cubic"), path, 10, MSS, NoLoss()).run() < MAX_TIME
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Six requests of one capture (four on fresh connections, two reused), no
+    event log, labelled with the rate alone."""
+    import tracekit
+    path = str(tmp_path_factory.mktemp("refusals") / "s.duckdb")
+    with tracekit.open(path) as s:
+        s.ingest([os.path.join(ROOT, "captures", "http-fresh-vs-persistent.pcap")],
+                 labels={"rate_mbps": "20"})
+        s.analyze()
+        yield s
+
+
+def test_a_replay_that_never_delivers_is_refused_not_printed(store):
+    """90 % loss at 0.1 Mbit/s: a 355 kB response does not arrive within the
+    replay's limit; the engine used to print the limit (120,000 ms) as the
+    predicted time."""
+    with pytest.raises(TracekitError, match=r"^rate_mbps=20: a replayed response did not arrive "
+                                            r"within 120 s.*rate 0\.10 Mbit/s.*loss 90\.0%"):
+        store.whatif({"loss_down": 0.9, "rate_mbps": 0.1}, where={"rate_mbps": "20"}, draws=8)
+
+
+def test_whatif_groups_and_selects_by_a_requests_columns_as_ablation_does(store):
+    """--by and --where name a request's attributes (labels, its events'
+    fields, its columns: request_attributes.sql), in whatif as in ablation:
+    `connection` here is the column, fresh or reused (no label says it)."""
+    from tracekit.presentation.whatif import groups
+    from tracekit.whatif.calibrate import load_requests
+    assert groups(store.con, {}, ["connection"]) == [{"connection": "fresh"},
+                                                     {"connection": "reused"}]
+    assert len(load_requests(store.con, {"connection": "reused"})) == 2
+    assert len(load_requests(store.con, {"connection": "fresh", "rate_mbps": "20"})) == 4
+    results = store.whatif({"rtt_ms": 20}, by=("connection",), draws=8)
+    assert [(g["connection"], len(r.measured_source)) for g, r in results] == [("fresh", 4),
+                                                                              ("reused", 2)]
+    with pytest.raises(TracekitError, match="with vantage=nowhere|no requests match vantage"):
+        store.whatif({"rtt_ms": 20}, where={"vantage": "nowhere"}, draws=8)
