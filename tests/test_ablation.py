@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from conftest import SHARED, needs_shared
+
 from tracekit.core.errors import TracekitError
 from tracekit.lab.experiment import schedule
 from tracekit.presentation.ablation import Arm, bootstrap_ratio_ci, compare_arms
@@ -133,3 +135,29 @@ def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
         assert groups(s.con, {"experiment": "modes"}, ["mode"]) == [
             {"experiment": "modes", "mode": "fresh"}, {"experiment": "modes", "mode": "persistent"}]
         assert sorted(load_requests(s.con, {"shard": "odd"}).connection) == ["fresh", "reused"]
+
+
+
+@needs_shared
+def test_a_request_that_took_no_time_is_left_out_and_counted(tmp_path):
+    """A request whose response was not seen has a duration of 0 (12 in the
+    shared captures, 2 in the ppp test suite's raw-IP one): its pair's ratio was infinite, numpy warned on the
+    user's terminal and the paired median moved. It is left out of its arm
+    and counted, and the command says so."""
+    import tracekit
+    from tracekit.cli import main
+    from click.testing import CliRunner
+    db = str(tmp_path / "z.duckdb")
+    with tracekit.open(db) as s:
+        s.ingest([str(SHARED / "ppp__raw_ip.pcap")])
+        s.analyze()
+        rows = s.con.execute("SELECT connection, count(*) FILTER (duration_ns > 0), "
+                             "count(*) FILTER (duration_ns = 0) FROM requests GROUP BY 1 "
+                             "ORDER BY 1").fetchall()
+        assert rows == [("fresh", 4, 0), ("reused", 5, 2)], rows
+        c, = s.comparisons("connection")
+        assert [(a.level, a.n, a.untimed) for a in c.arms] == [("fresh", 4, 0), ("reused", 5, 2)]
+        assert np.isfinite(c.median_paired_ratio) and np.isfinite(c.ci_high)
+    r = CliRunner().invoke(main, ["ablation", "--db", db, "--compare", "connection"])
+    assert r.exit_code == 0, r.output
+    assert "warning: all requests: 2 reused request(s) left out: no duration" in r.output

@@ -65,6 +65,9 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
                             f"(--predict SPAN,SPAN)")
     emit(*ablation_rows(results, by, top_spans, predict is not None), fmt)
     for c in results:
+        for arm in (a for a in c.arms if a.untimed):
+            click.echo(f"tracekit: warning: {c.label(by) or 'all requests'}: {arm.untimed} "
+                       f"{arm.level} request(s) left out: no duration (no response seen)", err=True)
         if c.no_difference:
             where = c.label(by) or "all requests"
             click.echo(f"tracekit: warning: {where}: the medians differ by less than the RTT "

@@ -48,6 +48,7 @@ class Arm:
     durations: np.ndarray  # ns, in interleaving order
     completed: int
     spans: list  # per request: {span: ns}
+    untimed: int = 0  # requests left out: no duration (no response seen), so no timing
 
     @property
     def n(self):
@@ -239,11 +240,13 @@ def ablation(con, compare, by=(), levels=None, where=None):
         expected = _mode([r[col["bytes_down"]] for r in group])
         arms = []
         for lv in order:
-            mine = sorted((r for r in group if r[col["level"]] == lv),
+            level = [r for r in group if r[col["level"]] == lv]
+            mine = sorted((r for r in level if (r[col["duration_ns"]] or 0) > 0),
                           key=lambda r: (r[col["run_order"]], r[col["start_ns"]]))
             arms.append(Arm(lv, np.array([r[col["duration_ns"]] for r in mine], dtype=float),
                             sum(1 for r in mine if r[col["bytes_down"]] == expected),
-                            [dict(r[col["spans"]]) if r[col["spans"]] else {} for r in mine]))
+                            [dict(r[col["spans"]]) if r[col["spans"]] else {} for r in mine],
+                            len(level) - len(mine)))
         if missing or len(arms) < 2:
             out.append(Comparison(by=key, arms=arms))
             continue
