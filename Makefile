@@ -53,7 +53,7 @@ demo: setup
 		--levels direct,tunnel --out demo-report.html
 
 test: setup-test
-	$(BIN)/python -m pytest -q -rs -n 2 --dist loadgroup --no-loadscope-reorder  # -rs: each skipped test and why; two workers, the lab on one (tests/conftest.py)
+	$(BIN)/python -m pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder  # -rs: each skipped test and why; two workers, the lab on one (tests/conftest.py)
 
 clean:
 	rm -rf $(VENV) demo.duckdb demo-*.html demo-*.png .pytest_cache

@@ -17,13 +17,13 @@ def shared_available():
     return (SHARED / "MANIFEST.tsv").exists()
 
 
-# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`): each
-# test file whole on one (its module fixtures run once), and the files whose tests
-# build lab paths (network namespaces, tcpdump, a paced forwarder) all on the same
-# one, one after another -- on two workers at once a lab test saw the other's
-# namespaces and measured its path beside the other's forwarder. The files are
-# those whose tests made a namespace while /run/netns was watched through a whole
-# run (2026-12-06); a file that only imports tracekit.lab needs no place here.
+# `make test` runs the suite on two workers (pytest-xdist): each test file whole on
+# one (its module fixtures run once), and the files whose tests build lab paths
+# (network namespaces, tcpdump, a paced forwarder) all on the same one, one after
+# another -- on two workers at once a lab test saw the other's namespaces and
+# measured its path beside the other's forwarder. The files are those whose tests
+# made a namespace while /run/netns was watched through a whole run (2026-12-06);
+# a file that only imports tracekit.lab needs no place here.
 LAB_FILES = frozenset({
     "test_bottleneck.py", "test_counterfactual.py", "test_hostile_lab.py",
     "test_lab_agent.py", "test_lab_emulator.py", "test_lab_experiment.py",
@@ -32,24 +32,38 @@ LAB_FILES = frozenset({
     "test_stalls_receiver.py", "test_streams_lab.py", "test_whatif.py"})
 # The groups handed out first, slowest first (`pytest --durations`, one worker,
 # 2026-12-06: the lab's files together about 280 s, then 35-90 s each; xdist's
-# own order, by number of tests, is turned off in the Makefile), so that
-# none starts last and leaves a core idle at the end; the rest as collected.
+# own order, by number of tests, is turned off in the Makefile), so that none
+# starts last and leaves a core idle at the end; the rest as collected.
 SLOW_FIRST = ("lab", "test_cluster.py", "test_report.py", "test_chapter_case.py",
               "test_faults.py", "test_readme_tour.py", "test_fault_campaign.py",
               "test_dataset_readers.py", "test_cli_examples.py", "test_analyze.py",
               "test_whatif_droplog.py", "test_fuzz_campaign.py")
 
 
-def group_of(path):
-    return "lab" if path.name in LAB_FILES else path.name
+def group_of(nodeid):
+    """The unit a worker takes whole: the lab's files together, else the file."""
+    path = nodeid.split("::", 1)[0]
+    return "lab" if os.path.basename(path) in LAB_FILES else path
 
 
-@pytest.hookimpl(tryfirst=True)  # (before xdist's own hook reads the groups)
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(group_of(item.path), len(rank)))  # (stable)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item.path)))
+    rank = {os.path.basename(name): i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(os.path.basename(group_of(item.nodeid)), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    # xdist's own grouping (--dist loadgroup) renames the tests, which pytest 9.2
+    # no longer lets it do (pytest-xdist issue #1386: the groups are silently
+    # ignored); a scheduler by file whose scope names the lab's files alike is
+    # the same thing without renaming anything
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndTheLab(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return group_of(nodeid)
+
+    return FilesAndTheLab(config, log)
 
 
 needs_shared = pytest.mark.skipif(
