@@ -69,3 +69,23 @@ def test_whatif_groups_and_selects_by_a_requests_columns_as_ablation_does(store)
                                                                               ("reused", 2)]
     with pytest.raises(TracekitError, match="with vantage=nowhere|no requests match vantage"):
         store.whatif({"rtt_ms": 20}, where={"vantage": "nowhere"}, draws=8)
+
+
+def test_a_store_an_older_tracekit_analysed_is_asked_to_be_analysed_again(tmp_path):
+    """request_attributes is newer than the stores made before it: the library
+    and the commands say to run analyze (which creates it and rebuilds nothing
+    else), not DuckDB's catalog error."""
+    import tracekit
+    path = str(tmp_path / "old.duckdb")
+    with tracekit.open(path) as s:
+        s.ingest([os.path.join(ROOT, "captures", "http-fresh-vs-persistent.pcap")])
+        s.analyze()
+        s.con.execute("DROP VIEW request_attributes")
+        for call in (lambda: s.whatif({"rtt_ms": 20}, draws=8),
+                     lambda: s.comparisons("connection")):
+            with pytest.raises(TracekitError, match=r"analysed by an older tracekit \(it has no "
+                                                    r"request_attributes\); run: tracekit analyze"):
+                call()
+        built = [r.table for r in s.analyze() if getattr(r, "built", 0)]
+        assert built == ["request_attributes"]
+        assert len(s.comparisons("connection")[0].arms) == 2

@@ -120,6 +120,7 @@ class Store:
         from .presentation.ablation import predict as predicted
         if isinstance(by, str):  # one factor named alone, not its letters
             by = (by,)
+        self.require_analyzed()
         results: list[Comparison] = ablation(self.con, compare, by=tuple(by), levels=levels,
                                              where=where)
         if predict is not None:
@@ -222,6 +223,7 @@ class Store:
         tracekit.whatif.factors. Values may be strings."""
         from .presentation.whatif import run
         from .whatif.replayer import DRAWS
+        self.require_analyzed()
         groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
                                 _levels(set), tuple(by), draws or DRAWS,
                                 _levels(assume, "--assume"))
@@ -234,6 +236,7 @@ class Store:
         with bootstrap intervals and the pairs' interaction terms
         (tracekit.whatif.shapley.Split)."""
         from .whatif.shapley import split
+        self.require_analyzed()
         return split(self.con, dict(where or {}), dict(source), dict(target))
 
     def require_analyzed(self) -> None:
