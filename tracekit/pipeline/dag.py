@@ -16,7 +16,8 @@ tests/test_dag.py parses every query with DuckDB and fails when a header's
 Sources differ from what the query reads.
 
 The order is a topological sort (per-capture steps and views before the
-store-wide ones, then by name), and a step's version is a
+store-wide ones, then by name; a view of a store-wide table, such as
+request_attributes of `requests`, after that table), and a step's version is a
 hash of its own text and the versions of the steps that build what it
 reads: changing one analysis rebuilds it and what depends on it, nothing
 else.
