@@ -89,7 +89,8 @@ def _ablations(con, page, scope, compare, by, levels):
         predicted = any(c.prediction for c in results)
         cols, rows = ablation_rows(results, by_, predictions=predicted)
         blocks.append(Page.text(
-            f"Requests with {', '.join(f'{k}={v}' for k, v in where.items())}; ratio = first "
+            (f"Requests with {', '.join(f'{k}={v}' for k, v in where.items())}; " if where
+             else "Every request that carries the attribute; ") + "ratio = first "
             f"arm / second; spans_moved: the median paired change of each span, signed, in ms."
             + (" predicted_ms: the what-if replay's saving (tracekit ablation --predict, "
                f"400 draws; at most {REPLAYS} replays per report)." if predicted else ""),
