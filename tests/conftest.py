@@ -56,7 +56,10 @@ def pytest_xdist_make_scheduler(config, log):
     # xdist's own grouping (--dist loadgroup) renames the tests, which pytest 9.2
     # no longer lets it do (pytest-xdist issue #1386: the groups are silently
     # ignored); a scheduler by file whose scope names the lab's files alike is
-    # the same thing without renaming anything
+    # the same thing without renaming anything. Only where whole files are
+    # asked for (the Makefile's --dist loadfile); any other --dist is xdist's.
+    if config.getvalue("dist") not in ("loadfile", "loadscope"):
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class FilesAndTheLab(LoadScopeScheduling):

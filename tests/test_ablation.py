@@ -137,13 +137,12 @@ def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
         assert sorted(load_requests(s.con, {"shard": "odd"}).connection) == ["fresh", "reused"]
 
 
-
 @needs_shared
 def test_a_request_that_took_no_time_is_left_out_and_counted(tmp_path):
     """A request whose response was not seen has a duration of 0 (12 in the
-    shared captures, 2 in the ppp test suite's raw-IP one): its pair's ratio was infinite, numpy warned on the
-    user's terminal and the paired median moved. It is left out of its arm
-    and counted, and the command says so."""
+    shared captures, 2 in the ppp test suite's raw-IP one): its pair's ratio
+    was infinite, numpy warned on the user's terminal and the paired median
+    moved. It is left out of its arm and counted, and the command says so."""
     import tracekit
     from tracekit.cli import main
     from click.testing import CliRunner
@@ -161,3 +160,16 @@ def test_a_request_that_took_no_time_is_left_out_and_counted(tmp_path):
     r = CliRunner().invoke(main, ["ablation", "--db", db, "--compare", "connection"])
     assert r.exit_code == 0, r.output
     assert "warning: all requests: 2 reused request(s) left out: no duration" in r.output
+
+
+def test_an_untimed_request_takes_its_pair_out_not_the_pairs_after_it():
+    """The i-th request of one arm pairs with the i-th of the other in the
+    interleaving order; one without a duration (left out of its arm) leaves
+    its place empty. Shifted, A's 6 would pair with B's 4 (median ratio 1.75)."""
+    from tracekit.presentation.ablation import Arm, compare_arms
+    a = Arm("fresh", np.array([4.0, 6.0, 8.0]), 3, [{"x": 1.0}, {"x": 2.0}, {"x": 5.0}])
+    b = Arm("reused", np.array([2.0, 4.0]), 2, [{"x": 0.0}, {"x": 1.0}], untimed=1,
+            places=np.array([0, 2]))
+    c = compare_arms(a, b)
+    assert (c.pairs, c.median_paired_ratio, c.won) == (2, 2.0, (0, 2))
+    assert c.spans_moved[0][:2] == ("x", 2.5)  # (1 - 0 and 5 - 1)

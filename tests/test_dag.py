@@ -64,10 +64,15 @@ def test_every_step_runs_after_the_steps_that_write_what_it_reads():
     for n in nodes:
         assert {writes[t] for t in n.reads if t in writes} - {n.name} <= seen, n.name
         seen.add(n.name)
-    # the per-capture steps come before every store-wide one (a view stores
-    # nothing: request_attributes reads the store-wide requests, after them)
-    kinds = [n.kind.startswith("store") for n in nodes if n.kind != "view"]
+    # the per-capture steps, and the views of their tables, come before every
+    # store-wide one (a view of a store-wide table, request_attributes of
+    # requests, after it)
+    store_wide = {t for n in nodes if n.kind.startswith("store") for t in n.writes}
+    kinds = [n.kind.startswith("store") or (n.kind == "view" and bool(store_wide & set(n.reads)))
+             for n in nodes]
     assert kinds == sorted(kinds)
+    assert [n.name for n in nodes if n.kind == "view" and store_wide & set(n.reads)] == [
+        "request_attributes"]
 
 
 def test_a_circle_of_analyses_is_refused_by_name():

@@ -82,7 +82,7 @@ def test_a_store_an_older_tracekit_analysed_is_asked_to_be_analysed_again(tmp_pa
         s.analyze()
         s.con.execute("DROP VIEW request_attributes")
         for call in (lambda: s.whatif({"rtt_ms": 20}, draws=8),
-                     lambda: s.comparisons("connection")):
+                     lambda: s.comparisons("connection"), lambda: s.report()):
             with pytest.raises(TracekitError, match=r"analysed by an older tracekit \(it has no "
                                                     r"request_attributes\); run: tracekit analyze"):
                 call()

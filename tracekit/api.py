@@ -120,7 +120,7 @@ class Store:
         from .presentation.ablation import predict as predicted
         if isinstance(by, str):  # one factor named alone, not its letters
             by = (by,)
-        self.require_analyzed()
+        self.require_analyzed(needs=("request_attributes",))
         results: list[Comparison] = ablation(self.con, compare, by=tuple(by), levels=levels,
                                              where=where)
         if predict is not None:
@@ -192,6 +192,7 @@ class Store:
         `compare`/`by`/`levels` choose the ablation (else each experiment's
         design factors)."""
         from .presentation.html import build
+        self.require_analyzed(needs=("attribution", "request_attributes"))
         page: str = build(self.con, run=run, experiment=experiment, compare=compare,
                           by=(by,) if isinstance(by, str) else tuple(by),
                           levels=list(levels) if levels else None, where=dict(where or {}))
@@ -223,7 +224,7 @@ class Store:
         tracekit.whatif.factors. Values may be strings."""
         from .presentation.whatif import run
         from .whatif.replayer import DRAWS
-        self.require_analyzed()
+        self.require_analyzed(needs=("request_attributes",))
         groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
                                 _levels(set), tuple(by), draws or DRAWS,
                                 _levels(assume, "--assume"))
@@ -236,20 +237,19 @@ class Store:
         with bootstrap intervals and the pairs' interaction terms
         (tracekit.whatif.shapley.Split)."""
         from .whatif.shapley import split
-        self.require_analyzed()
+        self.require_analyzed(needs=("request_attributes",))
         return split(self.con, dict(where or {}), dict(source), dict(target))
 
-    def require_analyzed(self) -> None:
-        """Raise unless `tracekit analyze` has built the derived tables, each
-        SQL analysis of this version's (a store an older tracekit analysed
-        lacks the newer ones)."""
-        from .pipeline.dag import sql_nodes
+    def require_analyzed(self, needs: Sequence[str] = ()) -> None:
+        """Raise unless `tracekit analyze` has built the derived tables, and the
+        relations `needs` names (newer than some stores an older tracekit
+        analysed: request_attributes)."""
         have = {r[0] for r in self.con.execute(
             "SELECT table_name FROM information_schema.tables").fetchall()}
         if "handshakes" not in have:
             raise TracekitError(f"{self.path} has not been analysed yet; run: tracekit analyze "
                                 f"--db {self.path}")
-        missing = sorted(n.name for n in sql_nodes() if n.name not in have)
+        missing = sorted(n for n in needs if n not in have)
         if missing:
             raise TracekitError(f"{self.path} was analysed by an older tracekit (it has no "
                                 f"{', '.join(missing)}); run: tracekit analyze --db {self.path}")

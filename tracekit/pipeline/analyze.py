@@ -114,7 +114,8 @@ def record_store_step(con, table, rows, seconds, params=None):
 
 
 def create_views(con):
-    """The analyses' views (rtt_samples, ack_gaps, inflight) over `con`'s tables."""
+    """The analyses' views (rtt_samples, ack_gaps, inflight, request_attributes)
+    over `con`'s tables, each whose tables are there."""
     for step in _steps():
         if step.scope == "view" and step.ready(con):
             step.create(con)

@@ -4,7 +4,7 @@
   (`module.build(con, writer, capture_id, **params)`), in many short
   transactions for a large capture (a marker row hides it meanwhile);
 - SqlStep: analyses/<table>.sql over a batch of consecutive captures;
-- ViewStep: a view over per-capture tables, nothing stored;
+- ViewStep: a view, nothing stored;
 - StoreStep: a table built from the whole store at once; PartitionedStoreStep
   the same in parts of requests, CodeStoreStep by a module's `build_all`.
 
@@ -191,7 +191,8 @@ class SqlStep:
 
 
 class ViewStep:
-    """A view over per-capture tables (analyses/<name>.sql); nothing is stored."""
+    """A view (analyses/<name>.sql): over per-capture tables, or over the
+    store-wide `requests` and `events` (request_attributes); nothing is stored."""
 
     scope = "view"
 

@@ -1,5 +1,6 @@
 """Open a store as the analyses see it: a DuckDB file, or a Parquet dataset
-with the analyses' views (rtt_samples, ack_gaps, inflight) over its tables."""
+with the analyses' views (rtt_samples, ack_gaps, inflight, request_attributes)
+over its tables."""
 
 from ..store import db
 from ..store.dataset import is_dataset

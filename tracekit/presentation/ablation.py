@@ -49,6 +49,15 @@ class Arm:
     completed: int
     spans: list  # per request: {span: ns}
     untimed: int = 0  # requests left out: no duration (no response seen), so no timing
+    # each request's place in the arm's interleaving order, the untimed ones
+    # counted (None: 0, 1, 2, ...): the i-th of one arm pairs with the i-th of the
+    # other, and an untimed request takes its pair out, not the pairs after it
+    places: np.ndarray | None = None
+
+    def placed(self):
+        """{place: index into durations}."""
+        places = range(self.n) if self.places is None else self.places
+        return {int(p): i for i, p in enumerate(places)}
 
     @property
     def n(self):
@@ -197,17 +206,21 @@ def compare_arms(a, b, by=(), rtt_spread_ns=float("nan")):
     if not a.n or not b.n:
         return c
     c.ratio_of_medians = a.median / b.median
-    c.pairs = min(a.n, b.n)
-    pa, pb = a.durations[:c.pairs], b.durations[:c.pairs]
-    c.median_paired_ratio = float(np.median(pa / pb))
+    at_a, at_b = a.placed(), b.placed()
+    pairs = [(at_a[p], at_b[p]) for p in sorted(at_a) if p in at_b]
+    c.pairs = len(pairs)
+    ia, ib = [i for i, _ in pairs], [j for _, j in pairs]
+    pa, pb = a.durations[ia], b.durations[ib]
+    c.median_paired_ratio = float(np.median(pa / pb)) if c.pairs else float("nan")
     c.won = (int(np.sum(pa < pb)), int(np.sum(pb < pa)))
     if a.n > 1 and b.n > 1:
         c.ci_low, c.ci_high = bootstrap_ratio_ci(a.durations, b.durations)
-    total = float(np.median(pa - pb))
-    names = sorted({k for s in a.spans[:c.pairs] + b.spans[:c.pairs] for k in (s or {})})
+    total = float(np.median(pa - pb)) if c.pairs else 0.0
+    sa_, sb_ = [a.spans[i] for i in ia], [b.spans[j] for j in ib]
+    names = sorted({k for s in sa_ + sb_ for k in (s or {})})
     for name in names:
         diffs = np.array([(sa or {}).get(name, 0) - (sb or {}).get(name, 0)
-                          for sa, sb in zip(a.spans[:c.pairs], b.spans[:c.pairs])], dtype=float)
+                          for sa, sb in zip(sa_, sb_)], dtype=float)
         change = float(np.median(diffs))
         if change:
             c.spans_moved.append((name, change, change / total if total else float("nan")))
@@ -240,13 +253,14 @@ def ablation(con, compare, by=(), levels=None, where=None):
         expected = _mode([r[col["bytes_down"]] for r in group])
         arms = []
         for lv in order:
-            level = [r for r in group if r[col["level"]] == lv]
-            mine = sorted((r for r in level if (r[col["duration_ns"]] or 0) > 0),
-                          key=lambda r: (r[col["run_order"]], r[col["start_ns"]]))
+            level = sorted((r for r in group if r[col["level"]] == lv),
+                           key=lambda r: (r[col["run_order"]], r[col["start_ns"]]))
+            places = [i for i, r in enumerate(level) if (r[col["duration_ns"]] or 0) > 0]
+            mine = [level[i] for i in places]
             arms.append(Arm(lv, np.array([r[col["duration_ns"]] for r in mine], dtype=float),
                             sum(1 for r in mine if r[col["bytes_down"]] == expected),
                             [dict(r[col["spans"]]) if r[col["spans"]] else {} for r in mine],
-                            len(level) - len(mine)))
+                            len(level) - len(mine), np.array(places)))
         if missing or len(arms) < 2:
             out.append(Comparison(by=key, arms=arms))
             continue

@@ -20,9 +20,9 @@ def groups(con, where, by):
     combos = sorted({tuple(str(dict(att).get(b)) for b in by) for att in df.attributes})
     out = [{**where, **dict(zip(by, c))} for c in combos if "None" not in c]
     if not out:  # (an empty table would say nothing)
-        named = " and ".join(by)
+        named = f"{' and '.join(by)} (a label, an event field or a column)"
         raise TracekitError(f"no requests match {describe(where)}" + ("" if df.empty else
-                            f" with {named} (a label, an event field or a column) to group them by"))
+                            f" with {named} to group them by"))
     return out
 
 

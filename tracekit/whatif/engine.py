@@ -124,10 +124,10 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
            if stated else None)
     target, workload = _workload(con, target, tgt)
-    group = describe({**(where or {}), **as_labels(source)})
-    r = WhatIf(where or {}, source, target, cal, measured, delivered(replayed, setting(cal, {}), group),
-               delivered(replay(cal, setting(cal, target), draws, seed), setting(cal, target), group),
-               workload=workload)
+    group, at = describe({**(where or {}), **as_labels(source)}), setting(cal, target)
+    r = WhatIf(where or {}, source, target, cal, measured,
+               delivered(replayed, setting(cal, {}), group),
+               delivered(replay(cal, at, draws, seed), at, group), workload=workload)
     if tgt is not None and len(tgt):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)

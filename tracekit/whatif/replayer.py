@@ -260,7 +260,9 @@ def _replay_unit(cal, s, u, unit, d0, d1, seed):
             t = _transfer_s(conn, path, q.bytes_down, cal.mss, rng)
             if not server:  # the request's trip, then the response until it is held
                 end = s.rtt / 2 + t
-            elif SERVER_LAST_SEND and t < MAX_TIME:
+            elif t >= MAX_TIME:  # not delivered: kept at the limit, for `delivered` to refuse
+                end = t
+            elif SERVER_LAST_SEND:
                 end = conn.last_send  # at the server: its last data packet leaves
             else:  # (the client's end less a round trip)
                 end = t - s.rtt / 2
