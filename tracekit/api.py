@@ -192,7 +192,7 @@ class Store:
         `compare`/`by`/`levels` choose the ablation (else each experiment's
         design factors)."""
         from .presentation.html import build
-        self.require_analyzed(needs=("attribution", "request_attributes"))
+        self.require_analyzed(needs=("request_attributes",))  # (build checks attribution)
         page: str = build(self.con, run=run, experiment=experiment, compare=compare,
                           by=(by,) if isinstance(by, str) else tuple(by),
                           levels=list(levels) if levels else None, where=dict(where or {}))

@@ -55,7 +55,7 @@ def plot(kind, flow_id, capture_id, direction, t_from, t_to, stream, run, reques
     """
     require_chart_modules()
     with api.open(db, read_only=True) as store:
-        store.require_analyzed()
+        store.require_analyzed(needs=("request_attributes",) if compare else ())  # (ablation.sql)
         where = parse_labels(where) if compare else {}
         chart, default = plots.draw(store.con, kind, flow_id, capture_id, direction, stream, run,
                                     request_key, compare, by,

@@ -56,8 +56,7 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
     """
     from ..presentation.table import ablation_rows
     spans = None if predict is None else tuple(x for x in predict.split(",") if x)
-    with api.open(db, read_only=True) as store:
-        store.require_analyzed()
+    with api.open(db, read_only=True) as store:  # (comparisons checks it is analysed)
         results = store.comparisons(compare, by, levels.split(",") if levels else None,
                                     parse_labels(where), spans)
     if predict is not None and not any(c.prediction for c in results):
@@ -65,11 +64,11 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
                             f"(--predict SPAN,SPAN)")
     emit(*ablation_rows(results, by, top_spans, predict is not None), fmt)
     for c in results:
+        where = c.label(by) or "all requests"
         for arm in (a for a in c.arms if a.untimed):
-            click.echo(f"tracekit: warning: {c.label(by) or 'all requests'}: {arm.untimed} "
-                       f"{arm.level} request(s) left out: no duration (no response seen)", err=True)
+            click.echo(f"tracekit: warning: {where}: {arm.untimed} {arm.level} request(s) left "
+                       f"out: no duration (no response seen)", err=True)
         if c.no_difference:
-            where = c.label(by) or "all requests"
             click.echo(f"tracekit: warning: {where}: the medians differ by less than the RTT "
                        f"spread of these runs ({c.rtt_spread_ns / 1e6:.1f} ms): no difference",
                        err=True)

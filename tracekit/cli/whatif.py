@@ -72,8 +72,7 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
       tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection --draws 100
     """
     from ..presentation.whatif import emulation_rows, explain_rows, rows
-    with api.open(db, read_only=True) as store:
-        store.require_analyzed()
+    with api.open(db, read_only=True) as store:  # (whatif checks the store is analysed)
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
                                _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
     if explain:
@@ -115,8 +114,7 @@ def interactions(where, source, target, db, fmt):
       tracekit interactions --where experiment=counterfactual --from connection=fresh,loss_down=0.05 --to connection=persistent,loss_down=0.0
     """
     from ..presentation.whatif import interaction_rows
-    with api.open(db, read_only=True) as store:
-        store.require_analyzed()
+    with api.open(db, read_only=True) as store:  # (interactions checks it is analysed)
         result = store.interactions(_pairs(source, "--from"), _pairs(target, "--to"),
                                     parse_labels(where))
     emit(*interaction_rows(result), fmt)
