@@ -47,7 +47,7 @@ def group_of(nodeid):
 
 
 def pytest_collection_modifyitems(items):
-    rank = {os.path.basename(name): i for i, name in enumerate(SLOW_FIRST)}
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.basename(group_of(item.nodeid)), len(rank)))
 
 
