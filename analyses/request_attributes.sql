@@ -1,7 +1,7 @@
 -- request_attributes: what a request can be selected and grouped by.
 --
 -- Step: view.
--- Sources: events, requests.
+-- Sources: captures, event_logs, events, requests.
 --
 -- A view over the whole store (nothing stored). `tracekit ablation`'s
 -- --compare, --by and --where and `tracekit whatif`'s --where, --from and
@@ -10,8 +10,10 @@
 -- capture's: requests.labels), else the scalar fields its own events carry
 -- (e.g. `mode` fresh/persistent on its request_start; the first value when
 -- its events disagree), else its own columns `connection`, `protocol`,
--- `vantage`, `source` (fresh vs reused connections need no label): where
--- two say the same name, the first in that order is the attribute.
+-- `vantage`, `source` (fresh vs reused connections need no label) and
+-- `capture` and `log`, the file names of the capture and the event log it
+-- was found in (runs made by hand compare by file, unlabelled): where two
+-- say the same name, the first in that order is the attribute.
 -- Columns:
 --   request_key   the request (requests.request_key)
 --   attrs         MAP(VARCHAR, VARCHAR): name -> value
@@ -33,9 +35,13 @@ final AS (  -- the columns first, then the events' fields, then the labels: the 
             map_from_entries(list_filter([{'key': 'connection', 'value': q.connection},
                                           {'key': 'protocol', 'value': q.protocol},
                                           {'key': 'vantage', 'value': q.vantage},
-                                          {'key': 'source', 'value': q.source}],
+                                          {'key': 'source', 'value': q.source},
+                                          {'key': 'capture', 'value': c.file_name},
+                                          {'key': 'log', 'value': l.file_name}],
                                          lambda e: e.value IS NOT NULL)),
             coalesce(e.attrs, MAP {}), coalesce(q.labels, MAP {})) AS attrs
     FROM requests q LEFT JOIN ev_attrs e ON e.log_id = q.log_id AND e.request = q.request
+        LEFT JOIN captures c ON c.capture_id = q.capture_id
+        LEFT JOIN event_logs l ON l.log_id = q.log_id
 )
 SELECT * FROM final

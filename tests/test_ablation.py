@@ -135,6 +135,12 @@ def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
         assert groups(s.con, {"experiment": "modes"}, ["mode"]) == [
             {"experiment": "modes", "mode": "fresh"}, {"experiment": "modes", "mode": "persistent"}]
         assert sorted(load_requests(s.con, {"shard": "odd"}).connection) == ["fresh", "reused"]
+        # and by the file a request was found in: its event log's, its capture's
+        assert groups(s.con, {}, ["log"]) == [{"log": "counterfactual-001.jsonl"},
+                                              {"log": "counterfactual-002.jsonl"}]
+        rows = ablation(s.con, "log", levels=["counterfactual-001.jsonl", "counterfactual-002.jsonl"],
+                        where={"capture": "client.pcap"})
+        assert [tuple(a.n for a in r.arms) for r in rows] == [(3, 3)]
 
 
 @needs_shared

@@ -89,3 +89,26 @@ def test_a_store_an_older_tracekit_analysed_is_asked_to_be_analysed_again(tmp_pa
         built = [r.table for r in s.analyze() if getattr(r, "built", 0)]
         assert built == ["request_attributes"]
         assert len(s.comparisons("connection")[0].arms) == 2
+
+
+def test_a_capture_and_a_log_are_attributes_by_their_file_names(store):
+    """Runs made by hand compare by file, unlabelled: `capture` (and `log`)
+    is the file a request was found in; a label of that name would win."""
+    from tracekit.presentation.whatif import groups
+    from tracekit.whatif.calibrate import load_requests
+    assert groups(store.con, {}, ["capture"]) == [{"capture": "http-fresh-vs-persistent.pcap"}]
+    assert len(load_requests(store.con, {"capture": "http-fresh-vs-persistent.pcap"})) == 6
+    assert len(load_requests(store.con, {"capture": "another.pcap"})) == 0
+    (logs,), = store.con.execute("SELECT count(*) FROM request_attributes "
+                                 "WHERE attrs['log'] IS NOT NULL").fetchall()
+    assert logs == 0  # (no event log here)
+
+
+def test_the_target_is_measured_where_a_column_carries_its_level(store):
+    """--set connection=fresh for the reused requests: the fresh ones of the
+    same capture are the target's measurement (their `connection` column: no
+    label says it), as `ablation --compare connection` pairs them; the
+    target's runs used to be looked up among labels alone."""
+    [(_, r)] = store.whatif({"connection": "fresh"}, where={"connection": "reused"}, draws=8)
+    assert len(r.measured_source) == 2
+    assert r.measured_target is not None and len(r.measured_target) == 4

@@ -404,8 +404,11 @@ def _misfit(replayed, measured):
 
 
 def _labelled(con):
+    """The names the store's requests have as attributes (request_attributes.sql:
+    labels, their events' fields, their columns): a factor --set to a level
+    some of them carry has measured runs at the target."""
     keys = {row[0] for row in con.execute(
-        "SELECT DISTINCT unnest(map_keys(labels)) FROM requests").fetchall()}
+        "SELECT DISTINCT unnest(map_keys(attrs)) FROM request_attributes").fetchall()}
     return keys | ({"rate_mbps"} if "bottleneck_mbps" in keys else set())
 
 
