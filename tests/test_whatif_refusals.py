@@ -112,3 +112,12 @@ def test_the_target_is_measured_where_a_column_carries_its_level(store):
     [(_, r)] = store.whatif({"connection": "fresh"}, where={"connection": "reused"}, draws=8)
     assert len(r.measured_source) == 2
     assert r.measured_target is not None and len(r.measured_target) == 4
+
+
+def test_an_interval_is_printed_rounded_outwards():
+    """A point prediction of 258.54 ms at its interval's lower edge printed as
+    258.5 beside "259..347": outside it. Each edge rounds away from the inside."""
+    from tracekit.presentation.whatif import _pair
+    assert _pair((0.25854, 0.3468)) == "258..347"
+    assert _pair((-0.0413, -0.0052)) == "-42..-5"
+    assert _pair(None) is None

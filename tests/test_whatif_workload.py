@@ -90,8 +90,8 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         assert r.target["warmup"] == 0
         assert "1 of the target's 1 runs (their first request opens the connection)" in r.workload
         from tracekit.presentation.whatif import explain_rows
-        _, rows = explain_rows([({}, r)])
-        assert ["", "target warmup", "0", r.workload] in rows
+        _, rows = explain_rows([({"bottleneck_mbps": "20"}, r)])  # (named as the user names it)
+        assert ["rate_mbps=20", "target warmup", "0", r.workload] in rows
         assert r.measured_saving == pytest.approx(0.038, abs=0.003)
         assert r.within, (r.saving, r.measured_saving)
         replay = np.median(r.replay_target, axis=1)

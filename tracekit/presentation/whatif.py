@@ -1,6 +1,8 @@
 """The rows `tracekit whatif` and `tracekit interactions` print, and the
 groups (--by) the what-if runs over."""
 
+import math
+
 import numpy as np
 
 from ..core.errors import TracekitError
@@ -37,7 +39,9 @@ def _ms(x):
 
 
 def _pair(x):
-    return f"{x[0] * 1e3:.0f}..{x[1] * 1e3:.0f}" if x else None
+    """An interval in ms, rounded outwards: a value inside it is inside as printed
+    (a point prediction of 258.5 ms at its lower edge read "259..347")."""
+    return f"{math.floor(x[0] * 1e3):.0f}..{math.ceil(x[1] * 1e3):.0f}" if x else None
 
 
 def rows(results, by=()):
@@ -82,7 +86,7 @@ def explain_rows(results):
     sender was, the saving of each other sender the group fits as well."""
     out = []
     for g, r in results:
-        label = ", ".join(f"{k}={v}" for k, v in g.items())
+        label = describe(g)  # (as the user named it: rate_mbps, not the lab's bottleneck_mbps)
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
         if r.workload:
             out.append([label, "target warmup", str(r.target.get("warmup", 1)), r.workload])
