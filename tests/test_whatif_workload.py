@@ -264,3 +264,32 @@ def test_the_senders_a_fresh_group_cannot_tell_apart_are_in_the_interval(tmp_pat
         assert any(row[1] == "saving_ms as reno" for row in rows)
         assert engine.sender_savings(r.calibration, r.measured_source,
                                      {"congestion": "reno", "connection": "persistent"}) == []
+
+
+def test_the_interval_reaches_the_queue_the_waits_give_where_the_guess_is_the_train(tmp_path):
+    """The delay line's CUBIC at 12 Mbit/s through a 60,000-byte queue, RTT 30
+    ms, six fresh 300 kB responses (client capture, no drop): the queue
+    never filled, and its guess is the longest train at the bottleneck's
+    spacing, 370 kB -- six times the queue, as an ACK-clocked sender keeps
+    the bottleneck busy far longer than its queue holds. The longest wait
+    (35 ms) times the rate is a lower bound, 53 kB. Held-out sets 13 and 14
+    missed by 89-269 % where the queue the guess overstated overflowed;
+    the saving at the waits' queue is now one the intervals reach, and
+    --explain shows it."""
+    import tracekit
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest([os.path.join(HERE, "c-cubic-rtt30-fresh-0.pcap")], labels={"connection": "fresh"})
+        s.analyze()
+        (g, r), = s.whatif({"connection": "persistent"}, source={"connection": "fresh"}, draws=8)
+        guess = r.calibration.queue_bytes
+        assert guess > 300_000 and "longest train" in r.calibration.sources["queue_bytes"]
+        (waited, at_waits), half, twice = r.queue_savings
+        assert 45_000 < waited <= 60_000  # a lower bound of the delay line's queue
+        assert (half[0], twice[0]) == (guess / 2, guess * 2)
+        assert at_waits < r.saving  # warm bursts overflow the smaller queue
+        lo, hi = r.intervals["saving"]
+        assert lo <= at_waits <= hi
+        from tracekit.presentation.whatif import explain_rows
+        _, rows = explain_rows([(g, r)])
+        assert any(row[1] == f"saving_ms at queue_bytes={waited:.0f}"
+                   and "the longest wait's queue, 0.14x it" in row[3] for row in rows)

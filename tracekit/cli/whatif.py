@@ -37,7 +37,8 @@ def _pairs(items, option):
               help="Monte-Carlo replays per group (each level).")
 @click.option("--explain", is_flag=True,
               help="Print the calibration (value and where from); where the queue is a guess, "
-                   "the predicted saving at half and at twice it.")
+                   "the predicted saving at half and at twice it, and at the longest wait's "
+                   "queue where the guess is over twice that.")
 @click.option("--emulate", type=click.IntRange(1), default=None, metavar="ROUNDS",
               help="Also re-run each group's calibrated path and workload in the lab (root), "
                    "as measured and with the change, this many interleaved rounds of 4 "

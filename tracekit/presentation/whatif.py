@@ -92,8 +92,9 @@ def explain_rows(results):
             out.append([label, "target warmup", str(r.target.get("warmup", 1)), r.workload])
         for q, saving in r.queue_savings:
             times = q / r.calibration.queue_bytes
+            which = ("the longest wait's queue, " if times < 0.5 else "")  # (guesses.waited_queue)
             out.append([label, f"saving_ms at queue_bytes={q:.0f}", f"{saving * 1e3:.1f}",
-                        f"the queue is a guess: the predicted saving at {times:g}x it "
+                        f"the queue is a guess: the predicted saving at {which}{times:.2g}x it "
                         f"({r.saving * 1e3:.1f} ms at the guess)"])
         for name, misfit, saving in r.sender_savings:
             out.append([label, f"saving_ms as {name}", f"{saving * 1e3:.1f}",

@@ -27,6 +27,7 @@ from ..core.errors import TracekitError
 from .calibrate import (QUEUE_GUESS, calibrate, first_warmups, load_requests, measured_connection,
                         queue_guess)
 from .factors import as_labels, describe
+from .guesses import queue_sensitivity
 from .replayer import DRAWS, SEED, Derived, delivered, replay, setting
 
 RESAMPLES = 2000
@@ -440,22 +441,6 @@ def _intervals(r):
         r.intervals["measured_saving"] = _interval(ma - mb)
         m = r.measured_saving  # (resample - measured) stands for (measured - true)
         r.chance = float(np.mean(_close(ma - mb, m)))
-
-
-def queue_sensitivity(r, draws=DRAWS, seed=SEED):
-    """[(queue_bytes, saving s)] at half and at twice the queue when the
-    calibration guessed it (no label, no overflow seen) and the change does
-    not set it, else []: how much the prediction rests on the guess (a warm
-    burst overflows a small queue and not a large one)."""
-    cal = r.calibration
-    if "queue_bytes" in r.target or QUEUE_GUESS not in cal.sources.get("queue_bytes", ""):
-        return []
-    out = []
-    for q in (cal.queue_bytes / 2, cal.queue_bytes * 2):
-        a = replay(cal, setting(cal, {"queue_bytes": q}), draws, seed)
-        b = replay(cal, setting(cal, {**r.target, "queue_bytes": q}), draws, seed)
-        out.append((q, float(np.median(a) - np.median(b))))
-    return out
 
 
 def explain(cal):
