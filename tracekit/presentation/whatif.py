@@ -82,8 +82,9 @@ def emulation_rows(pairs, by=()):
 
 def explain_rows(results):
     """(columns, rows) of the calibration of each group; where the queue was
-    guessed, the predicted saving at half and at twice it, and where the
-    sender was, the saving of each other sender the group fits as well."""
+    guessed, the predicted saving at each queue of WhatIf.queue_savings (half,
+    twice, the longest wait's: whatif/guesses.py), and where the sender
+    was, the saving of each other sender the group fits as well."""
     out = []
     for g, r in results:
         label = describe(g)  # (as the user named it: rate_mbps, not the lab's bottleneck_mbps)
