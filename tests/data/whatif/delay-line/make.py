@@ -213,6 +213,8 @@ def main():
     ap.add_argument("--nfetch", type=int, default=6)
     ap.add_argument("--tag", required=True, help="prefix of output filenames")
     A = ap.parse_args()
+    if A.rtts[0] == A.rtts[1]:  # (a run's files are named by its RTT: the second would overwrite the first)
+        ap.error("--rtts: two different round trips")
     os.makedirs(LOGS, exist_ok=True)
     os.makedirs(WWW, exist_ok=True)
     blob = os.path.join(WWW, "blob")
