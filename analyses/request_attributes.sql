@@ -11,8 +11,10 @@
 -- (e.g. `mode` fresh/persistent on its request_start; the first value when
 -- its events disagree), else its own columns `connection`, `protocol`,
 -- `vantage`, `source` (fresh vs reused connections need no label) and
--- `capture` and `log`, the file names of the capture and the event log it
--- was found in (runs made by hand compare by file, unlabelled): where two
+-- `capture` and `log`: the file name of the capture its flow is in (of a
+-- request an event log names, the first capture its flow was linked in)
+-- and of that log -- the whole path where two files in the store have the
+-- same name (runs made by hand compare by file, unlabelled): where two
 -- say the same name, the first in that order is the attribute.
 -- Columns:
 --   request_key   the request (requests.request_key)
@@ -23,6 +25,16 @@ WITH ev_fields AS (  -- the request's own events' fields (e.g. mode), first valu
           FROM events WHERE request IS NOT NULL)
     WHERE key NOT IN ('ts', 'kind', 'request') AND json_type(fields, key) NOT IN ('OBJECT', 'ARRAY')
     GROUP BY ALL
+),
+
+files AS (  -- a file's name, or its path where another file has that name
+    SELECT 'capture' AS kind, capture_id AS id,
+           CASE WHEN count(*) OVER (PARTITION BY file_name) = 1 THEN file_name ELSE path END AS name
+    FROM captures
+    UNION ALL
+    SELECT 'log', log_id,
+           CASE WHEN count(*) OVER (PARTITION BY file_name) = 1 THEN file_name ELSE path END
+    FROM event_logs
 ),
 
 ev_attrs AS (
@@ -36,12 +48,12 @@ final AS (  -- the columns first, then the events' fields, then the labels: the 
                                           {'key': 'protocol', 'value': q.protocol},
                                           {'key': 'vantage', 'value': q.vantage},
                                           {'key': 'source', 'value': q.source},
-                                          {'key': 'capture', 'value': c.file_name},
-                                          {'key': 'log', 'value': l.file_name}],
+                                          {'key': 'capture', 'value': c.name},
+                                          {'key': 'log', 'value': l.name}],
                                          lambda e: e.value IS NOT NULL)),
             coalesce(e.attrs, MAP {}), coalesce(q.labels, MAP {})) AS attrs
     FROM requests q LEFT JOIN ev_attrs e ON e.log_id = q.log_id AND e.request = q.request
-        LEFT JOIN captures c ON c.capture_id = q.capture_id
-        LEFT JOIN event_logs l ON l.log_id = q.log_id
+        LEFT JOIN files c ON c.kind = 'capture' AND c.id = q.capture_id
+        LEFT JOIN files l ON l.kind = 'log' AND l.id = q.log_id
 )
 SELECT * FROM final

@@ -139,8 +139,12 @@ def test_by_and_where_read_the_requests_own_event_fields(tmp_path):
         assert groups(s.con, {}, ["log"]) == [{"log": "counterfactual-001.jsonl"},
                                               {"log": "counterfactual-002.jsonl"}]
         rows = ablation(s.con, "log", levels=["counterfactual-001.jsonl", "counterfactual-002.jsonl"],
-                        where={"capture": "client.pcap"})
+                        where={"protocol": "tcp"})
         assert [tuple(a.n for a in r.arms) for r in rows] == [(3, 3)]
+        # (both runs' captures are client.pcap: told apart by their paths)
+        assert groups(s.con, {}, ["capture"]) == [
+            {"capture": str(lab / run / "client.pcap")}
+            for run in ("counterfactual-001", "counterfactual-002")]
 
 
 @needs_shared

@@ -112,6 +112,10 @@ def test_the_target_is_measured_where_a_column_carries_its_level(store):
     [(_, r)] = store.whatif({"connection": "fresh"}, where={"connection": "reused"}, draws=8)
     assert len(r.measured_source) == 2
     assert r.measured_target is not None and len(r.measured_target) == 4
+    # and the other way: the factor's `persistent` is the column's `reused`
+    [(_, r)] = store.whatif({"connection": "persistent"}, where={"connection": "fresh"}, draws=8)
+    assert len(r.measured_source) == 4 and len(r.measured_target) == 2
+    assert "target's 1 runs" in r.workload  # (their warm-up read from them, not the default)
 
 
 def test_an_interval_is_printed_rounded_outwards():
@@ -121,3 +125,42 @@ def test_an_interval_is_printed_rounded_outwards():
     assert _pair((0.25854, 0.3468)) == "258..347"
     assert _pair((-0.0413, -0.0052)) == "-42..-5"
     assert _pair(None) is None
+
+
+def test_a_view_an_older_tracekit_created_is_asked_to_be_created_again(tmp_path):
+    """request_attributes gained `capture` and `log`: a store whose view an
+    older version of its SQL created said "no requests match ... with
+    capture" and never to run analyze. The version analyze recorded says so."""
+    import tracekit
+    with tracekit.open(str(tmp_path / "old.duckdb")) as s:
+        s.ingest([os.path.join(ROOT, "captures", "http-fresh-vs-persistent.pcap")])
+        s.analyze()
+        s.con.execute("UPDATE analysis_runs SET version = 'older' "
+                      "WHERE analysis = 'request_attributes'")
+        with pytest.raises(TracekitError, match=r"analysed by an older tracekit \(it has an "
+                                                r"older request_attributes\); run: tracekit analyze"):
+            s.whatif({"rtt_ms": 20}, by=("capture",), draws=8)
+        assert [r.table for r in s.analyze() if getattr(r, "built", 0)] == ["request_attributes"]
+        assert len(s.whatif({"rtt_ms": 20}, by=("capture",), draws=8)) == 1
+
+
+def test_two_captures_of_one_name_are_told_apart_by_their_paths(tmp_path):
+    """Runs made by hand often sit in a folder each, every one a client.pcap:
+    by name alone they were one group. Where two files share a name the
+    attribute is the path; a label named `capture` still wins."""
+    import shutil
+
+    import tracekit
+    from tracekit.presentation.whatif import groups
+    paths = []
+    for folder, name in (("a", "http-fresh-vs-persistent.pcap"), ("b", "lossy-download-client.pcap"),
+                         ("c", "streaming-stalls-client.pcap")):
+        os.makedirs(tmp_path / folder)
+        paths.append(str(tmp_path / folder / "client.pcap"))
+        shutil.copy(os.path.join(ROOT, "captures", name), paths[-1])
+    with tracekit.open(str(tmp_path / "s.duckdb")) as s:
+        s.ingest(paths[:2])
+        s.ingest(paths[2:], labels={"capture": "mine"})
+        s.analyze()
+        assert groups(s.con, {}, ["capture"]) == [{"capture": p} for p in sorted(paths[:2])] + [
+            {"capture": "mine"}]

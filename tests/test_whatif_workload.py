@@ -266,7 +266,8 @@ def test_the_senders_a_fresh_group_cannot_tell_apart_are_in_the_interval(tmp_pat
                                      {"congestion": "reno", "connection": "persistent"}) == []
 
 
-def test_the_interval_reaches_the_queue_the_waits_give_where_the_guess_is_the_train(tmp_path):
+def test_the_interval_reaches_the_queue_the_waits_give_where_the_guess_is_the_train(
+        tmp_path, monkeypatch):
     """The delay line's CUBIC at 12 Mbit/s through a 60,000-byte queue, RTT 30
     ms, six fresh 300 kB responses (client capture, no drop): the queue
     never filled, and its guess is the longest train at the bottleneck's
@@ -289,7 +290,27 @@ def test_the_interval_reaches_the_queue_the_waits_give_where_the_guess_is_the_tr
         assert at_waits < r.saving  # warm bursts overflow the smaller queue
         lo, hi = r.intervals["saving"]
         assert lo <= at_waits <= hi
+        # it is the waits' queue that takes the interval down (the other
+        # senders the group fits set aside: one of them reaches lower still)
+        monkeypatch.setattr(engine, "sender_savings", lambda *a, **k: [])
+        (g, r), = s.whatif({"connection": "persistent"}, source={"connection": "fresh"}, draws=8)
+        assert r.intervals["saving"][0] == pytest.approx(at_waits)
+        assert r.intervals["saving_replay"][0] > at_waits
         from tracekit.presentation.whatif import explain_rows
         _, rows = explain_rows([(g, r)])
         assert any(row[1] == f"saving_ms at queue_bytes={waited:.0f}"
                    and "the longest wait's queue, 0.14x it" in row[3] for row in rows)
+
+
+def test_no_wait_read_gives_no_waits_queue():
+    """Without a wait read at the bottleneck the 0.4 BDP floor alone is no
+    reading of the trace: no row, no reach of the interval (a review found
+    the floor labelled "the longest wait's queue")."""
+    from tracekit.whatif.guesses import waited_queue
+    cal = _cal([])
+    cal.estimates, cal.rate_Bps, cal.rtt_s = {}, 1.5e6, 0.03
+    assert waited_queue(cal) is None
+    cal.estimates = {"queue_held_ms": 35.45}
+    assert waited_queue(cal) == pytest.approx(0.03545 * 1.5e6)  # above 0.4 BDP (18 kB)
+    cal.estimates = {"queue_held_ms": 1.0}
+    assert waited_queue(cal) == pytest.approx(0.4 * 1.5e6 * 0.03)

@@ -250,9 +250,13 @@ class Store:
             raise TracekitError(f"{self.path} has not been analysed yet; run: tracekit analyze "
                                 f"--db {self.path}")
         missing = sorted(n for n in needs if n not in have)
-        if missing:
-            raise TracekitError(f"{self.path} was analysed by an older tracekit (it has no "
-                                f"{', '.join(missing)}); run: tracekit analyze --db {self.path}")
+        from .pipeline.analyze import stale_views
+        older = [] if missing else stale_views(self.con, needs)
+        if missing or older:
+            raise TracekitError(f"{self.path} was analysed by an older tracekit (it has "
+                                + (f"no {', '.join(missing)}" if missing else
+                                   f"an older {', '.join(older)}")
+                                + f"); run: tracekit analyze --db {self.path}")
 
     def check(self, capture_id: int | None = None, flow_id: int | None = None,
               run: str | None = None, log_id: int | None = None, where: str | None = None) -> None:

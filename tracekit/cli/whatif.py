@@ -22,7 +22,7 @@ def _pairs(items, option):
 @click.option("--where", "where", multiple=True, metavar="NAME=VALUE",
               help="Only requests with this attribute: a label, else a field of their events "
                    "(e.g. mode), else connection, protocol, vantage, source, capture or log (a "
-                   "file's name) (repeatable), "
+                   "file's name); repeatable, "
                    "e.g. --where experiment=cf.")
 @click.option("--from", "source", multiple=True, metavar="FACTOR=VALUE[,...]",
               help="The level measured (its requests calibrate the model), e.g. loss_down=0.03.")

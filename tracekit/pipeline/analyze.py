@@ -121,6 +121,15 @@ def create_views(con):
             step.create(con)
 
 
+def stale_views(con, names):
+    """Of the views `names`, those the store holds from an older version of
+    their SQL (analysis_runs): `tracekit analyze` creates them again."""
+    current = {s.table: s.dag_version for s in _steps() if s.scope == "view" and s.table in names}
+    held = dict(con.execute("SELECT analysis, version FROM analysis_runs WHERE capture_id = 0 "
+                            "AND analysis IN (SELECT unnest(?))", [sorted(current)]).fetchall())
+    return sorted(n for n, v in current.items() if held.get(n, v) != v)
+
+
 def analyze(con, progress=None, params=None, scope="all", checkpoint=True, skip=()):
     """Bring every derived table up to date; return a StepResult per step.
 

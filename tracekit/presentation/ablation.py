@@ -239,7 +239,7 @@ def ablation(con, compare, by=(), levels=None, where=None):
         raise TracekitError(f"no requests carry the attribute {compare!r}"
                             f"{' with ' + ', '.join(f'{k}={v}' for k, v in where.items()) if where else ''}"
                             f" (a label, a field of their own events, or connection/protocol/vantage/"
-                            f"source); label runs at ingest (--label {compare}=LEVEL) and run "
+                            f"source/capture/log); label runs at ingest (--label {compare}=LEVEL) and run "
                             f"tracekit analyze")
     col = {name: i for i, name in enumerate(columns)}
     groups = {}

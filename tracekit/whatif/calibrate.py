@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import losses, pathrate, queueing
-from .factors import LABEL_NAMES, describe
+from .factors import LABEL_NAMES, LEVEL_NAMES, describe
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = ("longest train at the bottleneck's spacing or longest wait in it seen x the rate, "
@@ -106,14 +106,17 @@ def _where_sql(where):
     `tracekit ablation` reads them); numbers match as numbers (loss_down=0
     matches the label 0.0), and a factor's level matches under any name its
     label may have (factors.LABEL_NAMES: rate_mbps=10 as the lab's
-    bottleneck_mbps or a user's rate_mbps)."""
+    bottleneck_mbps or a user's rate_mbps), and a level under any value an
+    attribute may say it with (factors.LEVEL_NAMES: connection=persistent
+    as a request's column `reused`)."""
     parts, params = [], []
     for k, v in (where or {}).items():
-        names = LABEL_NAMES.get(k, (k,))
+        pairs = [(name, level) for name in LABEL_NAMES.get(k, (k,))
+                 for level in LEVEL_NAMES.get((k, str(v)), (str(v),))]
         parts.append("(" + " OR ".join(["a.attrs[?] = ? OR TRY_CAST(a.attrs[?] AS DOUBLE) = "
-                                        "TRY_CAST(? AS DOUBLE)"] * len(names)) + ")")
-        for name in names:
-            params += [name, str(v), name, str(v)]
+                                        "TRY_CAST(? AS DOUBLE)"] * len(pairs)) + ")")
+        for name, level in pairs:
+            params += [name, level, name, level]
     return (" AND ".join(parts) or "TRUE"), params
 
 

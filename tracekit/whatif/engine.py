@@ -55,7 +55,8 @@ class WhatIf:
     # cells, what a perfect prediction would score. None without a measured target.
     chance: float | None = None
     workload: str | None = None  # where the target's warm-up count came from (_workload)
-    # [(queue_bytes, saving s)] at half and twice a guessed queue (queue_sensitivity),
+    # [(queue_bytes, saving s)] at half and twice a guessed queue, and at the longest
+    # wait's where the guess is over twice it (guesses.queue_sensitivity),
     # [(sender, misfit, saving s)] of the other senders the group's times fit as well
     # (sender_savings): the intervals "saving" and "predicted" take them in
     queue_savings: list = field(default_factory=list)
@@ -175,8 +176,8 @@ def sender_savings(cal, measured, target, draws=DRAWS, seed=SEED):
 
 def _widened(r):
     """What the trace could not tell in the intervals: the saving's 95 %
-    interval reaches the savings replayed at half and twice a guessed queue
-    and those of the other senders that fit the group as well (the replay's
+    interval reaches the savings replayed at the other queues of a guessed
+    one (guesses.queue_sensitivity) and those of the other senders that fit the group as well (the replay's
     own interval kept as "saving_replay"), and the predicted time's with
     it. The point prediction stays the reading's."""
     at = [s for _, s in r.queue_savings] + [s for _, _, s in r.sender_savings]

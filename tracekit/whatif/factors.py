@@ -46,6 +46,9 @@ LAB_LABELS = {"rate_mbps": "bottleneck_mbps"}  # factor -> the label the lab wri
 # the label (as_labels) -> every name a run's level of it may be labelled under:
 # the lab writes bottleneck_mbps, a user may write the factor's own name
 LABEL_NAMES = {"bottleneck_mbps": ("bottleneck_mbps", "rate_mbps"), "loss_down": ("loss_down", "loss")}
+# a factor's level -> every value an attribute may say it with: a request's
+# own column says `reused` where the factor says persistent (request_attributes.sql)
+LEVEL_NAMES = {("connection", "persistent"): ("persistent", "reused")}
 PATHS = ("direct", "tunnel", "tunnel-arq")  # tunnel: kcptun with FEC; tunnel-arq: ARQ only
 CHOICES = {"congestion": ("cubic", "reno", "bbr"), "connection": ("fresh", "persistent"),
            "pacing": ("fq", "none"), "rcv_window": ("client", "unlimited"),

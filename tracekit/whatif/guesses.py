@@ -1,8 +1,8 @@
 """What a prediction rests on where the trace could not tell: the queue that
-never filled. The calibration's guess (calibrate.QUEUE_GUESS) is the longest
-train at the bottleneck's spacing, the longest wait in it times the rate, at
-least 0.4 BDP; the savings replayed at other queues are what --explain shows
-and the intervals reach (engine._widened)."""
+never filled. The calibration's guess (calibrate.QUEUE_GUESS) is the larger
+of the longest train at the bottleneck's spacing and the longest wait in the
+queue times the rate, at least 0.4 BDP; the savings replayed at other
+queues are what --explain shows and the intervals reach (engine._widened)."""
 
 import numpy as np
 
@@ -27,7 +27,8 @@ def queue_sensitivity(r, draws=DRAWS, seed=SEED):
     out = []
     queues = [cal.queue_bytes / 2, cal.queue_bytes * 2]
     waited = waited_queue(cal)
-    if waited < cal.queue_bytes / 2 and "queue_guess_bytes" not in cal.estimates:
+    if waited is not None and waited < cal.queue_bytes / 2 and \
+            "queue_guess_bytes" not in cal.estimates:
         queues.insert(0, waited)
     for q in queues:
         a = replay(cal, setting(cal, {"queue_bytes": q}), draws, seed)
@@ -39,6 +40,8 @@ def queue_sensitivity(r, draws=DRAWS, seed=SEED):
 def waited_queue(cal):
     """The queue (bytes) the guess's rule gives without the trains: the
     longest wait at the bottleneck times the rate (a queue that held it is
-    at least that deep), at least 0.4 BDP."""
-    return queue_guess(cal.estimates.get("queue_held_ms", 0.0) / 1e3 * cal.rate_Bps,
-                       cal.rate_Bps, cal.rtt_s)
+    at least that deep), at least 0.4 BDP; None where no wait was read (the
+    0.4 BDP alone is no reading of the trace)."""
+    if "queue_held_ms" not in cal.estimates:
+        return None
+    return queue_guess(cal.estimates["queue_held_ms"] / 1e3 * cal.rate_Bps, cal.rate_Bps, cal.rtt_s)
