@@ -27,14 +27,12 @@ WITH ev_fields AS (  -- the request's own events' fields (e.g. mode), first valu
     GROUP BY ALL
 ),
 
-files AS (  -- a file's name, or its path where another file has that name
-    SELECT 'capture' AS kind, capture_id AS id,
-           CASE WHEN count(*) OVER (PARTITION BY file_name) = 1 THEN file_name ELSE path END AS name
-    FROM captures
-    UNION ALL
-    SELECT 'log', log_id,
-           CASE WHEN count(*) OVER (PARTITION BY file_name) = 1 THEN file_name ELSE path END
-    FROM event_logs
+files AS (  -- a file's name, or its path where another file of its kind has that name
+    SELECT kind, id,
+           CASE WHEN count(*) OVER (PARTITION BY kind, file_name) = 1 THEN file_name ELSE path END
+               AS name
+    FROM (SELECT 'capture' AS kind, capture_id AS id, file_name, path FROM captures
+          UNION ALL SELECT 'log', log_id, file_name, path FROM event_logs)
 ),
 
 ev_attrs AS (

@@ -177,9 +177,10 @@ def sender_savings(cal, measured, target, draws=DRAWS, seed=SEED):
 def _widened(r):
     """What the trace could not tell in the intervals: the saving's 95 %
     interval reaches the savings replayed at the other queues of a guessed
-    one (guesses.queue_sensitivity) and those of the other senders that fit the group as well (the replay's
-    own interval kept as "saving_replay"), and the predicted time's with
-    it. The point prediction stays the reading's."""
+    one (guesses.queue_sensitivity) and those of the other senders that fit
+    the group as well (the replay's own interval kept as "saving_replay"),
+    and the predicted time's with it. The point prediction stays the
+    reading's."""
     at = [s for _, s in r.queue_savings] + [s for _, _, s in r.sender_savings]
     if not at:
         return
