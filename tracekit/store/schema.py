@@ -291,7 +291,7 @@ STALLS = (
     Column("capture_id", "INTEGER NOT NULL", "Capture"),
     Column("flow_id", "BIGINT NOT NULL", "TCP flow"),
     Column("direction", "VARCHAR NOT NULL", "Data direction: `c2s` or `s2c`"),
-    Column("state", "VARCHAR NOT NULL", "`handshake`, `closed`, `application_limited`, `rto_wait`, `loss_recovery`, `zero_window`, `receive_window_limited`, `pacing_idle`, `slow_start`, `congestion_limited` (see Limitation states); `receive_window_limited` where the capture is at the data's receiver: the sender sat at the window edge it could have seen (the receiver's ACK + window one round trip of the sender's leg before), from that segment to the next new one, ranked above `application_limited` and `loss_recovery`"),
+    Column("state", "VARCHAR NOT NULL", "`handshake`, `closed`, `application_limited`, `rto_wait`, `loss_recovery`, `zero_window`, `receive_window_limited`, `pacing_idle`, `slow_start`, `congestion_limited` (see Limitation states); `receive_window_limited` where the capture is at the data's receiver: the sender sat at the window edge it could have seen (the receiver's ACK + window one round trip of the sender's leg before), from that segment to the next new one, ranked above `application_limited` and `loss_recovery`; there, after the receiver's ACK drained the direction, `application_limited` only where the sender's next new data came later than a turnaround + 1 ms after it or answered the receiver's own data (else the sender's data was on its way: the state below)"),
     Column("start_ns", "BIGINT NOT NULL", "Start of the run"),
     Column("end_ns", "BIGINT NOT NULL", "End of the run (the next run's start)"),
     Column("duration_ns", "BIGINT NOT NULL", "Its duration; per flow and direction they add up to the flow's duration"),

@@ -25,7 +25,14 @@ SndLimTime* where they exist):
 - application_limited: nothing in flight, the sender had nothing to send
   (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
   sent until 1 ms after it drained (a sender held back by its windows sends
-  at once when they open);
+  at once when they open). Where the capture is at the receiver "nothing in
+  flight" is only what has passed it (the next segments may be on their
+  way), so both wait for the sender's next new data and the slack is a
+  turnaround longer (the sender's leg, stalls_held.receiver_side): data that
+  came sooner after the drain was sent before the sender saw the ACK that
+  drained it -- the interval takes the state below (busy) -- unless the
+  receiver sent data of its own since (what follows answers it)
+  (tests/test_stalls_busy_receiver.py: the kernel's tcpi_busy_time);
 - rto_wait: in flight, and the next packet this direction sends is a
   retransmission by timeout (segments.py): the sender waits for its timer;
 - loss_recovery: inside a recovery episode (retransmissions.sql);
@@ -90,8 +97,11 @@ CHUNK_FRAMES = 122_880
 # per slot and direction (row 2 * slot + d, d = 0 client's data, 1 server's)
 (INFL, PEER_WIN, MSS, CUR_FLIGHT, CUR_BYTES, PREV_BYTES, PREV_GROWING, EP_NEXT,
  R_STATE, R_BUSY, R_START, R_END, R_DURATION, R_PACKETS, R_MAXINFL,
- P_HEAD, P_TAIL, P_UNDRAINED, HELD) = range(19)
-NSTATE = 19
+ P_HEAD, P_TAIL, P_UNDRAINED, HELD, DRAINED_AT, PEER_DATA) = range(21)
+NSTATE = 21
+# a pending run's kind (`tail`): decided, only waiting in line; data in flight (the tail rule);
+# nothing in flight as the receiver sees it (at the receiver: the turnaround rule)
+DECIDED, IN_FLIGHT, RECEIVER_EMPTY = range(3)
 LISTS = (P_HEAD, P_TAIL, P_UNDRAINED)
 # a pending provisional run
 PENDING_FIELDS = ("fallback", "tail", "busy", "start", "end", "duration", "packets",
@@ -130,23 +140,28 @@ def _emit(st, k, state, busy, start, end, duration, packets, max_infl, fs, fl, o
 
 
 def _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next,
-             next_new, upto_drain, fs, fl, out, out_m):
+             next_new, upto_drain, lag, fs, fl, out, out_m):
     """Decide direction k's pending runs: all of them when the direction sent
     new data at `next_new` (NEVER: the flow ended), else only those whose
-    drain is before `upto_drain` - slack (they are application limited)."""
+    drain is before `upto_drain` - slack (they are application limited).
+    `lag` > 0 where the capture is at the data's receiver: the slack is a
+    turnaround longer, and new data after the receiver's own data answers it."""
+    slack = DRAIN_SLACK_NS + lag
     q = st[k, P_HEAD]
     while q != -1:
-        if not tail[q]:  # decided; it only waited in line
+        if tail[q] == DECIDED:  # it only waited in line
             state = fb[q]
         elif next_new == -1:  # time passed: only runs now known to be the tail
-            if not (drain[q] != NEVER and upto_drain > drain[q] + DRAIN_SLACK_NS):
+            if not (drain[q] != NEVER and upto_drain > drain[q] + slack):
                 break
             state = APP
-        elif next_new == NEVER or (drain[q] != NEVER and next_new > drain[q] + DRAIN_SLACK_NS):
+        elif next_new == NEVER or (drain[q] != NEVER and (
+                next_new > drain[q] + slack or (lag > 0 and 0 < drain[q] <= st[k, PEER_DATA]))):
             state = APP
         else:
             state = fb[q]
-        _emit(st, k, state, busy[q], start[q], end[q], duration[q], packets[q], max_inf[q],
+        b = 0 if (tail[q] == RECEIVER_EMPTY and state == APP) else busy[q]
+        _emit(st, k, state, b, start[q], end[q], duration[q], packets[q], max_inf[q],
               fs, fl, out, out_m)
         nq = p_next[q]
         release(pm, p_next, q)
@@ -158,10 +173,11 @@ def _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, 
 
 
 def _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next,
-          state, is_tail, b, t0, t1, infl):
-    """Queue an interval behind direction k's pending runs (merged with the last)."""
+          state, kind, b, t0, t1, infl, dr):
+    """Queue an interval behind direction k's pending runs (merged with the last);
+    `dr`: its drain when already known (RECEIVER_EMPTY), else NEVER."""
     q = st[k, P_TAIL]
-    if q != -1 and fb[q] == state and tail[q] == is_tail and busy[q] == b and drain[q] == NEVER:
+    if q != -1 and fb[q] == state and tail[q] == kind and busy[q] == b and drain[q] == dr:
         end[q] = t1
         duration[q] += t1 - t0
         packets[q] += 1
@@ -170,30 +186,31 @@ def _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, dra
         return
     q = alloc(pm, p_next)
     fb[q] = state
-    tail[q] = is_tail
+    tail[q] = kind
     busy[q] = b
     start[q] = t0
     end[q] = t1
     duration[q] = t1 - t0
     packets[q] = 1
     max_inf[q] = infl
-    drain[q] = NEVER
+    drain[q] = dr
     p_next[q] = -1
     if st[k, P_TAIL] == -1:
         st[k, P_HEAD] = q
     else:
         p_next[st[k, P_TAIL]] = q
     st[k, P_TAIL] = q
-    if st[k, P_UNDRAINED] == -1:
+    if st[k, P_UNDRAINED] == -1 and dr == NEVER:
         st[k, P_UNDRAINED] = q
 
 
-def _drained(st, k, drain, p_next, now):
+def _drained(st, k, tail, drain, p_next, now):
     """Direction k's in-flight reached 0 at `now`: the next drain of the pending
     runs that had none (they are the list's tail from P_UNDRAINED on)."""
     q = st[k, P_UNDRAINED]
     while q != -1:
-        drain[q] = now
+        if tail[q] != RECEIVER_EMPTY:
+            drain[q] = now
         q = p_next[q]
     st[k, P_UNDRAINED] = -1
 
@@ -265,16 +282,19 @@ def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st, rcv_side):
 
 
 def _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, window, flight, fs,
-            st, pm, pending, out, out_m):
+            st, pm, pending, rcv_side, out, out_m):
     """What packet j changes: the peer's window, the sender's MSS, flights and
     pending runs (new data decides them), in-flight bytes and drains."""
     fb, tail, busy, start, end, duration, packets, max_inf, drain, p_next = pending
     now_j = ts[j]
+    fid = fs[fl, FLOW_ID]
     if window[j] >= 0:
         st[2 * fl + (1 - own_j), PEER_WIN] = window[j]  # this side's window bounds the other's data
     ko = 2 * fl + own_j
     if payload[j] > st[ko, MSS]:
         st[ko, MSS] = payload[j]
+    if payload[j] > 0:
+        st[2 * fl + 1 - own_j, PEER_DATA] = now_j
     if new_data[j]:
         st[ko, HELD] = held[j]
         if flight[j] != st[ko, CUR_FLIGHT]:  # a new flight: did the last one grow?
@@ -285,16 +305,18 @@ def _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, 
             st[ko, CUR_FLIGHT] = flight[j]
         st[ko, CUR_BYTES] += payload[j]
         _resolve(st, ko, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
-                 p_next, now_j, 0, fs, fl, out, out_m)
-    st[ko, INFL] = inflight[j]
-    st[2 * fl + 1 - own_j, INFL] = peer_inflight[j]
+                 p_next, now_j, 0, rcv_side[fid, own_j], fs, fl, out, out_m)
+    for k, now_infl in ((ko, inflight[j]), (2 * fl + 1 - own_j, peer_inflight[j])):
+        if st[k, INFL] > 0 and now_infl == 0:
+            st[k, DRAINED_AT] = now_j
+        st[k, INFL] = now_infl
     for d in range(2):
         k = 2 * fl + d
         if st[k, P_HEAD] != -1:
             if st[k, INFL] == 0:
-                _drained(st, k, drain, p_next, now_j)
+                _drained(st, k, tail, drain, p_next, now_j)
             _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
-                     drain, p_next, -1, now_j, fs, fl, out, out_m)
+                     drain, p_next, -1, now_j, rcv_side[fid, d], fs, fl, out, out_m)
 
 
 @kernel(helpers=(alloc, release, _emit, _resolve, _pend, _drained, _open_slot, _certain_state,
@@ -323,20 +345,23 @@ def limitation_runs(ts, flow, slot, first, from_client, new_data, held, rto, pay
                 next_own = own_j == d
                 state = _certain_state(k, fid, d, now, next_own and rto[j], ack_ts, fin_ts,
                                        rst_ts, ep_ptr, ep_start, ep_end, st, rcv_side)
-                if state == -1:  # the tail rule decides, else this fallback:
+                receiver_empty = state == APP and rcv_side[fid, d] > 0
+                if state == -1 or receiver_empty:  # the tail (or turnaround) rule decides, else:
                     fallback = _fallback(k, fid, d, now, now_j - now, next_own and new_data[j],
                                          ep_ptr, ep_start, st, rcv_side)
+                    kind, dr = ((RECEIVER_EMPTY, st[k, DRAINED_AT]) if receiver_empty
+                                else (IN_FLIGHT, NEVER))
                     _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
-                          drain, p_next, fallback, 1, 1, now, now_j, infl)
+                          drain, p_next, fallback, kind, 1, now, now_j, infl, dr)
                     continue
                 b = 1 if (infl > 0 and state != HANDSHAKE and state != CLOSED) else 0
                 if st[k, P_HEAD] != -1:  # behind undecided runs: wait in line
                     _pend(st, k, pm, fb, tail, busy, start, end, duration, packets,
-                          max_inf, drain, p_next, state, 0, b, now, now_j, infl)
+                          max_inf, drain, p_next, state, DECIDED, b, now, now_j, infl, NEVER)
                 else:
                     _emit(st, k, state, b, now, now_j, now_j - now, 1, infl, fs, fl, out, out_m)
         _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, window, flight,
-                fs, st, pm, pending, out, out_m)
+                fs, st, pm, pending, rcv_side, out, out_m)
         fs[fl, HAS_PREV] = 1
         fs[fl, PREV_TS] = now_j
         fs[fl, PREV_OWN] = own_j
@@ -352,7 +377,7 @@ def finish_flows(slots, fs, st, pm, fb, tail, busy, start, end, duration, packet
         for d in range(2):
             k = 2 * fl + d
             _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, drain,
-                     p_next, NEVER, 0, fs, fl, out, out_m)
+                     p_next, NEVER, 0, 0, fs, fl, out, out_m)
             _emit(st, k, -2, 0, 0, 0, 0, 0, 0, fs, fl, out, out_m)  # flush the open run
             st[k, R_STATE] = -1
 

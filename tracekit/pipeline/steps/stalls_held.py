@@ -124,12 +124,13 @@ ORDER BY frame
 
 
 def receiver_side(con, capture_id, nflows):
-    """[flow, direction (0 the client's data, 1 the server's)] -> 1 where the
-    capture point is at that data's receiver."""
+    """[flow, direction (0 the client's data, 1 the server's)] -> the sender's
+    leg (ns, > 0) where the capture point is at that data's receiver, else 0."""
     out = np.zeros((nflows, 2), np.int64)
     r = fetch_numpy(con, RECEIVER_SIDE_SQL, {"capture_id": capture_id})
     if len(r["flow_id"]):
-        out[r["flow_id"].astype(np.int64), np.where(r["client_data"].astype(bool), 0, 1)] = 1
+        out[r["flow_id"].astype(np.int64), np.where(r["client_data"].astype(bool), 0, 1)] = \
+            r["lag_ns"].astype(np.int64)
     return out
 
 
