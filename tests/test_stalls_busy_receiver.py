@@ -79,3 +79,16 @@ def test_the_receivers_busy_time_is_the_senders_kernels(store):
         errors.append((busy + trips - k) / k)
     # the old rule was 24 % under at the median (3 of 54 within 10 %)
     assert abs(statistics.median(errors)) <= 0.02, errors
+
+
+def test_no_pacing_is_read_at_the_receiver(store):
+    """CUBIC senders that do not pace: at the client the bottleneck spaces
+    their segments >= 1 ms apart (10 Mbit/s: 1.2 ms), which the sender's rule
+    read as pacing_idle (14.8 s of 52.9 s busy); there it is the window's."""
+    states = dict(store.execute("""
+        SELECT s.state, sum(s.duration_ns) / 1e9 FROM stalls s
+        JOIN rtt_summary r ON r.capture_id = s.capture_id AND r.flow_id = s.flow_id
+             AND r.direction = s.direction
+        WHERE r.vantage = 'client' AND s.direction = 's2c' AND s.busy GROUP BY ALL""").fetchall())
+    assert "pacing_idle" not in states, states
+    assert states["congestion_limited"] + states.get("slow_start", 0) > 10, states

@@ -41,7 +41,8 @@ SndLimTime* where they exist):
   flight + 1 MSS exceeds the receiver's latest window
   (TCP_CHRONO_RWND_LIMITED, SndLimTimeRwin);
 - pacing_idle: the sender's next packet is new data after a gap >= 1 ms with
-  no packet from the peer in between: it held back by itself;
+  no packet from the peer in between: it held back by itself (not where the
+  capture is at the receiver: a bottleneck spaces arrivals alike);
 - slow_start: congestion limited (below) while the sender's flights grow
   >= 1.5x a round (the last completed flight did, or the current one has
   already sent 1.5x the one before), before the first loss episode;
@@ -274,7 +275,7 @@ def _fallback(k, fid, d, now, gap, next_new, ep_ptr, ep_start, st, rcv_side):
         return ZERO_WINDOW
     if pw >= 0 and infl + st[k, MSS] > pw and not rcv_side[fid, d]:
         return RWND
-    if next_new and gap >= PACING_GAP_NS:
+    if next_new and gap >= PACING_GAP_NS and not rcv_side[fid, d]:
         return PACING
     if growing and now < first_loss:
         return SLOW_START
