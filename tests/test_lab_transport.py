@@ -227,11 +227,12 @@ s.close()
 """
 
 
-def run_sender(tmp_path, chunks, chunk, pause, rcvbuf, side="server", read_pause=0.0):
+def run_sender(tmp_path, chunks, chunk, pause, rcvbuf, side="server", read_pause=0.0,
+               info_too=False):
     """A capture on `side` + the sender's tcp_info, over a 20 ms path: the
     sender's states, busy time, tcp_info and the ns the disturbance probe saw
     the machine away during the transfer (near the server), or the open
-    store (near the client)."""
+    store (near the client; with `info_too`, and the tcp_info)."""
     spec = PathSpec(up=Direction(delay_ms=10), down=Direction(delay_ms=10), seed=3)
     out = str(tmp_path / f"{side}.pcap")
     with EmulatedPath(spec, str(tmp_path)) as path:
@@ -254,7 +255,7 @@ def run_sender(tmp_path, chunks, chunk, pause, rcvbuf, side="server", read_pause
         (start, end), = con.execute("SELECT syn_ts_ns, fin_s2c_ts_ns FROM flows").fetchall()
         con.close()
         return states, busy, info, path.probe.held_back(start, end)
-    return con
+    return (con, info) if info_too else con
 
 
 def test_receive_window_limited_transfer(tmp_path):
@@ -292,6 +293,29 @@ def test_application_limited_sender(tmp_path):
     assert max(states, key=states.get) == "application_limited", states
     assert states["application_limited"] > 0.6 * sum(states.values())
     assert abs(busy - info["busy_time_us"] * 1e3) <= 0.10 * busy + away, (busy, away, info)
+
+
+def test_application_limited_sender_read_at_the_client(tmp_path):
+    """The same sleeping sender captured at the client: there nothing is seen
+    in flight after each ACK, and a pause is the application's only where the
+    next write came later than a round trip after it (steps/stalls.py). The
+    sender's busy time is a round trip longer per write than the client sees
+    it (the first segment's trip there, the last ACK's back)."""
+    con, info = run_sender(tmp_path, 8, 10_000, 0.1, 0, side="client", info_too=True)
+    states = dict(con.execute("""
+        SELECT s.state, sum(s.duration_ns) FROM stalls s JOIN flows f USING (capture_id, flow_id)
+        WHERE s.direction = 's2c' AND s.end_ns <= f.fin_s2c_ts_ns
+          AND s.start_ns >= f.ack_ts_ns GROUP BY ALL""").fetchall())
+    (busy, rtt), = con.execute("""
+        SELECT sum(s.duration_ns) FILTER (s.busy), any_value(r.path_rtt_ns)
+        FROM stalls s JOIN rtt_summary r USING (capture_id, flow_id, direction)
+        WHERE s.direction = 's2c'""").fetchall()
+    con.close()
+    assert max(states, key=states.get) == "application_limited", states
+    assert states["application_limited"] > 0.6 * sum(states.values())
+    kernel = info["busy_time_us"] * 1e3
+    # seen: 24.2 + 8 x 20.3 ms against 184 (the sender's rule: 1.5 ms busy)
+    assert abs(busy + 8 * rtt - kernel) <= 0.10 * kernel, (busy, rtt, info)
 
 
 def test_delayed_acks_near_the_receiver(tmp_path):
