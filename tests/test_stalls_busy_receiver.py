@@ -29,6 +29,7 @@ from tracekit.pipeline.captures import load_captures
 from tracekit.pipeline.ingest import ingest_runs
 from tracekit.pipeline.manifests import run_inputs
 from tracekit.store.db import connect
+from test_stalls_receiver import server_kernel
 
 LAB = Path(__file__).resolve().parents[1] / "captures" / "lab"
 DELAY_LINE = Path(__file__).resolve().parent / "data" / "whatif" / "delay-line"
@@ -58,17 +59,6 @@ def store(tmp_path_factory):
     con.close()
 
 
-def kernel_busy_ms(runs):
-    """{(run, client port): the server kernel's tcpi_busy_time, ms}."""
-    out = {}
-    for run in runs:
-        for line in (LAB / run / "server-events.jsonl").read_text().splitlines():
-            e = json.loads(line)
-            if e.get("kind") == "tcp_info":
-                out[(run, e["remote_port"])] = e["tcpi_busy_time_us"] / 1e3
-    return out
-
-
 def test_the_receivers_busy_time_is_the_senders_kernels(store):
     rows = store.execute("""
         SELECT c.labels['run'], f.client_port, any_value(r.vantage),
@@ -82,7 +72,7 @@ def test_the_receivers_busy_time_is_the_senders_kernels(store):
         JOIN stalls s ON s.capture_id = f.capture_id AND s.flow_id = f.flow_id
              AND s.direction = 's2c'
         GROUP BY ALL ORDER BY 1, 2""").fetchall()
-    kernel = kernel_busy_ms({run for run, *_ in rows})
+    kernel = server_kernel({run for run, *_ in rows}, "tcpi_busy_time_us")
     # (a tunnel's runs: the server's connections are the tunnel's, not the client's)
     rows = [r for r in rows if (r[0], r[1]) in kernel]
     assert {v for _, _, v, _, _ in rows} == {"client"}

@@ -41,16 +41,20 @@ def store(tmp_path_factory):
     con.close()
 
 
-def kernel_rwnd_ms():
-    """{(run, client port): the server kernel's tcpi_rwnd_limited, ms} (per
-    connection, cumulative: its last report)."""
+def server_kernel(runs, field):
+    """{(run, client port): the server kernel's tcp_info `field` (us) in ms}
+    (per connection, cumulative: its last report in the run's event log)."""
     out = {}
-    for run in RUNS:
+    for run in runs:
         for line in (LAB / run / "server-events.jsonl").read_text().splitlines():
             e = json.loads(line)
             if e.get("kind") == "tcp_info":
-                out[(run, e["remote_port"])] = e["tcpi_rwnd_limited_us"] / 1e3
+                out[(run, e["remote_port"])] = e[field] / 1e3
     return out
+
+
+def kernel_rwnd_ms():
+    return server_kernel(RUNS, "tcpi_rwnd_limited_us")
 
 
 def test_the_receivers_window_holds_the_sender_as_long_as_its_kernel_says(store):
