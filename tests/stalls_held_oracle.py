@@ -5,19 +5,18 @@ against (tests/test_stalls_held_pass.py). Same rule, written another way."""
 import duckdb
 import numpy as np
 
+from tracekit.pipeline.steps.stalls_held import LEGS_CTE
 from tracekit.store.arrow import fetch_numpy
 
 # In stages through temporary tables: as one query of CTEs, DuckDB (2.0)
 # planned the ASOF join by time so that it did not end in 5 minutes on a
 # 2.9 M-packet capture; staged, it takes seconds.
 STAGES = (
-    ("_rw_pk", """
-WITH legs AS (
-    SELECT flow_id, CASE direction WHEN 's2c' THEN 'c2s' ELSE 's2c' END AS data_dir,
-           least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
-    FROM rtt_summary
-    WHERE capture_id = $capture_id AND least(min_rtt_ns, handshake_rtt_ns) > 0
-      AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
+    ("_rw_pk", LEGS_CTE + """,
+-- (the legs as the pass reads them: which flows, whose round trip, is not what this checks)
+legs_dir AS (
+    SELECT flow_id, CASE WHEN client_data THEN 'c2s' ELSE 's2c' END AS data_dir, lag_ns
+    FROM legs
 ),
 
 pk AS (  -- the packets of those flows, each as the data's sender (from_sender) or its receiver
@@ -28,7 +27,7 @@ pk AS (  -- the packets of those flows, each as the data's sender (from_sender) 
            sum(CASE WHEN t.from_client <> (l.data_dir = 'c2s') AND t.payload_bytes > 0
                     THEN 1 ELSE 0 END) OVER (PARTITION BY t.flow_id ORDER BY t.frame
                                              ROWS UNBOUNDED PRECEDING) AS receiver_data
-    FROM tcp_analysis t JOIN legs l USING (flow_id)
+    FROM tcp_analysis t JOIN legs_dir l USING (flow_id)
     JOIN (SELECT frame, tcp_flags, tcp_window_bytes FROM packets WHERE capture_id = $capture_id) p
         USING (frame)
     WHERE t.capture_id = $capture_id

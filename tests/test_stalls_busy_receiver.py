@@ -80,10 +80,11 @@ def test_the_receivers_busy_time_is_the_senders_kernels(store):
     errors = []
     for run, port, _, busy, trips in rows:
         k = kernel[(run, port)]
-        assert abs(busy + trips - k) <= 0.1 * k, (run, port, busy, trips, k)
+        assert abs(busy + trips - k) <= 0.05 * k, (run, port, busy, trips, k)
         errors.append((busy + trips - k) / k)
-    # the old rule was 24 % under at the median (3 of 54 within 10 %)
-    assert abs(statistics.median(errors)) <= 0.02, errors
+    # seen: at most 2.9 %, median +0.03 %; the sender's rule was 24 % under at
+    # the median (3 of 54 within 10 %)
+    assert abs(statistics.median(errors)) <= 0.01, errors
 
 
 def test_no_pacing_is_read_at_the_receiver(store):

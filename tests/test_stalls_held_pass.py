@@ -18,7 +18,7 @@ SCHEMA = """
 CREATE TABLE rtt_summary (capture_id INT, flow_id INT, direction VARCHAR, vantage VARCHAR,
                           min_rtt_ns BIGINT, handshake_rtt_ns BIGINT);
 CREATE TABLE flows (capture_id INT, flow_id INT, client_mss INT, server_mss INT,
-                    packets_c2s BIGINT, packets_s2c BIGINT);
+                    packets_c2s BIGINT, packets_s2c BIGINT, syn_count INT, synack_count INT);
 CREATE SCHEMA store;  -- tcp_analysis's dense columns, which the pass reads; the oracle, the view
 CREATE TABLE store.tcp_analysis (capture_id INT, frame BIGINT, ts_ns BIGINT, flow_id INT,
                                  from_client BOOLEAN, segment VARCHAR, payload_bytes INT,
@@ -54,7 +54,7 @@ class Store:
         self.rows["rtt_summary"].append([1, fid, "s2c" if client_data else "c2s",
                           "server" if client_data else "client", lag_ns, lag_ns])
         self.rows["flows"].append([1, fid, None if client_data else mss_option,
-                                   mss_option if client_data else None, 30, 30])
+                                   mss_option if client_data else None, 30, 30, 1, 1])
 
     def packet(self, fid, from_client, ts, segment=None, payload=0, rel_end=None, rel_ack=None,
                window=None, flags=ACK):

@@ -55,24 +55,22 @@ from ...store.arrow import fetch_numpy, read_ahead, values_at
 # Flow directions whose capture point is at the receiver (vantage `client`
 # for the server's data, `server` for the client's), with their sender's
 # leg: rtt_summary's row of the other direction measures it.
-RECEIVER_SIDE_SQL = """
-SELECT flow_id, direction = 's2c' AS client_data,
-       least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
-FROM rtt_summary
-WHERE capture_id = $capture_id
-  AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
-  AND least(min_rtt_ns, handshake_rtt_ns) > 0
-"""
-
+# (the handshake's time only where one SYN and one SYN-ACK make it one round
+# trip: after a SYN's retransmission it may pair the SYN-ACK with the wrong one)
 LEGS_CTE = """
 WITH legs AS (
-    SELECT flow_id, direction = 's2c' AS client_data,
-           least(min_rtt_ns, handshake_rtt_ns) AS lag_ns
-    FROM rtt_summary
-    WHERE capture_id = $capture_id AND least(min_rtt_ns, handshake_rtt_ns) > 0
-      AND vantage = CASE direction WHEN 's2c' THEN 'server' ELSE 'client' END
+    SELECT * FROM (
+        SELECT r.flow_id, r.direction = 's2c' AS client_data,
+               least(r.min_rtt_ns, CASE WHEN f.syn_count = 1 AND f.synack_count = 1
+                                        THEN r.handshake_rtt_ns END) AS lag_ns
+        FROM rtt_summary r JOIN flows f ON f.capture_id = r.capture_id AND f.flow_id = r.flow_id
+        WHERE r.capture_id = $capture_id
+          AND r.vantage = CASE r.direction WHEN 's2c' THEN 'server' ELSE 'client' END)
+    WHERE lag_ns > 0
 )
 """
+
+RECEIVER_SIDE_SQL = LEGS_CTE + "SELECT flow_id, client_data, lag_ns FROM legs"
 
 # Those flow directions: their sender's leg, the receiver's MSS option (-1: none).
 LEGS_SQL = LEGS_CTE + """
