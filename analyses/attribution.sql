@@ -116,7 +116,8 @@ inst AS (  -- one row per request, read once by one stream; the joins hold narro
           LEFT JOIN hs h ON h.capture_id = q.capture_id AND h.flow_id = q.flow_id
           WHERE q.flow_id IS NOT NULL) q
     JOIN (SELECT request_key, rtt_ns, rtt_source, processing_ns, processing_source, upload_ns,
-                 download_ns, rate_bps IS NOT NULL AS rate_known FROM bounds) b USING (request_key)
+                 download_ns, headers_ns, rate_bps IS NOT NULL AS rate_known FROM bounds) b
+        USING (request_key)
     JOIN (SELECT request_key, a_ns, b_ns, c_ns, d_ns,
               -- upload
               up_loss_recovery_ns + up_rto_wait_ns AS up_loss,
@@ -257,7 +258,11 @@ download AS (  -- per vantage: what is data flowing, waiting, lost, idle
         -- (new data after a pause with nothing from the peer, from a sender that does not
         -- pace: it waited for something this vantage cannot name)
         CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns WHEN paces THEN 0
-             ELSE s_pacing END AS dn_sender
+             ELSE s_pacing END AS dn_sender,
+        -- the response's packets at B: S_d / B and their headers (bounds.headers_ns; not
+        -- through a tunnel, whose WAN packets are not these)
+        coalesce(download_ns, 0) + CASE WHEN tunnel THEN 0 ELSE coalesce(headers_ns, 0) END
+            AS wire_ns
     FROM upload2
 ),
 download2 AS (
@@ -265,23 +270,23 @@ download2 AS (
         (d_ns - c_ns) - dn_window - dn_pacing - dn_loss - dn_receiver - dn_idle - dn_sender
             AS dn_other,
         -- without B, the clocked gaps are the transfer as measured
-        CASE WHEN rate_known THEN least(coalesce(download_ns, 0), dn_window)
+        CASE WHEN rate_known THEN least(wire_ns, dn_window)
              ELSE dn_window END AS dt_window
     FROM download
 ),
 download3 AS (
     SELECT *,
-        least(greatest(coalesce(download_ns, 0) - dt_window, 0), dn_pacing) AS dt_pacing
+        least(greatest(wire_ns - dt_window, 0), dn_pacing) AS dt_pacing
     FROM download2
 ),
 download4 AS (
     SELECT *,
-        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing, 0), dn_loss) AS dt_loss
+        least(greatest(wire_ns - dt_window - dt_pacing, 0), dn_loss) AS dt_loss
     FROM download3
 ),
 download5 AS (
     SELECT *,
-        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
+        least(greatest(wire_ns - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
             AS dt_receiver
     FROM download4
 ),
@@ -289,7 +294,7 @@ download6 AS (  -- past the bottleneck, with B known, the gaps beyond the ACK cl
                 -- the bottleneck's serialisation of the segments that end them too
     SELECT *,
         CASE WHEN rate_known AND from_client_side AND NOT tunnel
-             THEN least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss
+             THEN least(greatest(wire_ns - dt_window - dt_pacing - dt_loss
                                  - dt_receiver, 0), dn_sender) ELSE 0 END AS dt_sender
     FROM download5
 ),
@@ -387,7 +392,11 @@ trips3 AS (
     SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
                    THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
                                        - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
-                   ELSE 0 END AS tail_queueing
+                   ELSE 0 END AS tail_queueing,
+        -- what the download's gaps gave the transfer beyond S_d / B: its headers' time
+        CASE WHEN rate_known THEN greatest(dt_window - p_clocked + dt_pacing + dt_loss
+                                           + dt_receiver + dt_sender + dt_tunnel
+                                           - coalesce(download_ns, 0), 0) ELSE 0 END AS headers_in
     FROM trips2
 ),
 
@@ -417,7 +426,8 @@ spans_wide AS (
                    - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_unexplained,
         dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_sender + dt_tunnel
-            AS download_transfer,
+            - headers_in AS download_transfer,
+        headers_in AS headers,
         CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window END AS window_waiting,
         dn_pacing - dt_pacing AS pacing,
         dn_loss - dt_loss - p_loss AS loss_recovery,
@@ -460,7 +470,7 @@ spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside t
                 upload_pacing, upload_client_idle, upload_unexplained, propagation,
                 processing, download_processing, wait_upload_transfer,
                 wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
-                wait_unexplained, download_transfer, window_waiting, pacing,
+                wait_unexplained, download_transfer, headers, window_waiting, pacing,
                 receiver_limited, server_idle, download_tunnel_transit, sender_wait,
                 download_unexplained, tail_propagation, tail_download_transfer,
                 tail_queueing, tail_client_idle, tail_unexplained] AS span_ns
@@ -497,6 +507,8 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('download_tunnel_transit', 15, 'tunnel_transit', 'download', false,
          'the local tunnel waited for datagrams still crossing the WAN'),
         ('download_transfer', 11, 'download_transfer', 'download', true, 'S_d / B'),
+        ('headers', 12, 'headers', 'download', false,
+         'the response''s packet headers at B (bounds.headers_ns): B counts IP bytes, S_d payload'),
         ('window_waiting', 12, 'window_waiting', 'download', false, 'the sender waited for ACKs'),
         ('pacing', 12, 'pacing', 'download', false, 'the sender''s pacing released new data after a pause'),
         ('loss_recovery', 13, 'loss_recovery', 'download', false, NULL),
@@ -530,7 +542,7 @@ span_cols AS (  -- the spans' columns, in the order of their times' list (spans_
                 'upload_client_idle', 'upload_unexplained', 'propagation', 'processing',
                 'download_processing', 'wait_upload_transfer', 'wait_download_transfer',
                 'tunnel_queueing', 'wait_tunnel_transit', 'wait_unexplained',
-                'download_transfer', 'window_waiting', 'pacing', 'receiver_limited',
+                'download_transfer', 'headers', 'window_waiting', 'pacing', 'receiver_limited',
                 'server_idle', 'download_tunnel_transit', 'sender_wait',
                 'download_unexplained', 'tail_propagation', 'tail_download_transfer',
                 'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols)
@@ -556,7 +568,7 @@ long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, 
 
 lookup AS (  -- the catalogue as one list in the order of span_cols' positions, read by
              -- position: a join on the span's name built its hash table on the many rows,
-             -- not the 34 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
+             -- not the 35 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
              -- 100 k requests)
     SELECT list(struct_pack(span_order, span, phase, irreducible, detail)
                 ORDER BY coalesce(list_position(n.cols, c.col), n.loss_position)) AS entries

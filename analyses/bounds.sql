@@ -1,7 +1,7 @@
 -- bounds: each request's serial lower bound (docs/timing-model.md) and how far above it it was.
 --
 -- Step: store.
--- Sources: bottleneck, captures, events, exchanges, flows, requests, rtt_summary.
+-- Sources: bottleneck, captures, events, exchanges, flows, packets, requests, rtt_summary.
 --
 -- Built over the whole store.
 -- Definitions:
@@ -57,6 +57,15 @@
 --                    ends at the last response byte: the first segment of each
 --                    direction has crossed the bottleneck before it is seen,
 --                    so S counts the bytes after it (bytes / packets less)
+--   headers_ns       not in the bound: the time the headers of the response's
+--                    packets take at B, which is measured in IP bytes while S_d
+--                    counts payload (DOMAIN.md: headers add bytes): S_d's
+--                    full segments (S_d / the flow's segment: its largest
+--                    response payload, at most the client's MSS option) x the
+--                    smallest IP and transport header of a response packet / B;
+--                    NULL when B is unknown or the flow carried no response
+--                    packet. The attribution's `headers` span is this time where
+--                    the download's gaps hold it
 --   partial          true when R, B or T_c is unknown
 --   gap_ns           measured (duration_ns) - bound_ns; ratio measured / bound
 --   refused          an impossible input, and the bound (gap, ratio) NULL: `negative
@@ -70,7 +79,7 @@
 --                    above the measured time` (a given label the run contradicts)
 -- Columns: request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps,
 --   rate_source, processing_ns, processing_source, upload_ns, download_ns,
---   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused
+--   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused, headers_ns
 WITH req AS (
     SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -95,6 +104,15 @@ capture_rate AS (  -- else the median of the capture's other flows on the same p
     WHERE b.known AND b.direction = 's2c' GROUP BY ALL
 ),
 
+overhead AS (  -- per flow: the response packets' header bytes and a full segment's payload
+    SELECT o.*, least(o.largest, coalesce(f.client_mss, o.largest)) AS segment_bytes
+    FROM (SELECT capture_id, flow_id, min(ip_total_bytes - payload_bytes) AS header_bytes,
+              max(payload_bytes) AS largest
+          FROM packets WHERE NOT from_client AND payload_bytes > 0
+              AND ip_total_bytes > payload_bytes GROUP BY ALL) o
+    JOIN flows f USING (capture_id, flow_id)
+),
+
 model_time AS (  -- per run and request: ids repeat from run to run
     SELECT run, request,
         max(ts_ns) FILTER (kind = 'model_end') - min(ts_ns) FILTER (kind = 'model_start') AS ns,
@@ -113,7 +131,7 @@ inputs AS (
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
              WHEN o.rate_Bps IS NOT NULL THEN 'trains'
              WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
-        m.ns AS model_ns,
+        m.ns AS model_ns, h.header_bytes, h.segment_bytes,
         CASE WHEN q.vantage = 'server'
              THEN q.response_first_byte_ns - q.request_last_byte_ns END AS server_turnaround_ns,
         -- this request's own wait for its first response byte at the capture point:
@@ -134,6 +152,7 @@ inputs AS (
     LEFT JOIN path_rtt p USING (path)
     LEFT JOIN own_rate o USING (capture_id, flow_id)
     LEFT JOIN capture_rate b USING (capture_id, path)
+    LEFT JOIN overhead h USING (capture_id, flow_id)
     LEFT JOIN model_time m ON m.request = q.request AND m.run IS NOT DISTINCT FROM q.run
 ),
 
@@ -170,6 +189,7 @@ shaped AS (
         tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END,
                        rate_Bps) AS upload_ns,
         tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
+        tk_transfer_ns(timed_down * header_bytes / segment_bytes, rate_Bps) AS headers_ns,
         duration_ns, vantage
     FROM checked
 ),
@@ -226,7 +246,7 @@ final AS (
         CASE WHEN refused IS NULL THEN bound_ns END AS bound_ns, partial OR refused IS NOT NULL AS partial,
         duration_ns, CASE WHEN refused IS NULL THEN duration_ns - bound_ns END AS gap_ns,
         CASE WHEN refused IS NULL THEN round(duration_ns / nullif(bound_ns, 0), 3) END AS ratio,
-        vantage, refused
+        vantage, refused, headers_ns
     FROM checked_bound
 )
 SELECT * FROM final ORDER BY request_key

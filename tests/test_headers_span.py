@@ -1,0 +1,63 @@
+"""The response's packet headers at the bottleneck (issue #26: spans from evidence).
+
+B is measured in IP bytes, S_d counts payload: a response that crossed a
+full bottleneck took S_d / B plus its headers' time, and that time is the
+span `headers`, not a wait of the sender's. The capture (tests/data/shaped,
+made by hand): a token bucket on a router shaping to 20 Mbit/s of Ethernet
+frames, BBR, two 2 MB downloads captured at the client.
+"""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import tracekit
+from tracekit.cli import main
+
+from test_gap_account import gap_residuals
+
+CAPTURE = Path(__file__).parent / "data" / "shaped" / "tbf20-bbr-client.pcap"
+SHAPED_BPS = 20e6  # tbf counts the frame: 14 bytes of Ethernet on each IP packet
+FRAME, PACKET, SEGMENT = 1514, 1500, 1448  # full-sized, with TCP timestamps
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    db = tmp_path_factory.mktemp("shaped") / "shaped.duckdb"
+    for args in (["ingest", str(CAPTURE)], ["analyze"]):
+        r = CliRunner().invoke(main, [*args, "--db", str(db)])
+        assert r.exit_code == 0, r.output
+    with tracekit.open(str(db), read_only=True) as s:
+        yield s.con
+
+
+def test_the_rate_is_the_buckets_in_ip_bytes(store):
+    rates = store.execute("SELECT rate_bps FROM bounds").fetchall()
+    assert len(rates) == 2
+    for (rate,) in rates:
+        assert rate == pytest.approx(SHAPED_BPS * PACKET / FRAME, rel=0.01)
+
+
+def test_the_download_is_its_transfer_and_its_headers(store):
+    rows = store.execute("""
+        SELECT p.d_ns - p.c_ns, b.bytes_down, b.headers_ns,
+            sum(a.ns) FILTER (a.span = 'download_transfer' AND a.phase = 'download'),
+            sum(a.ns) FILTER (a.span = 'headers'),
+            coalesce(sum(a.ns) FILTER (a.phase = 'download'
+                     AND a.span NOT IN ('download_transfer', 'headers')), 0)
+        FROM request_phases p JOIN bounds b USING (request_key)
+        JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
+    assert len(rows) == 2
+    for download, size, headers_ns, transfer, headers, other in rows:
+        # physics: the bucket sends every frame of the response at 20 Mbit/s
+        # (less its burst, 15 kB let through at once: 6 ms)
+        assert download == pytest.approx(size * FRAME / SEGMENT * 8e9 / SHAPED_BPS, rel=0.02)
+        # the download's gaps are the transfer: S_d / B, then the headers, nothing waited
+        assert transfer + headers == download and other == 0
+        assert 0.025 * transfer < headers <= headers_ns
+
+
+def test_the_gap_is_still_one_account(store):
+    rows, off = gap_residuals(store)
+    assert len(rows) == 2 and off == []
