@@ -59,7 +59,7 @@
 --                    so S counts the bytes after it (bytes / packets less)
 --   headers_ns       not in the bound: the time the headers of the response's
 --                    packets take at B, which is measured in IP bytes while S_d
---                    counts payload (DOMAIN.md: headers add bytes): S_d's
+--                    counts payload (docs/timing-model.md: headers add bytes): S_d's
 --                    full segments (S_d / the flow's segment: its largest
 --                    response payload, at most the client's MSS option) x the
 --                    smallest IP and transport header of a response packet / B;

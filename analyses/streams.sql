@@ -29,14 +29,25 @@
 --               stream_read (the receiver's application read all of it) and
 --               stream_chunk (`end_offset`, `play_ns`, `duration_ns`, optional
 --               `ready_ns`: a timed media chunk ending at that stream offset)
---               are read as they say.
+--               are read as they say. `fin` (END_STREAM: tracekit h2-events
+--               sets it) marks a stream's last piece, `reset` (RST_STREAM) a
+--               stream abandoned.
+--   A connection is one of its run: the same name in two runs (a reused
+--   client port, a name given twice) is two connections.
 -- Definitions (each NULL where no piece of that side was seen):
 --   bytes            max(offset + length) over the stream's pieces
 --   first/last_sent  the stream's first byte sent (the earliest first_ts) / the
 --                    latest first send of a byte
 --   first/last_arrived  the same at the receiver
 --   complete_ns      every byte [0, bytes) arrived: the latest first arrival of
---                    a byte; NULL while a byte never arrived
+--                    a byte; NULL while a byte never arrived, and, where the
+--                    connection's source marks streams' ends (a qlog STREAM
+--                    frame's fin, h2-events' END_STREAM), while the stream's
+--                    end was not seen or it was reset
+--   ended            the stream's end was seen; false where the source marks
+--                    ends and this one's was not (the capture or log stopped
+--                    before it, or it was reset); NULL where it marks none
+--   reset            a reset of the stream was seen (RST_STREAM; either side)
 --   deliverable_ns   per-stream order: complete_ns. Connection order: the
 --                    in-order point of the connection's byte stream at the
 --                    stream's last byte (every byte before it on the
@@ -61,7 +72,7 @@
 -- Columns: run, source, connection, direction, stream_id, delivery, bytes, ready_ns,
 --   first_sent_ns, last_sent_ns, first_arrived_ns, last_arrived_ns, complete_ns,
 --   deliverable_ns, hol_ns, held_by, hol_blocking_ns, stream_queueing_ns,
---   bytes_ahead, read_ns, chunks, on_time_s
+--   bytes_ahead, read_ns, chunks, on_time_s, ended, reset
 WITH qlog_frames AS (
     SELECT ts_ns, kind, run, 'qlog:' || coalesce(fields->>'odcid', log_id || ':' || coalesce(fields->>'qlog_trace', '0'))
             AS connection,
@@ -83,7 +94,8 @@ pieces AS (
         coalesce(frame->>'stream_id', frame->>'id') AS stream_id, ts_ns,
         coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
         TRY_CAST(frame->>'length' AS BIGINT) AS len, ts_ns AS first_ts_ns, NULL::BIGINT AS conn_off,
-        NULL::BIGINT AS conn_len, false AS conn_only, run
+        NULL::BIGINT AS conn_len, false AS conn_only, run,
+        coalesce(TRY_CAST(frame->>'fin' AS BOOLEAN), false) AS fin, false AS reset
     FROM qlog_frames WHERE frame->>'frame_type' = 'stream'
     UNION ALL
     SELECT 'tracekit', fields->>'connection',
@@ -93,11 +105,22 @@ pieces AS (
         least(ts_ns, coalesce(TRY_CAST(fields->>'first_ts' AS BIGINT), ts_ns)),
         TRY_CAST(fields->>'conn_offset' AS BIGINT),
         coalesce(TRY_CAST(fields->>'conn_length' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT)),
-        coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run
+        coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run,
+        coalesce(TRY_CAST(fields->>'fin' AS BOOLEAN), false),
+        coalesce(TRY_CAST(fields->>'reset' AS BOOLEAN), false)
     FROM events WHERE kind IN ('stream_sent', 'stream_arrived')
 ),
-p AS (SELECT * FROM pieces
-      WHERE stream_id IS NOT NULL AND connection IS NOT NULL AND off >= 0 AND len >= 0),
+p AS (  -- a connection is named within its run: the key is run, chr(1), name
+    SELECT * REPLACE (coalesce(run, '') || chr(1) || connection AS connection) FROM pieces
+    WHERE stream_id IS NOT NULL AND connection IS NOT NULL AND off >= 0 AND len >= 0
+),
+stream_ends AS (  -- per stream: its end seen (either side), a reset of it (either direction)
+    SELECT connection, direction, stream_id, fin,
+        bool_or(reset) OVER (PARTITION BY connection, stream_id) AS reset,
+        bool_or(fin) OVER (PARTITION BY connection) AS marks_ends
+    FROM (SELECT connection, direction, stream_id, bool_or(fin) AS fin, bool_or(reset) AS reset
+          FROM p GROUP BY connection, direction, stream_id)
+),
 
 -- elementary byte intervals of each stream (axis 'stream') and of each
 -- connection's byte stream (axis 'conn'), with the first time any piece held them
@@ -145,8 +168,11 @@ per_stream AS (
 ),
 ends AS (
     SELECT s.*, st.latest_ns AS last_sent_ns, ar.latest_ns AS last_arrived_ns,
-        CASE WHEN ar.hi = s.bytes THEN ar.point_ns END AS complete_ns
+        CASE WHEN ar.hi = s.bytes AND NOT (se.marks_ends AND (NOT se.fin OR se.reset))
+             THEN ar.point_ns END AS complete_ns,
+        CASE WHEN se.marks_ends THEN se.fin AND NOT se.reset END AS ended, se.reset
     FROM per_stream s
+    JOIN stream_ends se USING (connection, direction, stream_id)
     LEFT JOIN in_order st ON st.connection = s.connection AND st.direction = s.direction
         AND st.axis_key = s.stream_id AND st.side = 'sent' AND st.hi = s.bytes
     LEFT JOIN in_order ar ON ar.connection = s.connection AND ar.direction = s.direction
@@ -167,7 +193,7 @@ hole AS (  -- which stream's bytes, before the stream's end on the connection, a
     GROUP BY ALL
 ),
 marks AS (
-    SELECT fields->>'connection' AS connection, coalesce(fields->>'direction', 's2c') AS direction,
+    SELECT coalesce(run, '') || chr(1) || (fields->>'connection') AS connection, coalesce(fields->>'direction', 's2c') AS direction,
         fields->>'stream_id' AS stream_id,
         min(ts_ns) FILTER (kind = 'stream_ready') AS ready_ns,
         min(ts_ns) FILTER (kind = 'stream_read') AS read_ns
@@ -179,7 +205,7 @@ sends AS (  -- each send on a connection's direction owns the time since the one
     FROM p WHERE side = 'sent' AND NOT conn_only
 ),
 chunk_events AS (
-    SELECT fields->>'connection' AS connection, coalesce(fields->>'direction', 's2c') AS direction,
+    SELECT coalesce(run, '') || chr(1) || (fields->>'connection') AS connection, coalesce(fields->>'direction', 's2c') AS direction,
         fields->>'stream_id' AS stream_id, TRY_CAST(fields->>'end_offset' AS BIGINT) AS end_offset,
         TRY_CAST(fields->>'ready_ns' AS BIGINT) AS ready_ns,
         TRY_CAST(fields->>'play_ns' AS BIGINT) AS play_ns,
@@ -236,19 +262,21 @@ chunks AS (
     GROUP BY ALL
 ),
 final AS (
-    SELECT d.run, d.source, d.connection, d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
+    SELECT d.run, d.source, substr(d.connection, strpos(d.connection, chr(1)) + 1) AS connection,
+        d.direction, d.stream_id, d.delivery, d.bytes, m.ready_ns,
         d.first_sent_ns, d.last_sent_ns, d.first_arrived_ns, d.last_arrived_ns, d.complete_ns,
         d.deliverable_ns, d.deliverable_ns - d.complete_ns AS hol_ns, h.held_by,
         CASE WHEN d.deliverable_ns = d.complete_ns THEN 0
              WHEN h.held_by <> d.stream_id THEN d.deliverable_ns - d.complete_ns END AS hol_blocking_ns,
         CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.stream_queueing_ns, 0) END AS stream_queueing_ns,
         CASE WHEN d.last_sent_ns IS NOT NULL THEN coalesce(q.bytes_ahead, 0) END AS bytes_ahead,
-        m.read_ns, k.chunks, k.on_time_s
+        m.read_ns, k.chunks, k.on_time_s, d.ended, d.reset
     FROM delivered d
     LEFT JOIN marks m USING (connection, direction, stream_id)
     LEFT JOIN hole h USING (connection, direction, stream_id)
     LEFT JOIN queueing q USING (connection, direction, stream_id)
     LEFT JOIN chunks k USING (connection, direction, stream_id)
-    ORDER BY d.connection, d.direction, TRY_CAST(d.stream_id AS BIGINT), d.stream_id
+    ORDER BY substr(d.connection, strpos(d.connection, chr(1)) + 1), d.run NULLS FIRST, d.direction,
+        TRY_CAST(d.stream_id AS BIGINT), d.stream_id
 )
 SELECT * FROM final

@@ -271,11 +271,16 @@ def test_a_quic_capture_s_streams_agree_with_tshark(tmp_path):
     analyze(con)
     oracle = _tshark_streams(qlogs / "pcap2qlog-multi_stream.tshark.tsv")
     got = con.execute("SELECT direction, stream_id, bytes, coalesce(first_sent_ns, first_arrived_ns),"
-                      " complete_ns FROM streams").fetchall()
+                      " complete_ns, ended FROM streams").fetchall()
     assert {(d, s) for d, s, *_ in got} == set(oracle) and len(got) == 12
-    for direction, stream, size, first, complete in got:
+    for direction, stream, size, first, complete, ended in got:
         want_size, want_first, want_complete = oracle[(direction, stream)]
         assert size == want_size
         assert abs(first - want_first) < 1_000_000
-        if direction == "s2c":  # the client's side: arrivals
+        # HTTP/3's unidirectional streams (control, QPACK: ids 2 and 3 mod 4) never end
+        # (RFC 9114, 6.2.1): no fin, so no time all of their bytes were in
+        assert ended is (int(stream) % 4 < 2)
+        if direction == "s2c" and ended:  # the client's side: arrivals
             assert abs(complete - want_complete) < 1_000_000
+        elif not ended:
+            assert complete is None

@@ -488,11 +488,11 @@ def parse_time(text: str, option: str = "--time") -> int:
 
 def h2_events(capture: str | os.PathLike[str], port: int, out: str | os.PathLike[str],
               vantage: str = "client", connection: str | None = None, run: str | None = None,
-              keylog: str | os.PathLike[str] | None = None) -> int:
+              keylog: str | os.PathLike[str] | None = None, notes: list[str] | None = None) -> int:
     """HTTP/2 frames of a capture (cleartext, or TLS 1.3 decrypted with `keylog`)
     placed in the connection's byte stream, written to `out` as tracekit's
     stream events (JSON Lines, for `ingest`; the `streams` table reads them).
-    Returns how many events."""
+    Returns how many events; what could not be read is appended to `notes`."""
     from .pipeline.h2events import write_h2_events
-    n: int = write_h2_events(capture, port, out, vantage, connection, run, keylog)
+    n: int = write_h2_events(capture, port, out, vantage, connection, run, keylog, notes)
     return n

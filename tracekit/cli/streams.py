@@ -29,7 +29,10 @@ def h2_events(capture, port, out, vantage, connection, run, keylog):
     Example:
       tracekit h2-events tests/data/pcap/ndpi-http2.pcapng --port 29518 --out h2.events && tracekit ingest h2.events
     """
-    n = api.h2_events(capture, port, out, vantage, connection, run, keylog)
+    notes = []
+    n = api.h2_events(capture, port, out, vantage, connection, run, keylog, notes)
+    for line in notes:
+        click.echo(f"tracekit: warning: {line}", err=True)
     click.echo(f"{out}: {n} stream events")
 
 

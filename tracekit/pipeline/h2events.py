@@ -15,7 +15,18 @@ writes one event per frame (docs/guide.md, stream events):
   left out), `conn_offset`/`conn_length` (the whole frame's place in the TCP
   byte stream, relative to the first byte seen);
 - every other frame and the client's connection preface: the same with
-  `conn_only` true (it holds the connection's byte stream, no stream's data).
+  `conn_only` true (it holds the connection's byte stream, no stream's data);
+- `fin` true on a DATA or HEADERS frame with END_STREAM (the stream's last
+  frame), `reset` true on RST_STREAM: the `streams` table calls a stream
+  complete only when its end was seen.
+
+A direction's byte stream is read from its SYN, or from its start when
+that is the client's connection preface or a SETTINGS frame (the server's
+preface, RFC 9113, 3.4); else (a capture that begins mid-connection) frames cannot
+be found in it and it is left out. What cannot be read is said in `notes`
+(each a line naming the capture): a direction left out, a byte never
+captured (the rest of the direction after it is not read), payloads cut by
+the capture's snaplen.
 
 Its time is when its last byte was first seen (`first_ts`: its first byte) (the latest first copy of its
 bytes): for the receiver, when it had all arrived, before TCP's in-order
@@ -34,12 +45,15 @@ from .reading import decoded_batches
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SYN = 0x02
+END_STREAM = 0x01
 PADDED = 0x08
+DATA, HEADERS, RST_STREAM, SETTINGS = 0, 1, 3, 4
 
 
 def _segments(path, port):
-    """{(client?, flow key): [(ts_ns, seq, payload, syn)]} of the TCP segments to/from port."""
-    out = {}
+    """{(client?, flow key): [(ts_ns, seq, payload, syn)]} of the TCP segments to/from port
+    (a payload cut by the snaplen: its captured bytes, and the key counted in `cut`)."""
+    out, cut = {}, {}
     with open(path, "rb") as f:
         reader = open_capture(path, f)
         for batch, _link, cols in decoded_batches(reader):
@@ -53,20 +67,26 @@ def _segments(path, port):
                 if n <= 0 and not syn:
                     continue
                 start = int(batch.data_offset[i] + cols["l4"][i] + cols["tcp_header_bytes"][i])
-                payload = batch.data[start:start + max(n, 0)].tobytes()
+                end = int(batch.data_offset[i] + batch.captured_bytes[i])
+                payload = batch.data[start:min(start + max(n, 0), end)].tobytes()
                 client = dst == port
                 peer = src if client else dst
                 key = (client, peer, (int(cols["src_hi"][i]) ^ int(cols["dst_hi"][i]),
                                       int(cols["src_lo"][i]) ^ int(cols["dst_lo"][i])))
                 out.setdefault(key, []).append((int(batch.ts_ns[i]), int(cols["tcp_seq"][i]),
                                                 payload, syn))
-    return out
+                if len(payload) < max(n, 0):
+                    cut[key] = cut.get(key, 0) + 1
+    return out, cut
 
 
 def byte_stream(segments):
-    """(bytes, first-seen time per byte, contiguous length) of one direction:
-    positions relative to the SYN's sequence + 1, else to the first segment's."""
-    base = next((seq + 1 for _, seq, _, syn in segments if syn), segments[0][1])
+    """(bytes, first-seen time per byte, contiguous length, from its SYN?) of one
+    direction: positions relative to the SYN's sequence + 1, else to the first segment's."""
+    base = next((seq + 1 for _, seq, _, syn in segments if syn), None)
+    from_syn = base is not None
+    if base is None:
+        base = segments[0][1]
     spans = []
     for ts, seq, payload, _ in segments:
         rel = (seq - base) % (1 << 32)
@@ -82,7 +102,16 @@ def byte_stream(segments):
         data[rel:rel + len(p)][new] = np.frombuffer(p, np.uint8)[new]
         part[new] = ts
     missing = np.nonzero(seen < 0)[0]
-    return data.tobytes(), seen, int(missing[0]) if len(missing) else size
+    return data.tobytes(), seen, int(missing[0]) if len(missing) else size, from_syn
+
+
+def _starts_a_direction(data):
+    """Does a byte stream begin where HTTP/2 does: the client's preface, or a SETTINGS frame
+    (the server's preface; the client's first frame after its preface)?"""
+    if data.startswith(PREFACE):
+        return True
+    return len(data) >= 9 and data[3] == SETTINGS and int.from_bytes(data[5:9], "big") == 0 \
+        and int.from_bytes(data[:3], "big") % 6 == 0
 
 
 def frames(data, seen, contiguous, at=0):
@@ -118,7 +147,7 @@ def _tls_streams(streams, keylog, path):
         raise TracekitError(f"{path}: a connection without its TLS 1.3 ClientHello and "
                             f"ServerHello in the capture cannot be decrypted")
     out = {}
-    for client, (data, seen, contiguous) in streams.items():
+    for client, (data, seen, contiguous, _from_syn) in streams.items():
         secrets = [keylog.get((label, client_random)) for label in LABELS[client]]
         if secrets[1] is None:
             raise TracekitError(f"{path}: the key log has no {LABELS[client][1]} for client "
@@ -138,25 +167,45 @@ def _ends(stream):
     return (b"", 0) if stream is None else (stream[0], stream[2])
 
 
-def h2_events(path, port, vantage="client", connection=None, run=None, keylog=None):
+def h2_events(path, port, vantage="client", connection=None, run=None, keylog=None, notes=None):
     """The stream events (dicts) of every HTTP/2 connection to `port` in a capture;
-    with `keylog` (a path), HTTP/2 in TLS 1.3, decrypted (tracekit/pipeline/tls13.py)."""
+    with `keylog` (a path), HTTP/2 in TLS 1.3, decrypted (tracekit/pipeline/tls13.py).
+    What could not be read is appended to `notes` (a list), a line each."""
+    notes = [] if notes is None else notes
     if vantage not in ("client", "server"):
         raise TracekitError(f"vantage must be client or server, not {vantage!r}")
     keys = None
     if keylog is not None:
         from .tls13 import read_keylog
         keys = read_keylog(keylog)
-    conns = {}
-    for (client, peer, addrs), segments in _segments(path, port).items():
-        conns.setdefault((peer, addrs), {})[client] = byte_stream(segments)
+    conns, cuts = {}, {}
+    segments, cut = _segments(path, port)
+    for (client, peer, addrs), segs in segments.items():
+        conns.setdefault((peer, addrs), {})[client] = byte_stream(segs)
+        cuts[(peer, addrs, client)] = cut.get((client, peer, addrs), 0)
     events = []
-    for (peer, _), streams in sorted(conns.items(), key=lambda kv: kv[0][0]):
+    for (peer, addrs), streams in sorted(conns.items(), key=lambda kv: kv[0][0]):
+        name = connection or f"h2:{peer}"
+        starts = {client: keys is not None or s[3] or _starts_a_direction(s[0])
+                  for client, s in streams.items()}  # (TLS: its handshake is checked)
         if keys is not None:
             streams = _tls_streams(streams, keys, path)
-        for client, (data, seen, contiguous) in sorted(streams.items()):
-            events += _frame_events(data, seen, contiguous, client, vantage,
-                                    connection or f"h2:{peer}", run)
+        for client, (data, seen, contiguous, *_) in sorted(streams.items()):
+            side = "client's" if client else "server's"
+            if not starts[client]:
+                notes.append(f"{path}: connection {name}: the {side} byte stream does not start in "
+                             f"the capture (no SYN, no HTTP/2 preface): its frames cannot be found; "
+                             f"left out")
+                continue
+            if contiguous < len(data):
+                why = ""
+                if cuts[(peer, addrs, client)]:
+                    why = (f" ({cuts[(peer, addrs, client)]} of its segments cut by the capture's "
+                           f"snaplen: h2-events needs whole payloads)")
+                notes.append(f"{path}: connection {name}: byte {contiguous} of the {side} byte "
+                             f"stream was never captured{why}; the {len(data) - contiguous} bytes "
+                             f"after it are not read (their frames are left out)")
+            events += _frame_events(data, seen, contiguous, client, vantage, name, run)
     return sorted(events, key=lambda e: e["ts"])
 
 
@@ -164,11 +213,15 @@ def _frame_events(data, seen, contiguous, client, vantage, name, run):
     direction = "c2s" if client else "s2c"
     sent = (vantage == "client") == client
     offsets, events = {}, []
-    for conn_off, size, typ, _flags, stream, _skip, n, first, ts in frames(data, seen, contiguous):
+    for conn_off, size, typ, flags, stream, _skip, n, first, ts in frames(data, seen, contiguous):
         ev = {"ts": ts, "first_ts": first, "kind": "stream_sent" if sent else "stream_arrived",
               "connection": name, "direction": direction, "stream_id": str(stream),
               "conn_offset": conn_off, "conn_length": size, "h2_type": typ}
-        if typ == 0:
+        if typ in (DATA, HEADERS) and flags & END_STREAM:
+            ev["fin"] = True
+        elif typ == RST_STREAM:
+            ev["reset"] = True
+        if typ == DATA:
             ev.update(offset=offsets.get(stream, 0), length=n)
             offsets[stream] = offsets.get(stream, 0) + n
         else:
@@ -179,9 +232,10 @@ def _frame_events(data, seen, contiguous, client, vantage, name, run):
     return events
 
 
-def write_h2_events(path, port, out, vantage="client", connection=None, run=None, keylog=None):
+def write_h2_events(path, port, out, vantage="client", connection=None, run=None, keylog=None,
+                    notes=None):
     """Write h2_events as JSON Lines to `out`; returns how many."""
-    events = h2_events(path, port, vantage, connection, run, keylog)
+    events = h2_events(path, port, vantage, connection, run, keylog, notes)
     with open(out, "w") as f:
         f.writelines(json.dumps(e) + "\n" for e in events)
     return len(events)
