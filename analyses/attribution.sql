@@ -116,7 +116,8 @@ inst AS (  -- one row per request, read once by one stream; the joins hold narro
           LEFT JOIN hs h ON h.capture_id = q.capture_id AND h.flow_id = q.flow_id
           WHERE q.flow_id IS NOT NULL) q
     JOIN (SELECT request_key, rtt_ns, rtt_source, processing_ns, processing_source, upload_ns,
-                 download_ns, headers_ns, rate_bps IS NOT NULL AS rate_known FROM bounds) b
+                 download_ns, headers_up_ns, headers_down_ns, rate_bps IS NOT NULL AS rate_known
+          FROM bounds) b
         USING (request_key)
     JOIN (SELECT request_key, a_ns, b_ns, c_ns, d_ns,
               -- upload
@@ -235,15 +236,16 @@ phased AS (
     FROM inst i LEFT JOIN tunnel_marks tm USING (request_key)
 ),
 
-upload AS (  -- the transfer comes out of the time data was flowing: window, pacing, recovery
+upload AS (  -- the transfer (S_u / B and its packets' headers: bounds.headers_up_ns) comes
+             -- out of the time data was flowing: window, pacing, recovery
     SELECT *,
-        least(coalesce(upload_ns, 0), up_window) AS ut_window,
-        least(coalesce(upload_ns, 0) - least(coalesce(upload_ns, 0), up_window), up_pacing) AS ut_pacing
-    FROM phased
+        least(up_wire_ns, up_window) AS ut_window,
+        least(up_wire_ns - least(up_wire_ns, up_window), up_pacing) AS ut_pacing
+    FROM (SELECT *, coalesce(upload_ns, 0) + coalesce(headers_up_ns, 0) AS up_wire_ns FROM phased)
 ),
 upload2 AS (
     SELECT *,
-        least(coalesce(upload_ns, 0) - ut_window - ut_pacing, up_loss) AS ut_loss,
+        least(up_wire_ns - ut_window - ut_pacing, up_loss) AS ut_loss,
         (b_ns - a_ns) - up_loss - up_window - up_pacing - up_idle AS up_other
     FROM upload
 ),
@@ -259,9 +261,9 @@ download AS (  -- per vantage: what is data flowing, waiting, lost, idle
         -- pace: it waited for something this vantage cannot name)
         CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns WHEN paces THEN 0
              ELSE s_pacing END AS dn_sender,
-        -- the response's packets at B: S_d / B and their headers (bounds.headers_ns; not
+        -- the response's packets at B: S_d / B and their headers (bounds.headers_down_ns; not
         -- through a tunnel, whose WAN packets are not these)
-        coalesce(download_ns, 0) + CASE WHEN tunnel THEN 0 ELSE coalesce(headers_ns, 0) END
+        coalesce(download_ns, 0) + CASE WHEN tunnel THEN 0 ELSE coalesce(headers_down_ns, 0) END
             AS wire_ns
     FROM upload2
 ),
@@ -396,7 +398,9 @@ trips3 AS (
         -- what the download's gaps gave the transfer beyond S_d / B: its headers' time
         CASE WHEN rate_known THEN greatest(dt_window - p_clocked + dt_pacing + dt_loss
                                            + dt_receiver + dt_sender + dt_tunnel
-                                           - coalesce(download_ns, 0), 0) ELSE 0 END AS headers_in
+                                           - coalesce(download_ns, 0), 0) ELSE 0 END AS headers_in,
+        -- and the upload's beyond S_u / B
+        greatest(ut_window + ut_pacing + ut_loss - coalesce(upload_ns, 0), 0) AS up_headers_in
     FROM trips2
 ),
 
@@ -406,7 +410,8 @@ spans_wide AS (
         proxy_ns AS connect_proxy,
         (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
         up_trip AS setup_propagation,
-        ut_window + ut_pacing + ut_loss AS upload_transfer,
+        ut_window + ut_pacing + ut_loss - up_headers_in AS upload_transfer,
+        up_headers_in AS upload_headers,
         up_loss - ut_loss AS upload_loss_recovery,
         up_window - ut_window AS upload_waiting,
         up_pacing - ut_pacing AS upload_pacing,
@@ -466,7 +471,7 @@ spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside t
             AS loss_rows,
         [
                 connect_tcp, connect_tls, connect_quic, connect_proxy, setup_client_idle,
-                setup_propagation, upload_transfer, upload_loss_recovery, upload_waiting,
+                setup_propagation, upload_transfer, upload_headers, upload_loss_recovery, upload_waiting,
                 upload_pacing, upload_client_idle, upload_unexplained, propagation,
                 processing, download_processing, wait_upload_transfer,
                 wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
@@ -485,6 +490,8 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
         ('connect_proxy', 3, 'connect_proxy', 'setup', false, 'proxy_start to proxy_done events'),
         ('setup_client_idle', 4, 'client_idle', 'setup', false, 'the client held a connection and sent nothing'),
         ('upload_transfer', 5, 'upload_transfer', 'upload', true, 'S_u / B'),
+        ('upload_headers', 6, 'headers', 'upload', false,
+         'the request''s packet headers at B (bounds.headers_up_ns): B counts IP bytes, S_u payload'),
         ('upload_loss_recovery', 6, 'upload_loss_recovery', 'upload', false, 'loss recovery of the client''s data'),
         ('upload_waiting', 7, 'upload_waiting', 'upload', false, 'the client''s window held it'),
         ('upload_pacing', 7, 'pacing', 'upload', false, 'the client''s pacing released its data'),
@@ -508,7 +515,7 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
          'the local tunnel waited for datagrams still crossing the WAN'),
         ('download_transfer', 11, 'download_transfer', 'download', true, 'S_d / B'),
         ('headers', 12, 'headers', 'download', false,
-         'the response''s packet headers at B (bounds.headers_ns): B counts IP bytes, S_d payload'),
+         'the response''s packet headers at B (bounds.headers_down_ns): B counts IP bytes, S_d payload'),
         ('window_waiting', 12, 'window_waiting', 'download', false, 'the sender waited for ACKs'),
         ('pacing', 12, 'pacing', 'download', false, 'the sender''s pacing released new data after a pause'),
         ('loss_recovery', 13, 'loss_recovery', 'download', false, NULL),
@@ -537,7 +544,7 @@ span_cols AS (  -- the spans' columns, in the order of their times' list (spans_
         list_position(cols, 'download_transfer') AS transfer_position
     FROM (SELECT [
                 'connect_tcp', 'connect_tls', 'connect_quic', 'connect_proxy',
-                'setup_client_idle', 'setup_propagation', 'upload_transfer',
+                'setup_client_idle', 'setup_propagation', 'upload_transfer', 'upload_headers',
                 'upload_loss_recovery', 'upload_waiting', 'upload_pacing',
                 'upload_client_idle', 'upload_unexplained', 'propagation', 'processing',
                 'download_processing', 'wait_upload_transfer', 'wait_download_transfer',
@@ -568,7 +575,7 @@ long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, 
 
 lookup AS (  -- the catalogue as one list in the order of span_cols' positions, read by
              -- position: a join on the span's name built its hash table on the many rows,
-             -- not the 35 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
+             -- not the 36 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
              -- 100 k requests)
     SELECT list(struct_pack(span_order, span, phase, irreducible, detail)
                 ORDER BY coalesce(list_position(n.cols, c.col), n.loss_position)) AS entries

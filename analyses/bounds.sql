@@ -57,15 +57,16 @@
 --                    ends at the last response byte: the first segment of each
 --                    direction has crossed the bottleneck before it is seen,
 --                    so S counts the bytes after it (bytes / packets less)
---   headers_ns       not in the bound: the time the headers of the response's
---                    packets take at B, which is measured in IP bytes while S_d
---                    counts payload (docs/timing-model.md: headers add bytes): S_d's
---                    full segments (S_d / the flow's segment: its largest
---                    response payload, at most the client's MSS option) x the
---                    smallest IP and transport header of a response packet / B;
---                    NULL when B is unknown or the flow carried no response
---                    packet. The attribution's `headers` span is this time where
---                    the download's gaps hold it
+--   headers_up_ns, headers_down_ns   not in the bound: the time the headers of
+--                    the request's and the response's packets take at B, which
+--                    is measured in IP bytes while S counts payload
+--                    (docs/timing-model.md: headers add bytes): S's full
+--                    segments (S / the flow direction's segment: its largest
+--                    payload, at most the peer's MSS option) x the smallest IP
+--                    and transport header of a packet of the direction / B;
+--                    NULL when B is unknown or the direction carried no data.
+--                    The attribution's `headers` spans are this time where the
+--                    phase's states or gaps hold it
 --   partial          true when R, B or T_c is unknown
 --   gap_ns           measured (duration_ns) - bound_ns; ratio measured / bound
 --   refused          an impossible input, and the bound (gap, ratio) NULL: `negative
@@ -79,7 +80,8 @@
 --                    above the measured time` (a given label the run contradicts)
 -- Columns: request_key, path, bytes_up, bytes_down, rtt_ns, rtt_source, rate_bps,
 --   rate_source, processing_ns, processing_source, upload_ns, download_ns,
---   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused, headers_ns
+--   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused, headers_up_ns,
+--   headers_down_ns
 WITH req AS (
     SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
@@ -104,13 +106,20 @@ capture_rate AS (  -- else the median of the capture's other flows on the same p
     WHERE b.known AND b.direction = 's2c' GROUP BY ALL
 ),
 
-overhead AS (  -- per flow: the response packets' header bytes and a full segment's payload
-    SELECT o.*, least(o.largest, coalesce(f.client_mss, o.largest)) AS segment_bytes
-    FROM (SELECT capture_id, flow_id, min(ip_total_bytes - payload_bytes) AS header_bytes,
-              max(payload_bytes) AS largest
-          FROM packets WHERE NOT from_client AND payload_bytes > 0
-              AND ip_total_bytes > payload_bytes GROUP BY ALL) o
+overhead AS (  -- per flow and direction: a data packet's header bytes, a full segment's payload
+    SELECT o.capture_id, o.flow_id,
+        any_value(o.header_bytes) FILTER (o.from_client) AS header_up,
+        any_value(least(o.largest, coalesce(f.server_mss, o.largest))) FILTER (o.from_client)
+            AS segment_up,
+        any_value(o.header_bytes) FILTER (NOT o.from_client) AS header_down,
+        any_value(least(o.largest, coalesce(f.client_mss, o.largest))) FILTER (NOT o.from_client)
+            AS segment_down
+    FROM (SELECT capture_id, flow_id, from_client,
+              min(ip_total_bytes - payload_bytes) AS header_bytes, max(payload_bytes) AS largest
+          FROM packets WHERE payload_bytes > 0 AND ip_total_bytes > payload_bytes
+          GROUP BY ALL) o
     JOIN flows f USING (capture_id, flow_id)
+    GROUP BY ALL
 ),
 
 model_time AS (  -- per run and request: ids repeat from run to run
@@ -131,7 +140,7 @@ inputs AS (
         CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
              WHEN o.rate_Bps IS NOT NULL THEN 'trains'
              WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
-        m.ns AS model_ns, h.header_bytes, h.segment_bytes,
+        m.ns AS model_ns, h.header_up, h.segment_up, h.header_down, h.segment_down,
         CASE WHEN q.vantage = 'server'
              THEN q.response_first_byte_ns - q.request_last_byte_ns END AS server_turnaround_ns,
         -- this request's own wait for its first response byte at the capture point:
@@ -189,7 +198,9 @@ shaped AS (
         tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END,
                        rate_Bps) AS upload_ns,
         tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
-        tk_transfer_ns(timed_down * header_bytes / segment_bytes, rate_Bps) AS headers_ns,
+        tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END
+                       * header_up / segment_up, rate_Bps) AS headers_up_ns,
+        tk_transfer_ns(timed_down * header_down / segment_down, rate_Bps) AS headers_down_ns,
         duration_ns, vantage
     FROM checked
 ),
@@ -246,7 +257,7 @@ final AS (
         CASE WHEN refused IS NULL THEN bound_ns END AS bound_ns, partial OR refused IS NOT NULL AS partial,
         duration_ns, CASE WHEN refused IS NULL THEN duration_ns - bound_ns END AS gap_ns,
         CASE WHEN refused IS NULL THEN round(duration_ns / nullif(bound_ns, 0), 3) END AS ratio,
-        vantage, refused, headers_ns
+        vantage, refused, headers_up_ns, headers_down_ns
     FROM checked_bound
 )
 SELECT * FROM final ORDER BY request_key

@@ -18,14 +18,24 @@ from tracekit.cli import main
 from test_gap_account import gap_residuals
 
 CAPTURE = Path(__file__).parent / "data" / "shaped" / "tbf20-bbr-client.pcap"
+UPLOAD = CAPTURE.with_name("tbf20-bbr-upload-client.pcap")
 SHAPED_BPS = 20e6  # tbf counts the frame: 14 bytes of Ethernet on each IP packet
 FRAME, PACKET, SEGMENT = 1514, 1500, 1448  # full-sized, with TCP timestamps
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
+    yield from _store(tmp_path_factory, CAPTURE)
+
+
+@pytest.fixture(scope="module")
+def upload_store(tmp_path_factory):
+    yield from _store(tmp_path_factory, UPLOAD)
+
+
+def _store(tmp_path_factory, capture):
     db = tmp_path_factory.mktemp("shaped") / "shaped.duckdb"
-    for args in (["ingest", str(CAPTURE)], ["analyze"]):
+    for args in (["ingest", str(capture)], ["analyze"]):
         r = CliRunner().invoke(main, [*args, "--db", str(db)])
         assert r.exit_code == 0, r.output
     with tracekit.open(str(db), read_only=True) as s:
@@ -41,7 +51,7 @@ def test_the_rate_is_the_buckets_in_ip_bytes(store):
 
 def test_the_download_is_its_transfer_and_its_headers(store):
     rows = store.execute("""
-        SELECT p.d_ns - p.c_ns, b.bytes_down, b.headers_ns,
+        SELECT p.d_ns - p.c_ns, b.bytes_down, b.headers_down_ns,
             sum(a.ns) FILTER (a.span = 'download_transfer' AND a.phase = 'download'),
             sum(a.ns) FILTER (a.span = 'headers'),
             coalesce(sum(a.ns) FILTER (a.phase = 'download'
@@ -58,6 +68,25 @@ def test_the_download_is_its_transfer_and_its_headers(store):
         assert 0.025 * transfer < headers <= headers_ns
 
 
-def test_the_gap_is_still_one_account(store):
-    rows, off = gap_residuals(store)
+def test_the_upload_is_its_transfer_and_its_headers(upload_store):
+    """At the sender the upload's states: the bucket's pace held its window
+    (busy) throughout; S_u / B and the headers' time fill it."""
+    rows = upload_store.execute("""
+        SELECT p.b_ns - p.a_ns, b.bytes_up, b.headers_up_ns,
+            sum(a.ns) FILTER (a.span = 'upload_transfer' AND a.phase = 'upload'),
+            sum(a.ns) FILTER (a.span = 'headers' AND a.phase = 'upload'),
+            coalesce(sum(a.ns) FILTER (a.phase = 'upload'
+                     AND a.span NOT IN ('upload_transfer', 'headers')), 0)
+        FROM request_phases p JOIN bounds b USING (request_key)
+        JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
+    assert len(rows) == 2
+    for upload, size, headers_ns, transfer, headers, other in rows:
+        assert upload == pytest.approx(size * FRAME / SEGMENT * 8e9 / SHAPED_BPS, rel=0.02)
+        assert other < 0.001 * upload  # (the client's 0.1 ms before its first byte left)
+        assert 0.02 * transfer < headers <= headers_ns
+
+
+@pytest.mark.parametrize("name", ["store", "upload_store"])
+def test_the_gap_is_still_one_account(name, request):
+    rows, off = gap_residuals(request.getfixturevalue(name))
     assert len(rows) == 2 and off == []

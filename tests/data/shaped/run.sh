@@ -1,6 +1,7 @@
 #!/bin/bash
 # server -- router (tbf towards the client) -- client; curl fetches a file N times; tcpdump at the client.
-# RATE (tbf rate), LIMIT (queue bytes), SIZE (bytes), N (fetches), CC (server's congestion control)
+# RATE (tbf rate), LIMIT (queue bytes), SIZE (bytes), N (fetches), CC (the sender's congestion control),
+# UP=1: the client uploads SIZE bytes (curl POST to up.py) through a bucket towards the server
 set -e
 RATE=${RATE:-20mbit}; LIMIT=${LIMIT:-100000}; SIZE=${SIZE:-2000000}; N=${N:-2}; CC=${CC:-cubic}
 C=tkr-c; R=tkr-r; S=tkr-s
@@ -16,12 +17,16 @@ for x in "$S tkr-sa" "$R tkr-sb" "$R tkr-cb" "$C tkr-ca"; do set -- $x; ip -n $1
 ip -n $S route add default via 198.18.53.1; ip -n $C route add default via 198.18.54.1
 ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
 ip netns exec $S sysctl -qw net.ipv4.tcp_congestion_control=$CC
-ip netns exec $R tc qdisc add dev tkr-cb root tbf rate $RATE burst 15000 limit $LIMIT
+ip netns exec $C sysctl -qw net.ipv4.tcp_congestion_control=$CC
+SHAPED=$([ -n "$UP" ] && echo tkr-sb || echo tkr-cb)
+ip netns exec $R tc qdisc add dev $SHAPED root tbf rate $RATE burst 15000 limit $LIMIT
 mkdir -p www; head -c $SIZE /dev/urandom > www/f
-ip netns exec $S python3 -m http.server 8080 --bind 198.18.53.2 --directory www >/dev/null 2>&1 & echo $! >> pids
+if [ -n "$UP" ]; then ip netns exec $S python3 up.py 198.18.53.2 8080 >/dev/null 2>&1 & echo $! >> pids
+else ip netns exec $S python3 -m http.server 8080 --bind 198.18.53.2 --directory www >/dev/null 2>&1 & echo $! >> pids; fi
 sleep 1
 ip netns exec $C tcpdump -i tkr-ca -s 128 -w client.pcap -U 2>/dev/null & echo $! >> pids
 sleep 1
-for i in $(seq $N); do ip netns exec $C curl -s -o /dev/null -w '%{time_total}\n' http://198.18.53.2:8080/f; done | tee curl.txt
+for i in $(seq $N); do if [ -n "$UP" ]; then ip netns exec $C curl -s -o /dev/null -w '%{time_total}\n' --data-binary @www/f -H 'Expect:' http://198.18.53.2:8080/up
+  else ip netns exec $C curl -s -o /dev/null -w '%{time_total}\n' http://198.18.53.2:8080/f; fi; done | tee curl.txt
 sleep 1
-ip netns exec $R tc -s qdisc show dev tkr-cb | tee tc.txt
+ip netns exec $R tc -s qdisc show dev $SHAPED | tee tc.txt
