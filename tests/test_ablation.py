@@ -183,3 +183,21 @@ def test_an_untimed_request_takes_its_pair_out_not_the_pairs_after_it():
     c = compare_arms(a, b)
     assert (c.pairs, c.median_paired_ratio, c.won) == (2, 2.0, (0, 2))
     assert c.spans_moved[0][:2] == ("x", 2.5)  # (1 - 0 and 5 - 1)
+
+
+def test_the_readme_ablation_is_what_the_command_prints(demo_store):
+    """The README's example output is the command's, on the store `make demo`
+    builds (it drifted once: a span's figure changed and the page kept the old)."""
+    import re
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"```text\n\$ tracekit (ablation[^\n]*)\n(.*?)```", readme, re.S)
+    assert block, "README.md has no ablation example"
+    r = CliRunner().invoke(main, [*block.group(1).split(), "--db", str(demo_store)])
+    assert r.exit_code == 0, r.output
+    got = [line.rstrip() for line in r.stdout.splitlines() if line.strip()]
+    assert got == [line.rstrip() for line in block.group(2).splitlines() if line.strip()]
