@@ -27,7 +27,8 @@
 --                    the request's trip here and the response's trip back lie
 --                    inside its time, and R is the path's and for a request that got no response
 --                    (`no_response`, T_c too)
---   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label if given,
+--   B_u = B_d        the bottleneck rate: the `bottleneck_mbps` label (the lab's) or
+--                    the what-if factor's `rate_mbps` if given,
 --                    else the request's own flow's, measured from the dispersion
 --                    of its segments or ACKs (steps/bottleneck.py, `known`
 --                    only; rate_source `trains`), else the median of the known
@@ -135,9 +136,11 @@ inputs AS (
         coalesce(round(TRY_CAST(q.labels['rtt_ms'] AS DOUBLE) * 1e6)::BIGINT, p.rtt_ns) AS rtt_ns,
         CASE WHEN q.labels['rtt_ms'] IS NOT NULL THEN 'given'
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
-        coalesce(TRY_CAST(q.labels['bottleneck_mbps'] AS DOUBLE) * 1e6 / 8, o.rate_Bps, b.rate_Bps)
+        coalesce(TRY_CAST(coalesce(q.labels['bottleneck_mbps'], q.labels['rate_mbps']) AS DOUBLE)
+                 * 1e6 / 8, o.rate_Bps, b.rate_Bps)
             AS rate_Bps,
-        CASE WHEN q.labels['bottleneck_mbps'] IS NOT NULL THEN 'given'
+        CASE WHEN TRY_CAST(coalesce(q.labels['bottleneck_mbps'], q.labels['rate_mbps']) AS DOUBLE)
+                  IS NOT NULL THEN 'given'
              WHEN o.rate_Bps IS NOT NULL THEN 'trains'
              WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
         m.ns AS model_ns, h.header_up, h.segment_up, h.header_down, h.segment_down,

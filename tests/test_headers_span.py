@@ -90,3 +90,16 @@ def test_the_upload_is_its_transfer_and_its_headers(upload_store):
 def test_the_gap_is_still_one_account(name, request):
     rows, off = gap_residuals(request.getfixturevalue(name))
     assert len(rows) == 2 and off == []
+
+
+def test_a_rate_mbps_label_is_the_bounds_rate_as_it_is_the_what_ifs(tmp_path):
+    """`rate_mbps` (the what-if factor's name) states B as `bottleneck_mbps` (the
+    lab's) does: a user who labels runs for `tracekit whatif` gets the same B in
+    the bound (it was read by whatif only)."""
+    db = str(tmp_path / "labelled.duckdb")
+    for args in (["ingest", str(CAPTURE), "--label", "rate_mbps=19.5"], ["analyze"]):
+        r = CliRunner().invoke(main, [*args, "--db", db])
+        assert r.exit_code == 0, r.output
+    with tracekit.open(db, read_only=True) as s:
+        assert s.con.execute("SELECT DISTINCT rate_bps, rate_source FROM bounds").fetchall() == [
+            (19_500_000, "given")]
