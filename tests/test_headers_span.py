@@ -49,16 +49,24 @@ def test_the_rate_is_the_buckets_in_ip_bytes(store):
         assert rate == pytest.approx(SHAPED_BPS * PACKET / FRAME, rel=0.01)
 
 
-def test_the_download_is_its_transfer_and_its_headers(store):
-    rows = store.execute("""
-        SELECT p.d_ns - p.c_ns, b.bytes_down, b.headers_down_ns,
-            sum(a.ns) FILTER (a.span = 'download_transfer' AND a.phase = 'download'),
-            sum(a.ns) FILTER (a.span = 'headers'),
-            coalesce(sum(a.ns) FILTER (a.phase = 'download'
-                     AND a.span NOT IN ('download_transfer', 'headers')), 0)
+def phase_spans(con, phase):
+    """Per request: the phase's time, S, headers_ns; its transfer, headers and other spans."""
+    up = phase == "upload"
+    rows = con.execute(f"""
+        SELECT {"p.b_ns - p.a_ns, b.bytes_up, b.headers_up_ns" if up else
+                "p.d_ns - p.c_ns, b.bytes_down, b.headers_down_ns"},
+            sum(a.ns) FILTER (a.span = '{phase}_transfer' AND a.phase = '{phase}'),
+            sum(a.ns) FILTER (a.span = 'headers' AND a.phase = '{phase}'),
+            coalesce(sum(a.ns) FILTER (a.phase = '{phase}'
+                     AND a.span NOT IN ('{phase}_transfer', 'headers')), 0)
         FROM request_phases p JOIN bounds b USING (request_key)
         JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
     assert len(rows) == 2
+    return rows
+
+
+def test_the_download_is_its_transfer_and_its_headers(store):
+    rows = phase_spans(store, "download")
     for download, size, headers_ns, transfer, headers, other in rows:
         # physics: the bucket sends every frame of the response at 20 Mbit/s
         # (less its burst, 15 kB let through at once: 6 ms)
@@ -71,15 +79,7 @@ def test_the_download_is_its_transfer_and_its_headers(store):
 def test_the_upload_is_its_transfer_and_its_headers(upload_store):
     """At the sender the upload's states: the bucket's pace held its window
     (busy) throughout; S_u / B and the headers' time fill it."""
-    rows = upload_store.execute("""
-        SELECT p.b_ns - p.a_ns, b.bytes_up, b.headers_up_ns,
-            sum(a.ns) FILTER (a.span = 'upload_transfer' AND a.phase = 'upload'),
-            sum(a.ns) FILTER (a.span = 'headers' AND a.phase = 'upload'),
-            coalesce(sum(a.ns) FILTER (a.phase = 'upload'
-                     AND a.span NOT IN ('upload_transfer', 'headers')), 0)
-        FROM request_phases p JOIN bounds b USING (request_key)
-        JOIN attribution a USING (request_key) GROUP BY ALL""").fetchall()
-    assert len(rows) == 2
+    rows = phase_spans(upload_store, "upload")
     for upload, size, headers_ns, transfer, headers, other in rows:
         assert upload == pytest.approx(size * FRAME / SEGMENT * 8e9 / SHAPED_BPS, rel=0.02)
         assert other < 0.001 * upload  # (the client's 0.1 ms before its first byte left)
