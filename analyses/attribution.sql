@@ -236,18 +236,29 @@ phased AS (
     FROM inst i LEFT JOIN tunnel_marks tm USING (request_key)
 ),
 
-upload AS (  -- the transfer (S_u / B and its packets' headers: bounds.headers_up_ns) comes
-             -- out of the time data was flowing: window, pacing, recovery
+upload AS (  -- the transfer comes out of the time data was flowing: window, pacing, recovery
     SELECT *,
-        least(up_wire_ns, up_window) AS ut_window,
-        least(up_wire_ns - least(up_wire_ns, up_window), up_pacing) AS ut_pacing
-    FROM (SELECT *, coalesce(upload_ns, 0) + coalesce(headers_up_ns, 0) AS up_wire_ns FROM phased)
+        least(coalesce(upload_ns, 0), up_window) AS ut_window,
+        least(coalesce(upload_ns, 0) - least(coalesce(upload_ns, 0), up_window), up_pacing) AS ut_pacing
+    FROM phased
 ),
 upload2 AS (
     SELECT *,
-        least(up_wire_ns - ut_window - ut_pacing, up_loss) AS ut_loss,
-        (b_ns - a_ns) - up_loss - up_window - up_pacing - up_idle AS up_other
+        least(coalesce(upload_ns, 0) - ut_window - ut_pacing, up_loss) AS ut_loss,
+        (b_ns - a_ns) - up_loss - up_window - up_pacing - up_idle AS up_other,
+        -- then the request's packet headers at B (bounds.headers_up_ns; not through a
+        -- tunnel, whose WAN packets are not these) from what is left of the same
+        CASE WHEN tunnel THEN 0 ELSE coalesce(headers_up_ns, 0) END AS uh_total
     FROM upload
+),
+upload3 AS (
+    SELECT *, least(uh_total, up_window - ut_window) AS uh_window,
+        least(uh_total - least(uh_total, up_window - ut_window), up_pacing - ut_pacing) AS uh_pacing
+    FROM upload2
+),
+upload4 AS (
+    SELECT *, least(uh_total - uh_window - uh_pacing, up_loss - ut_loss) AS uh_loss
+    FROM upload3
 ),
 
 download AS (  -- per vantage: what is data flowing, waiting, lost, idle
@@ -260,35 +271,31 @@ download AS (  -- per vantage: what is data flowing, waiting, lost, idle
         -- (new data after a pause with nothing from the peer, from a sender that does not
         -- pace: it waited for something this vantage cannot name)
         CASE WHEN from_client_side THEN gap_short_ns + gap_beyond_ns WHEN paces THEN 0
-             ELSE s_pacing END AS dn_sender,
-        -- the response's packets at B: S_d / B and their headers (bounds.headers_down_ns; not
-        -- through a tunnel, whose WAN packets are not these)
-        coalesce(download_ns, 0) + CASE WHEN tunnel THEN 0 ELSE coalesce(headers_down_ns, 0) END
-            AS wire_ns
-    FROM upload2
+             ELSE s_pacing END AS dn_sender
+    FROM upload4
 ),
 download2 AS (
     SELECT *,
         (d_ns - c_ns) - dn_window - dn_pacing - dn_loss - dn_receiver - dn_idle - dn_sender
             AS dn_other,
         -- without B, the clocked gaps are the transfer as measured
-        CASE WHEN rate_known THEN least(wire_ns, dn_window)
+        CASE WHEN rate_known THEN least(coalesce(download_ns, 0), dn_window)
              ELSE dn_window END AS dt_window
     FROM download
 ),
 download3 AS (
     SELECT *,
-        least(greatest(wire_ns - dt_window, 0), dn_pacing) AS dt_pacing
+        least(greatest(coalesce(download_ns, 0) - dt_window, 0), dn_pacing) AS dt_pacing
     FROM download2
 ),
 download4 AS (
     SELECT *,
-        least(greatest(wire_ns - dt_window - dt_pacing, 0), dn_loss) AS dt_loss
+        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing, 0), dn_loss) AS dt_loss
     FROM download3
 ),
 download5 AS (
     SELECT *,
-        least(greatest(wire_ns - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
+        least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss, 0), dn_receiver)
             AS dt_receiver
     FROM download4
 ),
@@ -296,7 +303,7 @@ download6 AS (  -- past the bottleneck, with B known, the gaps beyond the ACK cl
                 -- the bottleneck's serialisation of the segments that end them too
     SELECT *,
         CASE WHEN rate_known AND from_client_side AND NOT tunnel
-             THEN least(greatest(wire_ns - dt_window - dt_pacing - dt_loss
+             THEN least(greatest(coalesce(download_ns, 0) - dt_window - dt_pacing - dt_loss
                                  - dt_receiver, 0), dn_sender) ELSE 0 END AS dt_sender
     FROM download5
 ),
@@ -371,6 +378,30 @@ w AS (  -- one wide row per request: every span's time
     FROM w4
 ),
 
+hd AS (  -- then the response's packet headers at B (bounds.headers_down_ns; not through a
+         -- tunnel, whose WAN packets are not these) from what is left of the states or gaps
+         -- that held the transfer, in its order, after T_c: B counts IP bytes, S_d payload
+    SELECT *, least(h_total, dn_window - dt_window - p_window) AS h_window
+    FROM (SELECT *, CASE WHEN rate_known AND NOT tunnel THEN coalesce(headers_down_ns, 0)
+                         ELSE 0 END AS h_total FROM w)
+),
+hd2 AS (
+    SELECT *, least(h_total - h_window, dn_pacing - dt_pacing) AS h_pacing FROM hd
+),
+hd3 AS (
+    SELECT *, least(h_total - h_window - h_pacing, dn_loss - dt_loss - p_loss) AS h_loss FROM hd2
+),
+hd4 AS (
+    SELECT *, least(h_total - h_window - h_pacing - h_loss, dn_receiver - dt_receiver) AS h_receiver
+    FROM hd3
+),
+hd5 AS (
+    SELECT *, CASE WHEN from_client_side
+                   THEN least(h_total - h_window - h_pacing - h_loss - h_receiver,
+                              dn_sender - dt_sender - dn_generating) ELSE 0 END AS h_sender
+    FROM hd4
+),
+
 trips AS (  -- at the server, timed by the client: the request's trip here (R / 2 of the
             -- setup's idle time) and the response's trip back (the rest of R, what is left of
             -- S_d / B, then the queue until the client's ACK shows it arrived, less R / 2)
@@ -379,7 +410,7 @@ trips AS (  -- at the server, timed by the client: the request's trip here (R / 
                                                           - quic_ns - proxy_ns, 0)) ELSE 0 END
             AS up_trip,
         ar.ack_ns
-    FROM w LEFT JOIN arrivals ar USING (request_key)
+    FROM hd5 w LEFT JOIN arrivals ar USING (request_key)
 ),
 trips2 AS (
     SELECT *, CASE WHEN remote THEN least(rtt_ns - up_trip, end_ns - d_ns) ELSE 0 END AS down_trip,
@@ -394,13 +425,7 @@ trips3 AS (
     SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
                    THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
                                        - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
-                   ELSE 0 END AS tail_queueing,
-        -- what the download's gaps gave the transfer beyond S_d / B: its headers' time
-        CASE WHEN rate_known THEN greatest(dt_window - p_clocked + dt_pacing + dt_loss
-                                           + dt_receiver + dt_sender + dt_tunnel
-                                           - coalesce(download_ns, 0), 0) ELSE 0 END AS headers_in,
-        -- and the upload's beyond S_u / B
-        greatest(ut_window + ut_pacing + ut_loss - coalesce(upload_ns, 0), 0) AS up_headers_in
+                   ELSE 0 END AS tail_queueing
     FROM trips2
 ),
 
@@ -410,11 +435,11 @@ spans_wide AS (
         proxy_ns AS connect_proxy,
         (a_ns - start_ns) - tcp_ns - tls_ns - quic_ns - proxy_ns - up_trip AS setup_client_idle,
         up_trip AS setup_propagation,
-        ut_window + ut_pacing + ut_loss - up_headers_in AS upload_transfer,
-        up_headers_in AS upload_headers,
-        up_loss - ut_loss AS upload_loss_recovery,
-        up_window - ut_window AS upload_waiting,
-        up_pacing - ut_pacing AS upload_pacing,
+        ut_window + ut_pacing + ut_loss AS upload_transfer,
+        uh_window + uh_pacing + uh_loss AS upload_headers,
+        up_loss - ut_loss - uh_loss AS upload_loss_recovery,
+        up_window - ut_window - uh_window AS upload_waiting,
+        up_pacing - ut_pacing - uh_pacing AS upload_pacing,
         up_idle AS upload_client_idle,
         up_other AS upload_unexplained,
         w_propagation AS propagation,
@@ -431,16 +456,16 @@ spans_wide AS (
                    - least(w_upload + w_transfer, tunnel_wan_ns - w_propagation - w_processing) ELSE 0 END
             AS wait_unexplained,
         dt_window - p_clocked + dt_pacing + dt_loss + dt_receiver + dt_sender + dt_tunnel
-            - headers_in AS download_transfer,
-        headers_in AS headers,
-        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window END AS window_waiting,
-        dn_pacing - dt_pacing AS pacing,
-        dn_loss - dt_loss - p_loss AS loss_recovery,
-        dn_receiver - dt_receiver AS receiver_limited,
+            AS download_transfer,
+        h_window + h_pacing + h_loss + h_receiver + h_sender AS headers,
+        CASE WHEN tunnel THEN 0 ELSE dn_window - dt_window - p_window - h_window END AS window_waiting,
+        dn_pacing - dt_pacing - h_pacing AS pacing,
+        dn_loss - dt_loss - p_loss - h_loss AS loss_recovery,
+        dn_receiver - dt_receiver - h_receiver AS receiver_limited,
         dn_idle + dn_generating - p_idle AS server_idle,
         dn_tunnel - dt_tunnel AS download_tunnel_transit,
-        dn_sender - dt_sender - dn_generating - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns)
-                                          ELSE 0 END AS sender_wait,
+        dn_sender - dt_sender - dn_generating - h_sender
+            - CASE WHEN tunnel THEN dn_sender - least(dn_sender, generating_ns) ELSE 0 END AS sender_wait,
         dn_other - p_other AS download_unexplained,
         down_trip AS tail_propagation,
         tail_transfer AS tail_download_transfer,
@@ -450,10 +475,10 @@ spans_wide AS (
         CASE WHEN remote AND ack_ns IS NULL
              THEN end_ns - d_ns - down_trip - tail_transfer ELSE 0 END AS tail_unexplained,
         from_client_side, rate_known, processing_source, rtt_source,
-        dn_loss - dt_loss - p_loss AS loss_total,
+        dn_loss - dt_loss - p_loss - h_loss AS loss_total,
         -- the recovery rounds in order, and each one's share of the loss recovery
         -- (its stretches' time, rounded down; the first takes what rounding left)
-        list_sort(CASE WHEN dn_loss - dt_loss - p_loss > 0 THEN loss_rounds END) AS rounds,
+        list_sort(CASE WHEN dn_loss - dt_loss - p_loss - h_loss > 0 THEN loss_rounds END) AS rounds,
         list_transform(rounds, lambda r: CAST(loss_total::HUGEINT * r.ns
             // nullif(list_sum(list_transform(rounds, lambda x: x.ns)), 0) AS BIGINT)) AS shares
     FROM trips3

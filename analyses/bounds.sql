@@ -61,11 +61,14 @@
 --   headers_up_ns, headers_down_ns   not in the bound: the time the headers of
 --                    the request's and the response's packets take at B, which
 --                    is measured in IP bytes while S counts payload
---                    (docs/timing-model.md: headers add bytes): S's full
---                    segments (S / the flow direction's segment: its largest
---                    payload, at most the peer's MSS option) x the smallest IP
---                    and transport header of a packet of the direction / B;
---                    NULL when B is unknown or the direction carried no data.
+--                    (docs/timing-model.md: headers add bytes): S / the flow
+--                    direction's segment (its largest payload, at most the
+--                    peer's MSS option, else its most common payload; at
+--                    least 536 bytes) x the smallest IP and TCP header of a
+--                    packet of the direction / B; NULL when B is unknown, the
+--                    direction carried no data, or the flow is not TCP (QUIC's
+--                    own framing and AEAD tag are inside the UDP payload: the
+--                    IP and UDP headers alone would undercount them).
 --                    The attribution's `headers` spans are this time where the
 --                    phase's states or gaps hold it
 --   partial          true when R, B or T_c is unknown
@@ -107,17 +110,21 @@ capture_rate AS (  -- else the median of the capture's other flows on the same p
     WHERE b.known AND b.direction = 's2c' GROUP BY ALL
 ),
 
-overhead AS (  -- per flow and direction: a data packet's header bytes, a full segment's payload
+overhead AS (  -- per TCP flow and direction: a data packet's header bytes, a full segment's
+               -- payload: the largest, no more than the peer's MSS option (else the most
+               -- common payload: a capture of TSO/GRO packets has no MSS-sized ones) nor
+               -- less than 536 bytes (RFC 9293's default; an MSS option of 1 is no segment)
     SELECT o.capture_id, o.flow_id,
         any_value(o.header_bytes) FILTER (o.from_client) AS header_up,
-        any_value(least(o.largest, coalesce(f.server_mss, o.largest))) FILTER (o.from_client)
-            AS segment_up,
+        any_value(least(o.largest, greatest(coalesce(f.server_mss, o.common), 536)))
+            FILTER (o.from_client) AS segment_up,
         any_value(o.header_bytes) FILTER (NOT o.from_client) AS header_down,
-        any_value(least(o.largest, coalesce(f.client_mss, o.largest))) FILTER (NOT o.from_client)
-            AS segment_down
+        any_value(least(o.largest, greatest(coalesce(f.client_mss, o.common), 536)))
+            FILTER (NOT o.from_client) AS segment_down
     FROM (SELECT capture_id, flow_id, from_client,
-              min(ip_total_bytes - payload_bytes) AS header_bytes, max(payload_bytes) AS largest
-          FROM packets WHERE payload_bytes > 0 AND ip_total_bytes > payload_bytes
+              min(ip_total_bytes - payload_bytes) AS header_bytes, max(payload_bytes) AS largest,
+              mode(payload_bytes) AS common
+          FROM packets WHERE protocol = 6 AND payload_bytes > 0 AND ip_total_bytes > payload_bytes
           GROUP BY ALL) o
     JOIN flows f USING (capture_id, flow_id)
     GROUP BY ALL

@@ -33,7 +33,9 @@
 --               sets it) marks a stream's last piece, `reset` (RST_STREAM) a
 --               stream abandoned.
 --   A connection is one of its run: the same name in two runs (a reused
---   client port, a name given twice) is two connections.
+--   client port, a name given twice) is two connections; a stream_ready,
+--   stream_read or stream_chunk without a run belongs to the one run whose
+--   pieces use that name.
 -- Definitions (each NULL where no piece of that side was seen):
 --   bytes            max(offset + length) over the stream's pieces
 --   first/last_sent  the stream's first byte sent (the earliest first_ts) / the
@@ -41,13 +43,16 @@
 --   first/last_arrived  the same at the receiver
 --   complete_ns      every byte [0, bytes) arrived: the latest first arrival of
 --                    a byte; NULL while a byte never arrived, and, where the
---                    connection's source marks streams' ends (a qlog STREAM
---                    frame's fin, h2-events' END_STREAM), while the stream's
---                    end was not seen or it was reset
---   ended            the stream's end was seen; false where the source marks
---                    ends and this one's was not (the capture or log stopped
---                    before it, or it was reset); NULL where it marks none
---   reset            a reset of the stream was seen (RST_STREAM; either side)
+--                    connection's source marks streams' ends (h2-events; a
+--                    qlog whose STREAM frames carry fin), while the
+--                    direction's end was not seen
+--   ended            the direction's end was seen (END_STREAM, fin); false where
+--                    the source marks ends and this one's was not (the capture
+--                    or log stopped before it, or the stream was reset first);
+--                    NULL where it marks none
+--   reset            a reset of the stream was seen (RST_STREAM; either side,
+--                    before or after its end: a server may reset a request it no
+--                    longer reads after a whole response, RFC 9113 8.1)
 --   deliverable_ns   per-stream order: complete_ns. Connection order: the
 --                    in-order point of the connection's byte stream at the
 --                    stream's last byte (every byte before it on the
@@ -95,7 +100,8 @@ pieces AS (
         coalesce(TRY_CAST(frame->>'offset' AS BIGINT), 0) AS off,
         TRY_CAST(frame->>'length' AS BIGINT) AS len, ts_ns AS first_ts_ns, NULL::BIGINT AS conn_off,
         NULL::BIGINT AS conn_len, false AS conn_only, run,
-        coalesce(TRY_CAST(frame->>'fin' AS BOOLEAN), false) AS fin, false AS reset
+        coalesce(TRY_CAST(frame->>'fin' AS BOOLEAN), false) AS fin, false AS reset,
+        (frame->'fin') IS NOT NULL AS tells_ends  -- the trace writes a STREAM frame's fin
     FROM qlog_frames WHERE frame->>'frame_type' = 'stream'
     UNION ALL
     SELECT 'tracekit', fields->>'connection',
@@ -107,7 +113,10 @@ pieces AS (
         coalesce(TRY_CAST(fields->>'conn_length' AS BIGINT), TRY_CAST(fields->>'length' AS BIGINT)),
         coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run,
         coalesce(TRY_CAST(fields->>'fin' AS BOOLEAN), false),
-        coalesce(TRY_CAST(fields->>'reset' AS BOOLEAN), false)
+        coalesce(TRY_CAST(fields->>'reset' AS BOOLEAN), false),
+        -- h2-events marks every stream's end it saw (its events carry h2_type), or a log
+        -- that writes fin at all
+        (fields->'h2_type') IS NOT NULL OR (fields->'fin') IS NOT NULL
     FROM events WHERE kind IN ('stream_sent', 'stream_arrived')
 ),
 p AS (  -- a connection is named within its run: the key is run, chr(1), name
@@ -117,8 +126,9 @@ p AS (  -- a connection is named within its run: the key is run, chr(1), name
 stream_ends AS (  -- per stream: its end seen (either side), a reset of it (either direction)
     SELECT connection, direction, stream_id, fin,
         bool_or(reset) OVER (PARTITION BY connection, stream_id) AS reset,
-        bool_or(fin) OVER (PARTITION BY connection) AS marks_ends
-    FROM (SELECT connection, direction, stream_id, bool_or(fin) AS fin, bool_or(reset) AS reset
+        bool_or(tells_ends) OVER (PARTITION BY connection) AS marks_ends
+    FROM (SELECT connection, direction, stream_id, bool_or(fin) AS fin, bool_or(reset) AS reset,
+              bool_or(tells_ends) AS tells_ends
           FROM p GROUP BY connection, direction, stream_id)
 ),
 
@@ -168,9 +178,9 @@ per_stream AS (
 ),
 ends AS (
     SELECT s.*, st.latest_ns AS last_sent_ns, ar.latest_ns AS last_arrived_ns,
-        CASE WHEN ar.hi = s.bytes AND NOT (se.marks_ends AND (NOT se.fin OR se.reset))
+        CASE WHEN ar.hi = s.bytes AND NOT (se.marks_ends AND NOT se.fin)
              THEN ar.point_ns END AS complete_ns,
-        CASE WHEN se.marks_ends THEN se.fin AND NOT se.reset END AS ended, se.reset
+        CASE WHEN se.marks_ends THEN se.fin END AS ended, se.reset
     FROM per_stream s
     JOIN stream_ends se USING (connection, direction, stream_id)
     LEFT JOIN in_order st ON st.connection = s.connection AND st.direction = s.direction
@@ -192,12 +202,22 @@ hole AS (  -- which stream's bytes, before the stream's end on the connection, a
     WHERE d.deliverable_ns > d.complete_ns
     GROUP BY ALL
 ),
+one_run AS (  -- a connection name used by one run only: a mark without a run (an
+              -- application's log beside h2-events' --run) is that run's
+    SELECT connection AS name, any_value(run) AS run FROM pieces
+    GROUP BY connection HAVING count(DISTINCT run) = 1 AND count(run) = count(*)
+),
+mark_events AS (
+    SELECT e.*, coalesce(e.run, o.run, '') || chr(1) || (e.fields->>'connection') AS key
+    FROM events e LEFT JOIN one_run o ON o.name = (e.fields->>'connection')
+    WHERE e.kind IN ('stream_ready', 'stream_read', 'stream_chunk')
+),
 marks AS (
-    SELECT coalesce(run, '') || chr(1) || (fields->>'connection') AS connection, coalesce(fields->>'direction', 's2c') AS direction,
+    SELECT key AS connection, coalesce(fields->>'direction', 's2c') AS direction,
         fields->>'stream_id' AS stream_id,
         min(ts_ns) FILTER (kind = 'stream_ready') AS ready_ns,
         min(ts_ns) FILTER (kind = 'stream_read') AS read_ns
-    FROM events WHERE kind IN ('stream_ready', 'stream_read') GROUP BY ALL
+    FROM mark_events WHERE kind IN ('stream_ready', 'stream_read') GROUP BY ALL
 ),
 sends AS (  -- each send on a connection's direction owns the time since the one before it
     SELECT connection, direction, stream_id, len, ts_ns,
@@ -205,12 +225,12 @@ sends AS (  -- each send on a connection's direction owns the time since the one
     FROM p WHERE side = 'sent' AND NOT conn_only
 ),
 chunk_events AS (
-    SELECT coalesce(run, '') || chr(1) || (fields->>'connection') AS connection, coalesce(fields->>'direction', 's2c') AS direction,
+    SELECT key AS connection, coalesce(fields->>'direction', 's2c') AS direction,
         fields->>'stream_id' AS stream_id, TRY_CAST(fields->>'end_offset' AS BIGINT) AS end_offset,
         TRY_CAST(fields->>'ready_ns' AS BIGINT) AS ready_ns,
         TRY_CAST(fields->>'play_ns' AS BIGINT) AS play_ns,
         TRY_CAST(fields->>'duration_ns' AS BIGINT) AS duration_ns
-    FROM events WHERE kind = 'stream_chunk'
+    FROM mark_events WHERE kind = 'stream_chunk'
 ),
 waits AS (  -- when the stream had bytes ready and not yet sent: each chunk with a ready
             -- time until its last byte was sent, else [ready (else first sent), last sent]

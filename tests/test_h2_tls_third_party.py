@@ -79,3 +79,31 @@ def test_a_key_log_that_does_not_fit_is_refused_in_one_line(tmp_path):
         h2_events(str(CAPTURE), 443, keylog=str(other))
     with pytest.raises(TracekitError, match="the client's TLS record at byte 523 of its TCP byte stream does not decrypt"):
         h2_events(str(CAPTURE), 443, keylog=str(wrong))
+
+
+def _edited(tmp_path, options=(), drop=()):
+    import shutil
+    import subprocess
+    if not shutil.which("editcap"):
+        pytest.skip("needs editcap (wireshark-common)")
+    out = tmp_path / "edited.pcapng"
+    subprocess.run(["editcap", *options, str(CAPTURE), str(out), *drop], check=True,
+                   capture_output=True)
+    return out
+
+
+def test_a_record_never_captured_is_said_under_tls_too(tmp_path):
+    """Frame 24 (the server's 668 bytes after its handshake flight) left out: the
+    records behind it cannot be decrypted, and the note says where its TCP byte
+    stream stops (before, the server's direction vanished without a word)."""
+    notes = []
+    events = h2_events(str(_edited(tmp_path, drop=["24"])), 443, keylog=str(KEYLOG),
+                       notes=notes)
+    assert len(notes) == 1 and "the server's TCP byte stream was never captured" in notes[0]
+    assert "byte 4593 of" in notes[0] and "the 845 bytes after it" in notes[0]
+    assert {e["direction"] for e in events} == {"c2s"}
+
+
+def test_a_hello_cut_by_the_snaplen_is_named_as_such(tmp_path):
+    with pytest.raises(TracekitError, match="cut by the capture's snaplen"):
+        h2_events(str(_edited(tmp_path, options=["-s", "200"])), 443, keylog=str(KEYLOG))

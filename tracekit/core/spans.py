@@ -37,7 +37,7 @@ SPANS = (
     Span("tunnel_queueing", "#b79a20", False, False, "queued in the local tunnel"),
     Span("tunnel_transit", "#17becf", False, False, "across the tunnel beyond R and T_c"),
     Span("download_transfer", "#2f5f8a", True, False, "S_d / B: the response at the bottleneck rate"),
-    Span("headers", "#a0cbe8", False, False, "the response's packet headers at the bottleneck rate"),
+    Span("headers", "#a0cbe8", False, False, "a transfer's packet headers at the bottleneck rate"),
     Span("window_waiting", "#eeca3b", False, True, "the sender waited for ACKs (its window was full)"),
     Span("loss_recovery", "#b279a2", False, True, "rounds of loss recovery of the response"),
     Span("receiver_limited", "#9d755d", False, False, "the client's receive window was full"),

@@ -105,13 +105,21 @@ def byte_stream(segments):
     return data.tobytes(), seen, int(missing[0]) if len(missing) else size, from_syn
 
 
-def _starts_a_direction(data):
-    """Does a byte stream begin where HTTP/2 does: the client's preface, or a SETTINGS frame
-    (the server's preface; the client's first frame after its preface)?"""
-    if data.startswith(PREFACE):
-        return True
-    return len(data) >= 9 and data[3] == SETTINGS and int.from_bytes(data[5:9], "big") == 0 \
-        and int.from_bytes(data[:3], "big") % 6 == 0
+def _starts(streams):
+    """{client?: does the direction's byte stream begin where HTTP/2 does}: at its SYN; the
+    client's at its preface; the server's at a SETTINGS frame that is no ACK (its preface),
+    and only beside a client's direction that begins (a SETTINGS ACK, or a later SETTINGS,
+    is no start)."""
+    out = {}
+    client = streams.get(True)
+    out[True] = client is not None and (client[3] or client[0].startswith(PREFACE))
+    server = streams.get(False)
+    if server is not None:
+        data = server[0]
+        out[False] = server[3] or out[True] and len(data) >= 9 and data[3] == SETTINGS \
+            and not data[4] & 1 and int.from_bytes(data[5:9], "big") == 0 \
+            and int.from_bytes(data[:3], "big") % 6 == 0
+    return out
 
 
 def frames(data, seen, contiguous, at=0):
@@ -186,27 +194,43 @@ def h2_events(path, port, vantage="client", connection=None, run=None, keylog=No
     events = []
     for (peer, addrs), streams in sorted(conns.items(), key=lambda kv: kv[0][0]):
         name = connection or f"h2:{peer}"
-        starts = {client: keys is not None or s[3] or _starts_a_direction(s[0])
-                  for client, s in streams.items()}  # (TLS: its handshake is checked)
-        if keys is not None:
-            streams = _tls_streams(streams, keys, path)
+        cut = {client: cuts[(peer, addrs, client)] for client in streams}
+        starts = _starts(streams) if keys is None else dict.fromkeys(streams, True)
+        _note_holes(notes, path, name, streams, starts, cut)
+        if keys is not None:  # (TLS: its handshake says where it starts)
+            streams = _decrypted(streams, keys, path, cut)
         for client, (data, seen, contiguous, *_) in sorted(streams.items()):
-            side = "client's" if client else "server's"
-            if not starts[client]:
-                notes.append(f"{path}: connection {name}: the {side} byte stream does not start in "
-                             f"the capture (no SYN, no HTTP/2 preface): its frames cannot be found; "
-                             f"left out")
-                continue
-            if contiguous < len(data):
-                why = ""
-                if cuts[(peer, addrs, client)]:
-                    why = (f" ({cuts[(peer, addrs, client)]} of its segments cut by the capture's "
-                           f"snaplen: h2-events needs whole payloads)")
-                notes.append(f"{path}: connection {name}: byte {contiguous} of the {side} byte "
-                             f"stream was never captured{why}; the {len(data) - contiguous} bytes "
-                             f"after it are not read (their frames are left out)")
-            events += _frame_events(data, seen, contiguous, client, vantage, name, run)
+            if starts[client]:
+                events += _frame_events(data, seen, contiguous, client, vantage, name, run)
     return sorted(events, key=lambda e: e["ts"])
+
+
+def _note_holes(notes, path, name, streams, starts, cut):
+    """A line in `notes` for each direction of a connection that cannot be read whole:
+    one that does not start in the capture (left out), one with a byte never captured."""
+    for client, (data, _seen, contiguous, *_) in sorted(streams.items()):
+        side = "client's" if client else "server's"
+        if not starts[client]:
+            notes.append(f"{path}: connection {name}: the {side} byte stream does not start in "
+                         f"the capture (no SYN, no HTTP/2 preface): its frames cannot be found; "
+                         f"left out")
+        elif contiguous < len(data):
+            why = (f" ({cut[client]} of its segments cut by the capture's snaplen: h2-events "
+                   f"needs whole payloads)") if cut[client] else ""
+            notes.append(f"{path}: connection {name}: byte {contiguous} of the {side} TCP byte "
+                         f"stream was never captured{why}; the {len(data) - contiguous} bytes "
+                         f"after it are not read (their frames are left out)")
+
+
+def _decrypted(streams, keys, path, cut):
+    """_tls_streams, its error naming payloads the snaplen cut (a hello cut short)."""
+    try:
+        return _tls_streams(streams, keys, path)
+    except TracekitError as e:
+        if not any(cut.values()):
+            raise
+        raise TracekitError(f"{e} ({sum(cut.values())} segments of the connection were cut by "
+                            f"the capture's snaplen: h2-events needs whole payloads)") from None
 
 
 def _frame_events(data, seen, contiguous, client, vantage, name, run):
