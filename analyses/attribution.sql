@@ -421,12 +421,18 @@ trips2 AS (
             AS tail_transfer
     FROM trips
 ),
-trips3 AS (
-    SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
-                   THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
-                                       - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
-                   ELSE 0 END AS tail_queueing
-    FROM trips2
+trips3 AS (  -- the time until the client's ACK shows the response arrived: the headers' time
+             -- at B the download did not hold, then queueing
+    SELECT * EXCLUDE (q0), least(greatest(h_total - h_window - h_pacing - h_loss - h_receiver
+                                          - h_sender, 0), q0) AS tail_headers,
+        q0 - least(greatest(h_total - h_window - h_pacing - h_loss - h_receiver - h_sender, 0), q0)
+            AS tail_queueing
+    FROM (SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
+                         THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
+                                             - tail_transfer, 0),
+                                    end_ns - d_ns - down_trip - tail_transfer)
+                         ELSE 0 END AS q0
+          FROM trips2)
 ),
 
 spans_wide AS (
@@ -469,9 +475,11 @@ spans_wide AS (
         dn_other - p_other AS download_unexplained,
         down_trip AS tail_propagation,
         tail_transfer AS tail_download_transfer,
+        tail_headers,
         tail_queueing,
         CASE WHEN remote AND ack_ns IS NULL THEN 0
-             ELSE end_ns - d_ns - down_trip - tail_transfer - tail_queueing END AS tail_client_idle,
+             ELSE end_ns - d_ns - down_trip - tail_transfer - tail_headers - tail_queueing END
+            AS tail_client_idle,
         CASE WHEN remote AND ack_ns IS NULL
              THEN end_ns - d_ns - down_trip - tail_transfer ELSE 0 END AS tail_unexplained,
         from_client_side, rate_known, processing_source, rtt_source,
@@ -502,7 +510,7 @@ spans_rows AS (  -- loss recovery's rows: one a recovery round, or one outside t
                 wait_download_transfer, tunnel_queueing, wait_tunnel_transit,
                 wait_unexplained, download_transfer, headers, window_waiting, pacing,
                 receiver_limited, server_idle, download_tunnel_transit, sender_wait,
-                download_unexplained, tail_propagation, tail_download_transfer,
+                download_unexplained, tail_propagation, tail_download_transfer, tail_headers,
                 tail_queueing, tail_client_idle, tail_unexplained] AS span_ns
     FROM spans_wide
 ),
@@ -556,6 +564,8 @@ catalogue AS (  -- every span: order, name, phase, irreducible, the evidence beh
          'at the server: the response''s trip to the client, the rest of R'),
         ('tail_download_transfer', 17, 'download_transfer', 'tail', true,
          'at the server: S_d / B the response still took at the bottleneck after leaving here'),
+        ('tail_headers', 17, 'headers', 'tail', false,
+         'at the server: the response''s packet headers at B after it left here (bounds.headers_down_ns)'),
         ('tail_queueing', 17, 'queueing', 'tail', false,
          'at the server: the response waited in the path''s queue (the client''s ACK of its last byte, less R / 2)'),
         ('tail_unexplained', 17, 'unexplained', 'tail', false,
@@ -576,7 +586,7 @@ span_cols AS (  -- the spans' columns, in the order of their times' list (spans_
                 'tunnel_queueing', 'wait_tunnel_transit', 'wait_unexplained',
                 'download_transfer', 'headers', 'window_waiting', 'pacing', 'receiver_limited',
                 'server_idle', 'download_tunnel_transit', 'sender_wait',
-                'download_unexplained', 'tail_propagation', 'tail_download_transfer',
+                'download_unexplained', 'tail_propagation', 'tail_download_transfer', 'tail_headers',
                 'tail_queueing', 'tail_client_idle', 'tail_unexplained'] AS cols)
 ),
 
@@ -600,7 +610,7 @@ long AS (  -- a row a span (UNPIVOT by hand: loss recovery's rows, one a round, 
 
 lookup AS (  -- the catalogue as one list in the order of span_cols' positions, read by
              -- position: a join on the span's name built its hash table on the many rows,
-             -- not the 36 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
+             -- not the 37 (DuckDB cannot estimate a CTE's rows: 0.6 of 1.3 s per part of
              -- 100 k requests)
     SELECT list(struct_pack(span_order, span, phase, irreducible, detail)
                 ORDER BY coalesce(list_position(n.cols, c.col), n.loss_position)) AS entries

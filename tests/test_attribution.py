@@ -251,7 +251,7 @@ def test_attribution_span_names_match_their_times():
     names = [x.strip().strip("'") for x in names.split(",")]
     times = [x.strip() for x in times.split(",")]
     catalogue = set(re.findall(r"\('([a-z_]+)', \d+, '[a-z_]+', '[a-z]+'", sql))
-    assert names == times and len(names) == 35 and len(set(names)) == 35
+    assert names == times and len(names) == 36 and len(set(names)) == 36
     assert set(names) | {"loss_recovery"} == catalogue
 
 

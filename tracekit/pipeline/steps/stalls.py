@@ -25,7 +25,10 @@ SndLimTime* where they exist):
 - application_limited: nothing in flight, the sender had nothing to send
   (RFC 4898 SndLimTimeSnd); also the tail: data in flight, but no new data
   sent until 1 ms after it drained (a sender held back by its windows sends
-  at once when they open). Where the capture is at the receiver "nothing in
+  at once when they open) -- unless a loss episode or a timeout began
+  before it drained: then the sender waited for its loss to show
+  (loss_recovery; a response's last flight with a drop in it read as the
+  server idle at a server capture). Where the capture is at the receiver "nothing in
   flight" is only what has passed it (the next segments may be on their
   way), so both wait for the sender's next new data and the slack is a
   turnaround longer (the sender's leg, stalls_held.receiver_side): data that

@@ -23,10 +23,12 @@ PACING_GAP_NS = 1_000_000
  P_HEAD, P_TAIL, P_UNDRAINED, HELD, DRAINED_AT, PEER_FIRST) = range(21)
 NSTATE = 21
 # a pending run's kind (field `tail`): decided, only waiting in line; data in flight (the
-# tail rule); nothing in flight as the receiver sees it (at the receiver: the turnaround rule).
+# tail rule); nothing in flight as the receiver sees it (at the receiver: the turnaround rule);
+# data in flight that a loss episode or a timeout found before it drained (its lost segment
+# held the drain: where the tail rule would say application_limited, it is loss_recovery).
 # DRAINED_AT: when the direction's data in flight last reached 0 after it had sent payload
 # (-1: never); PEER_FIRST: the receiver's first data since then (-1: none)
-DECIDED, IN_FLIGHT, RECEIVER_EMPTY = range(3)
+DECIDED, IN_FLIGHT, RECEIVER_EMPTY, IN_FLIGHT_LOST = range(4)
 LISTS = (P_HEAD, P_TAIL, P_UNDRAINED)
 # a pending provisional run
 PENDING_FIELDS = ("fallback", "tail", "busy", "start", "end", "duration", "packets",
@@ -80,10 +82,10 @@ def _resolve(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, 
         elif next_new == -1:  # time passed: only runs now known to be the tail
             if not (drain[q] != NEVER and upto_drain > drain[q] + slack):
                 break
-            state = APP
+            state = RECOVERY if tail[q] == IN_FLIGHT_LOST else APP
         elif next_new == NEVER or (drain[q] != NEVER and (
                 next_new > drain[q] + slack or _answers(st, k, next_new, lag))):
-            state = APP
+            state = RECOVERY if tail[q] == IN_FLIGHT_LOST else APP
         else:
             state = fb[q]
         b = 0 if (tail[q] == RECEIVER_EMPTY and state == APP) else busy[q]
@@ -136,6 +138,16 @@ def _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf, dra
     st[k, P_TAIL] = q
     if st[k, P_UNDRAINED] == -1 and dr == NEVER:
         st[k, P_UNDRAINED] = q
+
+
+def _lost(st, k, tail, p_next):
+    """A loss episode or a timeout began for direction k: its undrained pending runs with
+    data in flight waited for the loss to show, not for the application."""
+    q = st[k, P_UNDRAINED]
+    while q != -1:
+        if tail[q] == IN_FLIGHT:
+            tail[q] = IN_FLIGHT_LOST
+        q = p_next[q]
 
 
 def _drained(st, k, tail, drain, p_next, now):
@@ -257,7 +269,7 @@ def _packet(j, fl, own_j, ts, new_data, held, payload, inflight, peer_inflight, 
                      drain, p_next, -1, now_j, rcv_side[fid, d], fs, fl, out, out_m)
 
 
-@kernel(helpers=(alloc, release, _emit, _answers, _resolve, _pend, _drained, _open_slot,
+@kernel(helpers=(alloc, release, _emit, _answers, _resolve, _pend, _lost, _drained, _open_slot,
                  _certain_state, _fallback, _packet))
 def limitation_runs(ts, flow, slot, first, from_client, new_data, held, rto, payload, inflight,
                     peer_inflight, window, flight, ack_ts, fin_ts, rst_ts, rcv_side, ep_ptr,
@@ -293,6 +305,8 @@ def limitation_runs(ts, flow, slot, first, from_client, new_data, held, rto, pay
                     _pend(st, k, pm, fb, tail, busy, start, end, duration, packets, max_inf,
                           drain, p_next, fallback, kind, 1, now, now_j, infl, dr)
                     continue
+                if (state == RECOVERY or state == RTO_WAIT) and st[k, P_UNDRAINED] != -1:
+                    _lost(st, k, tail, p_next)
                 # (held by the window at the receiver: the sender's data waits, busy)
                 b = 1 if ((infl > 0 or (state == RWND and rcv_side[fid, d] > 0))
                           and state != HANDSHAKE and state != CLOSED) else 0
