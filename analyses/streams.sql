@@ -114,9 +114,8 @@ pieces AS (
         coalesce(TRY_CAST(fields->>'conn_only' AS BOOLEAN), false), run,
         coalesce(TRY_CAST(fields->>'fin' AS BOOLEAN), false),
         coalesce(TRY_CAST(fields->>'reset' AS BOOLEAN), false),
-        -- h2-events marks every stream's end it saw (its events carry h2_type), or a log
-        -- that writes fin at all
-        (fields->'h2_type') IS NOT NULL OR (fields->'fin') IS NOT NULL
+        -- a log that marks streams' ends (h2-events' `ends`), or writes fin at all
+        (fields->'ends') IS NOT NULL OR (fields->'fin') IS NOT NULL
     FROM events WHERE kind IN ('stream_sent', 'stream_arrived')
 ),
 p AS (  -- a connection is named within its run: the key is run, chr(1), name

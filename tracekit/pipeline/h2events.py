@@ -17,8 +17,9 @@ writes one event per frame (docs/guide.md, stream events):
 - every other frame and the client's connection preface: the same with
   `conn_only` true (it holds the connection's byte stream, no stream's data);
 - `fin` true on a DATA or HEADERS frame with END_STREAM (the stream's last
-  frame), `reset` true on RST_STREAM: the `streams` table calls a stream
-  complete only when its end was seen.
+  frame), `reset` true on RST_STREAM, and `ends` true on every event (these
+  events mark streams' ends: logs written before they did have no `ends`):
+  the `streams` table calls a stream complete only when its end was seen.
 
 A direction's byte stream is read from its SYN, or from its start when
 that is the client's connection preface or a SETTINGS frame (the server's
@@ -240,7 +241,7 @@ def _frame_events(data, seen, contiguous, client, vantage, name, run):
     for conn_off, size, typ, flags, stream, _skip, n, first, ts in frames(data, seen, contiguous):
         ev = {"ts": ts, "first_ts": first, "kind": "stream_sent" if sent else "stream_arrived",
               "connection": name, "direction": direction, "stream_id": str(stream),
-              "conn_offset": conn_off, "conn_length": size, "h2_type": typ}
+              "conn_offset": conn_off, "conn_length": size, "h2_type": typ, "ends": True}
         if typ in (DATA, HEADERS) and flags & END_STREAM:
             ev["fin"] = True
         elif typ == RST_STREAM:
