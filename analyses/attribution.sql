@@ -423,15 +423,14 @@ trips2 AS (
 ),
 trips3 AS (  -- the time until the client's ACK shows the response arrived: the headers' time
              -- at B the download did not hold, then queueing
-    SELECT * EXCLUDE (q0), least(greatest(h_total - h_window - h_pacing - h_loss - h_receiver
-                                          - h_sender, 0), q0) AS tail_headers,
-        q0 - least(greatest(h_total - h_window - h_pacing - h_loss - h_receiver - h_sender, 0), q0)
-            AS tail_queueing
-    FROM (SELECT *, CASE WHEN remote AND ack_ns IS NOT NULL
-                         THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
-                                             - tail_transfer, 0),
-                                    end_ns - d_ns - down_trip - tail_transfer)
-                         ELSE 0 END AS q0
+    SELECT * EXCLUDE (q0, h_left), least(h_left, q0) AS tail_headers,
+        q0 - least(h_left, q0) AS tail_queueing
+    FROM (SELECT *, greatest(h_total - h_window - h_pacing - h_loss - h_receiver - h_sender, 0)
+              AS h_left,
+              CASE WHEN remote AND ack_ns IS NOT NULL
+                   THEN least(greatest(least(ack_ns - rtt_ns // 2, end_ns) - d_ns - down_trip
+                                       - tail_transfer, 0), end_ns - d_ns - down_trip - tail_transfer)
+                   ELSE 0 END AS q0
           FROM trips2)
 ),
 

@@ -87,7 +87,8 @@
 --   bound_ns, partial, duration_ns, gap_ns, ratio, vantage, refused, headers_up_ns,
 --   headers_down_ns
 WITH req AS (
-    SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path
+    SELECT r.*, coalesce(r.labels['path'], f.server_addr) AS path,
+        TRY_CAST(coalesce(r.labels['bottleneck_mbps'], r.labels['rate_mbps']) AS DOUBLE) AS given_mbps
     FROM requests r LEFT JOIN flows f USING (capture_id, flow_id)
 ),
 
@@ -143,11 +144,8 @@ inputs AS (
         coalesce(round(TRY_CAST(q.labels['rtt_ms'] AS DOUBLE) * 1e6)::BIGINT, p.rtt_ns) AS rtt_ns,
         CASE WHEN q.labels['rtt_ms'] IS NOT NULL THEN 'given'
              WHEN p.rtt_ns IS NOT NULL THEN 'min_path_rtt' END AS rtt_source,
-        coalesce(TRY_CAST(coalesce(q.labels['bottleneck_mbps'], q.labels['rate_mbps']) AS DOUBLE)
-                 * 1e6 / 8, o.rate_Bps, b.rate_Bps)
-            AS rate_Bps,
-        CASE WHEN TRY_CAST(coalesce(q.labels['bottleneck_mbps'], q.labels['rate_mbps']) AS DOUBLE)
-                  IS NOT NULL THEN 'given'
+        coalesce(q.given_mbps * 1e6 / 8, o.rate_Bps, b.rate_Bps) AS rate_Bps,
+        CASE WHEN q.given_mbps IS NOT NULL THEN 'given'
              WHEN o.rate_Bps IS NOT NULL THEN 'trains'
              WHEN b.rate_Bps IS NOT NULL THEN 'capture_trains' END AS rate_source,
         m.ns AS model_ns, h.header_up, h.segment_up, h.header_down, h.segment_down,
@@ -205,14 +203,13 @@ shaped AS (
              WHEN labels['processing_ms'] IS NOT NULL THEN 'given'
              WHEN model_ns IS NOT NULL THEN 'events'
              WHEN server_turnaround_ns IS NOT NULL THEN 'server_packets' END AS processing_source,
-        tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END,
-                       rate_Bps) AS upload_ns,
+        tk_transfer_ns(up_bytes, rate_Bps) AS upload_ns,
         tk_transfer_ns(timed_down, rate_Bps) AS download_ns,
-        tk_transfer_ns(CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END
-                       * header_up / segment_up, rate_Bps) AS headers_up_ns,
+        tk_transfer_ns(up_bytes * header_up / segment_up, rate_Bps) AS headers_up_ns,
         tk_transfer_ns(timed_down * header_down / segment_down, rate_Bps) AS headers_down_ns,
         duration_ns, vantage
-    FROM checked
+    FROM (SELECT *, CASE WHEN started_before THEN coalesce(bytes_up, 0) ELSE timed_up END AS up_bytes
+          FROM checked)
 ),
 
 summed AS (

@@ -187,15 +187,14 @@ def h2_events(path, port, vantage="client", connection=None, run=None, keylog=No
     if keylog is not None:
         from .tls13 import read_keylog
         keys = read_keylog(keylog)
-    conns, cuts = {}, {}
-    segments, cut = _segments(path, port)
+    conns = {}
+    segments, cuts = _segments(path, port)
     for (client, peer, addrs), segs in segments.items():
         conns.setdefault((peer, addrs), {})[client] = byte_stream(segs)
-        cuts[(peer, addrs, client)] = cut.get((client, peer, addrs), 0)
     events = []
     for (peer, addrs), streams in sorted(conns.items(), key=lambda kv: kv[0][0]):
         name = connection or f"h2:{peer}"
-        cut = {client: cuts[(peer, addrs, client)] for client in streams}
+        cut = {client: cuts.get((client, peer, addrs), 0) for client in streams}
         starts = _starts(streams) if keys is None else dict.fromkeys(streams, True)
         _note_holes(notes, path, name, streams, starts, cut)
         if keys is not None:  # (TLS: its handshake says where it starts)
