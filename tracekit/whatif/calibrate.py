@@ -98,6 +98,7 @@ class Calibration:
     # wait; the replay ends such a request at its last send (replayer._replay_direct)
     vantage: str = "client"
     hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
+    bucket_bytes: float = 0.0  # a token bucket's burst beyond a packet (pathrate.bucket); 0 a FIFO
 
 
 def _where_sql(where):
@@ -205,6 +206,11 @@ def calibrate(con, where, stated=None):
                              if est.get("queue_drops") and not waits else [], waits,
                              queueing.held(reading))
     cal.rcv_window = _rcv_window(con, flows, mss, cal.initcwnd, src, est)
+    starts = {}
+    for c, f, t in zip(df.capture_id, df.flow_id, df.response_first_byte_ns):
+        if f == f and t == t:
+            starts.setdefault((int(c), int(f)), []).append(t / 1e9)
+    cal.bucket_bytes = pathrate.bucket(gaps, starts, rate, vantage, src, est)
     cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
     return cal
 

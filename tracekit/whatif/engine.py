@@ -459,6 +459,7 @@ def explain(cal):
                        "upstream)")),
         ("queue_bytes", f"{cal.queue_bytes:.0f}", cal.sources.get("queue_bytes", "")),
         ("jitter_ms", f"{cal.jitter_s * 1e3:.2f}", cal.sources.get("jitter_ms", "")),
+        ("bucket_bytes", f"{cal.bucket_bytes:.0f}", cal.sources.get("bucket_bytes", "")),
         ("congestion", cal.congestion, cal.sources.get("congestion", "")),
         ("hystart", ("on" if cal.hystart else "off") if cal.congestion == "cubic" else "n/a",
          cal.sources.get("hystart", "CUBIC's, as Linux has it" if cal.congestion == "cubic"

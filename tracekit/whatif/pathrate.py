@@ -167,3 +167,38 @@ def jitter(handshakes_s, labels, src, est):
         return est["jitter_ms"] / 1e3
     src["jitter_ms"] = f"none: fewer than {MIN_HANDSHAKES} handshakes to read it from"
     return 0.0
+
+
+
+def bucket(gaps, starts, rate, vantage, src, est):
+    """Bytes a token bucket at the bottleneck (Linux's tbf, a policer's
+    burst) lets through at once after an idle, beyond one packet: a FIFO
+    spaces a response's first segments by their serialisation at `rate`
+    (bytes/s), a bucket passes its burst back to back and spaces the rest.
+    Per response (`starts`: {flow: its responses' first arrivals, s}; a
+    response follows its request's round trip, an idle the bucket refilled
+    in), the leading segments that arrive in under half their serialisation
+    after the one before, their wire bytes summed; the median over the
+    responses where `MIN_TRAINS` or more have `TRAIN` segments, else 0 (a
+    FIFO). Only where the capture is at the data's receiver: a sender's own
+    capture sees every burst back to back."""
+    if vantage != "client":
+        src["bucket_bytes"] = "0: a FIFO (a sender's capture cannot see the bottleneck's burst)"
+        return 0.0
+    per = []
+    for flow, (ts, size) in gaps.items():
+        for i in np.searchsorted(ts, np.asarray(starts.get(flow, ()), dtype=np.float64) - 1e-7):
+            if i + TRAIN > len(ts):
+                continue
+            wire = np.asarray(size[i + 1:i + TRAIN], dtype=np.float64) + WIRE_HEADER
+            tight = np.diff(np.asarray(ts[i:i + TRAIN], dtype=np.float64)) < 0.5 * wire / rate
+            k = len(tight) if tight.all() else int(np.argmin(tight))
+            per.append(float(wire[:k].sum()))
+    if len(per) < MIN_TRAINS:
+        src["bucket_bytes"] = f"0: a FIFO (fewer than {MIN_TRAINS} responses to read a burst in)"
+        return 0.0
+    est["bucket_bytes"] = value = float(np.median(per))
+    src["bucket_bytes"] = (f"the starts of {len(per)} responses: the leading segments that "
+                           "arrived back to back (a token bucket's burst), median"
+                           + ("" if value else "; none: a FIFO"))
+    return value

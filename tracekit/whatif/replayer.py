@@ -66,6 +66,7 @@ class Setting:
     path: str = "direct"    # or through kcptun: tunnel (FEC sized for the loss), tunnel-arq
     hystart: bool = True    # CUBIC's HyStart (off: where _congestion_reading reads it so)
     warmup_stated: bool = False  # warmup was --set (else 1, or as measured; Derived: not)
+    bucket: float = 0.0     # a token bucket's burst beyond a packet (bytes; tcp.Path.bucket)
 
 
 def setting(cal, changes):
@@ -73,7 +74,7 @@ def setting(cal, changes):
     s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
                 cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
                 cal.processing_s, None, 1, 0, cal.rcv_window if cal.rcv_model else None,
-                hystart=cal.hystart)
+                hystart=cal.hystart, bucket=cal.bucket_bytes)
     table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
              "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
              "processing_ms": ("processing", 1e-3)}
@@ -105,7 +106,7 @@ def setting(cal, changes):
 
 def _path(s):
     return Path(rtt=s.rtt, rate=s.rate, queue_bytes=s.queue, loss=s.loss, burst=s.burst,
-                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER)
+                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER, bucket=s.bucket)
 
 
 def _conn(s):

@@ -80,6 +80,8 @@ class Path:
     jitter: float = 0.0     # s, the round trip's spread: uniform [0, jitter/2) each way,
     #                         an arrival never before the one ahead of it (the lab's forwarder)
     header: int = 52        # wire bytes on top of the payload
+    bucket: float = 0.0     # bytes a token bucket (tbf) lets through at once beyond a
+    #                         packet after an idle: its burst less one packet; 0 a FIFO
 
 
 @dataclass
@@ -145,6 +147,7 @@ class Transfer(ClientSide):
         self.marked, self.lost_out = [False] * n, 0  # marked lost, not yet delivered (lost_out)
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
+        self.tokens_at = -1e9  # the bucket full again at this time (a full one at the start)
         self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
@@ -168,7 +171,12 @@ class Transfer(ClientSide):
         backlog = max(0.0, self.q_free - now) * p.rate
         if backlog > 0 and backlog + self.wire > p.queue_bytes:
             return  # tail drop at the bottleneck (an idle one takes any packet)
-        self.q_free = max(now, self.q_free) + self.wire / p.rate
+        if p.bucket:  # the packet leaves once the bucket holds its tokens
+            leave = max(now, self.tokens_at - p.bucket / p.rate)
+            self.tokens_at = max(self.tokens_at, leave) + self.wire / p.rate
+            self.q_free = leave + self.wire / p.rate
+        else:
+            self.q_free = max(now, self.q_free) + self.wire / p.rate
         t = self.q_free + p.rtt / 2
         if p.jitter:  # the lab's: jitter/2 each way, held behind the packet before
             t = self.last_data = max(t + p.jitter / 2 * self.rng.random(), self.last_data)
