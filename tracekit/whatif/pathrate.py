@@ -187,13 +187,14 @@ def bucket(gaps, starts, rate, vantage, src, est):
         return 0.0
     per = []
     for flow, (ts, size) in gaps.items():
+        wire = np.asarray(size, dtype=np.float64) + WIRE_HEADER
+        tight = np.append(np.diff(np.asarray(ts, dtype=np.float64)) < 0.5 * wire[1:] / rate, False)
+        spaced = np.flatnonzero(~tight)  # (the last arrival counts as spaced)
+        upto = np.cumsum(wire)
         for i in np.searchsorted(ts, np.asarray(starts.get(flow, ()), dtype=np.float64) - 1e-7):
-            if i + TRAIN > len(ts):
-                continue
-            wire = np.asarray(size[i + 1:i + TRAIN], dtype=np.float64) + WIRE_HEADER
-            tight = np.diff(np.asarray(ts[i:i + TRAIN], dtype=np.float64)) < 0.5 * wire / rate
-            k = len(tight) if tight.all() else int(np.argmin(tight))
-            per.append(float(wire[:k].sum()))
+            if i + TRAIN <= len(ts):  # the back-to-back run after segment i ends at segment j
+                j = spaced[np.searchsorted(spaced, i)]
+                per.append(float(upto[j] - upto[i]))
     if len(per) < MIN_TRAINS:
         src["bucket_bytes"] = f"0: a FIFO (fewer than {MIN_TRAINS} responses to read a burst in)"
         return 0.0

@@ -4,7 +4,8 @@ The sender (the server) sends `n` segments of `mss` bytes to the receiver
 (the client) over a path: random loss on the way in (Bernoulli, or bursty
 with a second state as in Gilbert-Elliott: after a loss the next packet is
 lost with probability `burst`), then a drop-tail FIFO of `queue_bytes`
-drained at `rate` bytes/s (the bottleneck), then the one-way delay
+drained at `rate` bytes/s (the bottleneck; with a `bucket`, a token bucket
+as Linux's tbf: after an idle that many bytes more leave at once), then the one-way delay
 `rtt / 2` (with jitter, uniform [0, jitter/2) more each way, never before
 the packet ahead: the lab's forwarder). The receiver (the client,
 whatif/delack.py) acknowledges as Linux does -- quick ACKs, every second
