@@ -109,6 +109,18 @@ early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized 
     WHERE n = 5 GROUP BY ALL
 ),
 
+first_ten AS (  -- the same ten, each with its gap to the one before
+    SELECT capture_id, flow_id, direction, ip_bytes,
+        ts_ns - lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, direction ORDER BY k) AS gap_ns
+    FROM (SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, ta.ts_ns, ta.ip_bytes,
+              row_number() OVER (PARTITION BY ta.capture_id, ta.flow_id, ta.sender
+                                 ORDER BY frame) AS k
+          FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
+              AND m.direction = ta.sender
+          WHERE ta.payload_bytes >= m.full_bytes)
+    WHERE k <= 10
+),
+
 pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
     SELECT capture_id, flow_id, direction, side, ip_bytes * 8e9 / gap_ns AS rate_bps,
         round(ln(ip_bytes * 8e9 / gap_ns) / ln(1.05))::BIGINT AS bin
@@ -160,10 +172,19 @@ estimate AS (  -- the slowest well-supported side of each flow direction
     FROM chosen WHERE readable GROUP BY ALL
 ),
 
+bucket AS (  -- 3 or more of those gaps at the mode's rate: a token bucket's burst, then its rate
+    SELECT t.capture_id, t.flow_id, t.direction
+    FROM first_ten t JOIN estimate f USING (capture_id, flow_id, direction)
+    WHERE t.gap_ns > 0 AND t.ip_bytes * 8e9 / t.gap_ns BETWEEN 0.9 * f.rate_bps AND 1.1 * f.rate_bps
+    GROUP BY ALL HAVING count(*) >= 3
+),
+
 final AS (  -- known: enough agreeing pairs, and not slower than the sender's pacing allows
     SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
-            AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
+            AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps
+                             AND b.flow_id IS NULL, false) AS known
     FROM estimate f LEFT JOIN early e USING (capture_id, flow_id, direction)
+    LEFT JOIN bucket b USING (capture_id, flow_id, direction)
     ORDER BY capture_id, flow_id, direction
 )
 SELECT * FROM final

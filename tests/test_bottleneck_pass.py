@@ -76,6 +76,20 @@ def _window_flow(port, start):
     return out
 
 
+def _bucket_flow(port, start):
+    """As _window_flow, but through a token bucket: five of the ten full-sized
+    segments of the initial window 2 us apart (the bucket's burst), the rest
+    and the 200 after them at 100 us (its rate): known, at that rate."""
+    c, s = (198, 18, 0, 8), (198, 19, 0, 8)
+    out, t, seq = [(start - 1_000, *tcp_packet(c, s, port, 443, 500, 9000, ACK))], start, 9000
+    for k in range(216):
+        n = 1000 if k < 6 else 1448
+        out.append((t, *tcp_packet(s, c, 443, port, seq, 500, ACK, n)))
+        seq += n
+        t += 1_000_000 if k < 6 else 2_000 if k < 10 else 100_000
+    return out
+
+
 def _capture(tmp_path):
     """One client-side capture of five flows, interleaved in time, and the
     lossy one seen at the server (its ACKs carry SACK blocks)."""
@@ -84,7 +98,8 @@ def _capture(tmp_path):
     packets = (_port(lossy, 40001) + _port(clean, 40002)[3:]  # no handshake seen
                + _port(conversation(5, 5, 200 * 1448, lose=(10,), gap_ns=40_000,
                                     start_ns=T0 + 5_000_000)["client"], 40003)
-               + _mss_flow(40004, T0 + 1_000_000) + _window_flow(40005, T0 + 3_000_000))
+               + _mss_flow(40004, T0 + 1_000_000) + _window_flow(40005, T0 + 3_000_000)
+               + _bucket_flow(40006, T0 + 4_000_000))
     packets.sort(key=lambda p: p[0])
     for i in (200, 201, 450, 700, 701, 702):  # the capture's clock stepped back
         packets[i] = (packets[i - 1][0] - 7_000, *packets[i][1:])
@@ -121,7 +136,7 @@ def test_the_pass_gives_the_rows_of_the_sql_on_crafted_flows(crafted):
                            "JOIN flows f USING (capture_id, flow_id) JOIN captures c USING (capture_id) "
                            "ORDER BY ALL").fetchall()
     ports = {r[0] for r in rows}
-    assert {40001, 40002, 40003, 40004, 40005} <= ports, rows  # every crafted flow has a row
+    assert {40001, 40002, 40003, 40004, 40005, 40006} <= ports, rows  # every crafted flow has a row
     # the MSS flow, read from its arrivals: each of its 239 pairs is full-sized (by
     # the largest payload, 1448, only half of them; the clock's step may take one),
     # 1488 or 1420 IP bytes / 30 us
@@ -132,6 +147,10 @@ def test_the_pass_gives_the_rows_of_the_sql_on_crafted_flows(crafted):
     window = [r for r in rows if r[0] == 40005 and r[1] == "s2c"]
     assert [(r[2], r[5]) for r in window] == [("arrivals", False)], rows
     assert window[0][4] == round(1488 * 8e9 / 100_000), rows
+    # the same through a token bucket: half the window at once, the rest at the mode
+    bucket = [r for r in rows if r[0] == 40006 and r[1] == "s2c"]
+    assert [(r[2], r[5], r[4]) for r in bucket] == [
+        ("arrivals", True, round(1488 * 8e9 / 100_000))], rows
     # at the server, ACK pairs: none with or after a SACK block
     server = [r for r in rows if r[6] == "server.pcap" and r[1] == "s2c"]
     assert [r[2] for r in server] == ["acks"] and server[0][3] < 440, rows

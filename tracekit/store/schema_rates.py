@@ -15,5 +15,5 @@ BOTTLENECK = (
     ("p25_bps", "BIGINT", "Their first quartile"),
     ("p75_bps", "BIGINT", "Their third quartile"),
     ("confidence", "DOUBLE", "modal_pairs / pairs, rounded to 3 places"),
-    ("known", "BOOLEAN", "At least 30 modal pairs, confidence >= 0.25 and (arrivals) no 5 of the first 10 full-sized segments arrived more than 4 x faster than the mode"),
+    ("known", "BOOLEAN", "At least 30 modal pairs, confidence >= 0.25 and (arrivals) no 5 of the first 10 full-sized segments arrived more than 4 x faster than the mode, unless 3 or more of their pairs came at the mode (a token bucket's burst)"),
 )

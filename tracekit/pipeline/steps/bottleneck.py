@@ -41,7 +41,10 @@ alone (a run's rate does not depend on what else shares the store).
                    sent back to back) arrived more than 4 x faster than the
                    mode over their span: the path carried them that fast, so a slower
                    mode is the sender's own spacing (a sender that paces
-                   single segments, as BBR below 1.2 Mbit/s). Otherwise the
+                   single segments, as BBR below 1.2 Mbit/s) -- unless 3 or
+                   more pairs of those ten came at the mode's rate (within
+                   10 %): the head came through a token bucket's burst, the
+                   rest at its rate (tbf). Otherwise the
                    rate is no measurement (a handful of segments, a sender
                    that never sent two full segments back to back). A flow
                    direction without a supported mode has no row

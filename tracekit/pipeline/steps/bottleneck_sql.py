@@ -59,6 +59,13 @@ early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized 
     WHERE n = 5 GROUP BY ALL
 ),
 
+head AS (  -- the rate of each pair of the direction's first 10 full-sized segments
+    SELECT capture_id, flow_id, direction,
+        ip_bytes * 8e9 / nullif(ts_ns - lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, direction
+                                                         ORDER BY k), 0) AS pair_bps
+    FROM _bn_early WHERE k <= 10
+),
+
 pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
     SELECT capture_id, flow_id, direction, side, ip_bytes * 8e9 / gap_ns AS rate_bps,
         round(ln(ip_bytes * 8e9 / gap_ns) / ln(1.05))::BIGINT AS bin
@@ -108,12 +115,22 @@ estimate AS (  -- the slowest well-supported side of each flow direction
         round(arg_min(p75_bps, rate_bps))::BIGINT AS p75_bps,
         round(arg_min(confidence, rate_bps), 3) AS confidence
     FROM chosen WHERE readable GROUP BY ALL
+),
+
+spaced AS (  -- pairs of those first 10 that the path spaced at the mode (within 10 %)
+    SELECT f.capture_id, f.flow_id, f.direction, count(*) AS at_mode
+    FROM estimate f JOIN head h USING (capture_id, flow_id, direction)
+    WHERE h.pair_bps BETWEEN 0.9 * f.rate_bps AND 1.1 * f.rate_bps
+    GROUP BY ALL
 )
 
 -- known: enough agreeing pairs, and not slower than the sender's pacing allows
+-- (a head that came faster, its tail spaced at the mode: a token bucket's burst)
 SELECT f.*, f.modal_pairs >= 30 AND f.confidence >= 0.25
-        AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps, false) AS known
+        AND NOT coalesce(f.side = 'arrivals' AND e.early_bps > 4 * f.rate_bps
+                         AND coalesce(s.at_mode, 0) < 3, false) AS known
 FROM estimate f LEFT JOIN early e USING (capture_id, flow_id, direction)
+LEFT JOIN spaced s USING (capture_id, flow_id, direction)
 """
 
 
