@@ -213,7 +213,7 @@ def calibrate(con, where, stated=None):
     for c, f, t in zip(df.capture_id, df.flow_id, df.response_first_byte_ns):
         if f == f and t == t:
             starts.setdefault((int(c), int(f)), []).append(t / 1e9)
-    cal.bucket_bytes = pathrate.bucket(gaps, starts, rate, vantage, src, est)
+    cal.bucket_bytes = pathrate.bucket(gaps, starts, rate, rtt, vantage, src, est)
     cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
     return cal
 

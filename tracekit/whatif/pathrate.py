@@ -170,36 +170,44 @@ def jitter(handshakes_s, labels, src, est):
 
 
 
-def bucket(gaps, starts, rate, vantage, src, est):
+
+def bucket(gaps, starts, rate, rtt, vantage, src, est):
     """Bytes a token bucket at the bottleneck (Linux's tbf, a policer's
     burst) lets through at once after an idle, beyond one packet: a FIFO
-    spaces a response's first segments by their serialisation at `rate`
-    (bytes/s), a bucket passes its burst back to back and spaces the rest.
-    Per response (`starts`: {flow: its responses' first arrivals, s}; a
-    response follows its request's round trip, an idle the bucket refilled
-    in), the leading segments that arrive in under half their serialisation
-    after the one before, their wire bytes summed; the median over the
-    responses where `MIN_TRAINS` or more have `TRAIN` segments, else 0 (a
-    FIFO). Only where the capture is at the data's receiver: a sender's own
-    capture sees every burst back to back."""
+    spaces a burst by its segments' serialisation at `rate` (bytes/s), a
+    bucket passes its burst back to back and spaces the rest. A flight
+    after a silence of a quarter `rtt` (the bucket refilled) shows it: its
+    leading segments that arrived in under half their serialisation after
+    the one before, their wire bytes summed -- no more than the flight
+    itself, so per response (`starts`: {flow: its responses' first
+    arrivals, s}) the most any of its flights shows (a fresh connection's
+    first flight of 10 segments is smaller than many buckets; its second,
+    sent as fast as the first's ACKs came, is twice that), and the median
+    over the responses of `TRAIN` segments or more, where there are
+    `MIN_TRAINS`; else 0 (a FIFO). Only where the capture is at the data's
+    receiver: a sender's own capture sees every burst back to back."""
     if vantage != "client":
         src["bucket_bytes"] = "0: a FIFO (a sender's capture cannot see the bottleneck's burst)"
         return 0.0
     per = []
     for flow, (ts, size) in gaps.items():
+        ts = np.asarray(ts, dtype=np.float64)
         wire = np.asarray(size, dtype=np.float64) + WIRE_HEADER
-        tight = np.append(np.diff(np.asarray(ts, dtype=np.float64)) < 0.5 * wire[1:] / rate, False)
-        spaced = np.flatnonzero(~tight)  # (the last arrival counts as spaced)
+        gap = np.diff(ts)
+        spaced = np.flatnonzero(np.append(gap >= 0.5 * wire[1:] / rate, True))
+        flights = np.flatnonzero(gap > rtt / 4) + 1  # the segments after a silence
         upto = np.cumsum(wire)
-        for i in np.searchsorted(ts, np.asarray(starts.get(flow, ()), dtype=np.float64) - 1e-7):
-            if i + TRAIN <= len(ts):  # the back-to-back run after segment i ends at segment j
-                j = spaced[np.searchsorted(spaced, i)]
-                per.append(float(upto[j] - upto[i]))
+        first = np.searchsorted(ts, np.asarray(starts.get(flow, ()), dtype=np.float64) - 1e-7)
+        for i, end in zip(first, np.append(first[1:], len(ts))):
+            if end - i < TRAIN:
+                continue
+            heads = np.concatenate(([i], flights[(flights > i) & (flights < end)]))
+            last = spaced[np.searchsorted(spaced, heads)]  # each head's run ends there
+            per.append(float(np.max(upto[np.minimum(last, end - 1)] - upto[heads])))
     if len(per) < MIN_TRAINS:
         src["bucket_bytes"] = f"0: a FIFO (fewer than {MIN_TRAINS} responses to read a burst in)"
         return 0.0
     est["bucket_bytes"] = value = float(np.median(per))
-    src["bucket_bytes"] = (f"the starts of {len(per)} responses: the leading segments that "
-                           "arrived back to back (a token bucket's burst), median"
-                           + ("" if value else "; none: a FIFO"))
+    src["bucket_bytes"] = (f"{len(per)} responses: the most of a flight that arrived back to "
+                           "back (a token bucket's burst), median" + ("" if value else "; none: a FIFO"))
     return value
