@@ -197,13 +197,18 @@ def bucket(gaps, starts, rate, rtt, vantage, src, est):
         spaced = np.flatnonzero(np.append(gap >= 0.5 * wire[1:] / rate, True))
         flights = np.flatnonzero(gap > rtt / 4) + 1  # the segments after a silence
         upto = np.cumsum(wire)
-        first = np.searchsorted(ts, np.asarray(starts.get(flow, ()), dtype=np.float64) - 1e-7)
-        for i, end in zip(first, np.append(first[1:], len(ts))):
-            if end - i < TRAIN:
-                continue
-            heads = np.concatenate(([i], flights[(flights > i) & (flights < end)]))
-            last = spaced[np.searchsorted(spaced, heads)]  # each head's run ends there
-            per.append(float(np.max(upto[np.minimum(last, end - 1)] - upto[heads])))
+        first = np.unique(np.searchsorted(ts, np.asarray(starts.get(flow, ()),
+                                                         dtype=np.float64) - 1e-7))
+        first = first[first < len(ts)]
+        if not len(first):
+            continue
+        ends = np.append(first[1:], len(ts))
+        heads = np.union1d(first, flights[flights > first[0]])
+        of = np.searchsorted(first, heads, side="right") - 1  # each head's response
+        last = np.minimum(spaced[np.searchsorted(spaced, heads)], ends[of] - 1)
+        most = np.zeros(len(first))
+        np.maximum.at(most, of, upto[last] - upto[heads])  # (a run ends within its response)
+        per += most[ends - first >= TRAIN].tolist()
     if len(per) < MIN_TRAINS:
         src["bucket_bytes"] = f"0: a FIFO (fewer than {MIN_TRAINS} responses to read a burst in)"
         return 0.0
