@@ -90,3 +90,18 @@ def test_warm_responses_replayed_through_the_bucket_take_the_kernels_times(tbf):
                               replayer.setting(dataclasses.replace(cal, bucket_bytes=0.0), {}),
                               draws=40)
     assert (np.abs(np.median(without, axis=1) - measured) / measured).max() > 0.10
+
+
+
+def test_a_bucket_larger_than_a_first_flight_is_read_from_the_flights_after(tmp_path_factory):
+    """tests/data/tbf-bucket/c-F-rtt25-fresh-0-first3.pcap (set 16, made by a
+    helper with set 15's scripts: RTT 25 ms, `tbf rate 30mbit burst 30000
+    limit 120000`, CUBIC, 800,204 bytes fetched on a fresh connection each;
+    the capture's first three connections, `editcap -r ... 1-3077`): a first
+    flight is 10 segments, 13,500 bytes after its first, all of them back to
+    back -- the bucket is at least that; the second flight, sent as fast as
+    the first's ACKs came, shows where it ends."""
+    with tracekit.open(str(_store(tmp_path_factory, TBF.with_name(
+            "c-F-rtt25-fresh-0-first3.pcap"))), read_only=True) as s:
+        cal = calibrate(s.con, {}, None)
+    assert abs(cal.bucket_bytes - 30_000) <= WIRE, cal.sources["bucket_bytes"]
