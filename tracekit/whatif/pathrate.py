@@ -182,9 +182,11 @@ def bucket(gaps, starts, rate, rtt, vantage, src, est):
     itself, so per response (`starts`: {flow: its responses' first
     arrivals, s}) the most any of its flights shows (a fresh connection's
     first flight of 10 segments is smaller than many buckets; its second,
-    sent as fast as the first's ACKs came, is twice that), and the median
-    over the responses of `TRAIN` segments or more, where there are
-    `MIN_TRAINS`; else 0 (a FIFO). Only where the capture is at the data's
+    sent as fast as the first's ACKs came, is twice that); each is at most
+    the bucket, less where the flights were smaller or paced (BBR's warm
+    responses), more where the path bunched a few after the bottleneck:
+    the upper quartile over the responses of `TRAIN` segments or more (one
+    of them), where there are `MIN_TRAINS`; else 0 (a FIFO). Only where the capture is at the data's
     receiver: a sender's own capture sees every burst back to back."""
     if vantage != "client":
         src["bucket_bytes"] = "0: a FIFO (a sender's capture cannot see the bottleneck's burst)"
@@ -212,7 +214,8 @@ def bucket(gaps, starts, rate, rtt, vantage, src, est):
     if len(per) < MIN_TRAINS:
         src["bucket_bytes"] = f"0: a FIFO (fewer than {MIN_TRAINS} responses to read a burst in)"
         return 0.0
-    est["bucket_bytes"] = value = float(np.median(per))
+    est["bucket_bytes"] = value = float(np.percentile(per, 75, method="lower"))
     src["bucket_bytes"] = (f"{len(per)} responses: the most of a flight that arrived back to "
-                           "back (a token bucket's burst), median" + ("" if value else "; none: a FIFO"))
+                           "back (a token bucket's burst), upper quartile"
+                           + ("" if value else "; none: a FIFO"))
     return value
