@@ -90,35 +90,34 @@ acks AS (  -- the other side's ACKs that newly acknowledge the direction's data
     WINDOW w AS (PARTITION BY a.capture_id, a.flow_id, a.sender ORDER BY frame)
 ),
 
-early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized segments
-            -- (a fresh connection's initial window, sent back to back), over their span
+ten AS (  -- the direction's first 10 full-sized segments, k = 1..10
+    SELECT * FROM (
+        SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, ta.ts_ns, ta.ip_bytes,
+            row_number() OVER (PARTITION BY ta.capture_id, ta.flow_id, ta.sender
+                               ORDER BY frame) AS k
+        FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
+            AND m.direction = ta.sender
+        WHERE ta.payload_bytes >= m.full_bytes)
+    WHERE k <= 10
+),
+
+early AS (  -- the fastest 5 consecutive of them (a fresh connection's initial window,
+            -- sent back to back), over their span
     SELECT capture_id, flow_id, direction, max(early_bps) AS early_bps
     FROM (SELECT capture_id, flow_id, direction, k,
               (sum(ip_bytes) OVER w - ip_bytes) * 8e9
                   / nullif(ts_ns - first_value(ts_ns) OVER w, 0) AS early_bps,
               count(*) OVER w AS n
-          FROM (SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, ta.ts_ns, ta.ip_bytes,
-                    row_number() OVER (PARTITION BY ta.capture_id, ta.flow_id, ta.sender
-                                       ORDER BY frame) AS k
-                FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
-                    AND m.direction = ta.sender
-                WHERE ta.payload_bytes >= m.full_bytes)
-          WHERE k <= 10
+          FROM ten
           WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY k
                        ROWS BETWEEN 4 PRECEDING AND CURRENT ROW))
     WHERE n = 5 GROUP BY ALL
 ),
 
-first_ten AS (  -- the same ten, each with its gap to the one before
+first_ten AS (  -- each of them with its gap to the one before
     SELECT capture_id, flow_id, direction, ip_bytes,
         ts_ns - lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, direction ORDER BY k) AS gap_ns
-    FROM (SELECT ta.capture_id, ta.flow_id, ta.sender AS direction, ta.ts_ns, ta.ip_bytes,
-              row_number() OVER (PARTITION BY ta.capture_id, ta.flow_id, ta.sender
-                                 ORDER BY frame) AS k
-          FROM ta JOIN mss m ON m.capture_id = ta.capture_id AND m.flow_id = ta.flow_id
-              AND m.direction = ta.sender
-          WHERE ta.payload_bytes >= m.full_bytes)
-    WHERE k <= 10
+    FROM ten
 ),
 
 pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %

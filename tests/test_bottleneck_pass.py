@@ -60,33 +60,22 @@ def _mss_flow(port, start):
     return out
 
 
-def _window_flow(port, start):
+def _window_flow(port, start, host=7, burst=10):
     """A download seen from its middle (no SYN): six 1000-byte segments 1 ms
-    apart (after an ACK of the client's: it is the client), then an initial window of ten 1448-byte ones 2 us apart, then 200
-    at 100 us (no ACK seen: a tie of the two sides' rates would leave the side
-    to the aggregate's order). Its first full-sized segments are the ten
-    (the largest payload's), 4 x faster than the mode: the rate is not known."""
-    c, s = (198, 18, 0, 7), (198, 19, 0, 7)
+    apart (after an ACK of the client's: it is the client), then 210
+    1448-byte ones, `burst` of them 2 us after the one before, the rest 100
+    us (no ACK seen: a tie of the two sides' rates would leave the side to
+    the aggregate's order). Its first full-sized segments are the largest
+    payload's. burst=10: an initial window back to back, 4 x faster than
+    the mode: the rate is not known. burst=5: six of the ten (a token
+    bucket's burst), the rest at the mode: known, at that rate."""
+    c, s = (198, 18, 0, host), (198, 19, 0, host)
     out, t, seq = [(start - 1_000, *tcp_packet(c, s, port, 443, 500, 9000, ACK))], start, 9000
     for k in range(216):
         n = 1000 if k < 6 else 1448
         out.append((t, *tcp_packet(s, c, 443, port, seq, 500, ACK, n)))
         seq += n
-        t += 1_000_000 if k < 6 else 2_000 if k < 16 else 100_000
-    return out
-
-
-def _bucket_flow(port, start):
-    """As _window_flow, but through a token bucket: five of the ten full-sized
-    segments of the initial window 2 us apart (the bucket's burst), the rest
-    and the 200 after them at 100 us (its rate): known, at that rate."""
-    c, s = (198, 18, 0, 8), (198, 19, 0, 8)
-    out, t, seq = [(start - 1_000, *tcp_packet(c, s, port, 443, 500, 9000, ACK))], start, 9000
-    for k in range(216):
-        n = 1000 if k < 6 else 1448
-        out.append((t, *tcp_packet(s, c, 443, port, seq, 500, ACK, n)))
-        seq += n
-        t += 1_000_000 if k < 6 else 2_000 if k < 10 else 100_000
+        t += 1_000_000 if k < 6 else 2_000 if k < 6 + burst else 100_000
     return out
 
 
@@ -99,7 +88,7 @@ def _capture(tmp_path):
                + _port(conversation(5, 5, 200 * 1448, lose=(10,), gap_ns=40_000,
                                     start_ns=T0 + 5_000_000)["client"], 40003)
                + _mss_flow(40004, T0 + 1_000_000) + _window_flow(40005, T0 + 3_000_000)
-               + _bucket_flow(40006, T0 + 4_000_000))
+               + _window_flow(40006, T0 + 4_000_000, host=8, burst=5))
     packets.sort(key=lambda p: p[0])
     for i in (200, 201, 450, 700, 701, 702):  # the capture's clock stepped back
         packets[i] = (packets[i - 1][0] - 7_000, *packets[i][1:])
