@@ -1402,3 +1402,15 @@ def test_drops_a_short_path_recovers_at_once_are_read_as_the_queues(tmp_path, mo
         monkeypatch.setattr(engine, "REFUTED", float("inf"))  # the random reading kept
         (g, kept), = s.whatif({"rate_mbps": 40}, source={"rate_mbps": 10}, draws=100)
         assert kept.calibration.loss_down > 0.2 and not kept.within
+
+
+def test_a_group_named_twice_for_one_factor_is_named_once():
+    """--where rate_mbps=8 --from rate_mbps=8: the group is the where's and the
+    source's labels (the source's under the lab's name, bottleneck_mbps); a
+    helper's --explain read "rate_mbps=8, connection=persistent, rate_mbps=8.0".
+    Two values for one factor are both said (no group matches them)."""
+    from tracekit.whatif.factors import as_labels, describe
+    group = {"rate_mbps": "8", "connection": "persistent", **as_labels({"rate_mbps": 8.0})}
+    assert describe(group) == "rate_mbps=8, connection=persistent"
+    assert describe({"rate_mbps": "8", **as_labels({"rate_mbps": 24.0})}) == "rate_mbps=8, rate_mbps=24.0"
+    assert describe({}) == "the store"

@@ -103,6 +103,20 @@ def as_labels(levels):
 
 
 def describe(labels):
-    """{label: value} as the user names it: "rate_mbps=10.0, connection=fresh"."""
+    """{label: value} as the user names it: "rate_mbps=10.0, connection=fresh"
+    (a factor named twice with one value -- --where rate_mbps=8 and --from
+    rate_mbps=8, the second as the lab's label -- once)."""
     back = {label: factor for factor, label in LAB_LABELS.items()}
-    return ", ".join(f"{back.get(k, k)}={v}" for k, v in (labels or {}).items()) or "the store"
+    out = []
+    for k, v in (labels or {}).items():
+        item = (back.get(k, k), v)
+        if not any(n == item[0] and _same(w, v) for n, w in out):
+            out.append(item)
+    return ", ".join(f"{k}={v}" for k, v in out) or "the store"
+
+
+def _same(a, b):
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
