@@ -105,3 +105,15 @@ def test_a_bucket_larger_than_a_first_flight_is_read_from_the_flights_after(tmp_
             "c-F-rtt25-fresh-0-first3.pcap"))), read_only=True) as s:
         cal = calibrate(s.con, {}, None)
     assert abs(cal.bucket_bytes - 30_000) <= WIRE, cal.sources["bucket_bytes"]
+
+
+def test_an_emulation_says_it_runs_without_the_bucket(tbf):
+    """The lab's path is a FIFO: `--emulate` warns that the bucket read is
+    not in it (and says nothing where none was read)."""
+    from types import SimpleNamespace
+
+    from tracekit.whatif.emulate import unmodelled
+    cal = calibrate(tbf, {}, None)
+    (note,) = unmodelled(SimpleNamespace(calibration=cal))
+    assert "6000 bytes" in note and "FIFO" in note
+    assert unmodelled(SimpleNamespace(calibration=dataclasses.replace(cal, bucket_bytes=0.0))) == []

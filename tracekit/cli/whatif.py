@@ -81,6 +81,11 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
         emit(*explain_rows(results), fmt)
     emit(*rows(results, by), fmt)
     if emulate:
+        from ..whatif.emulate import unmodelled
+        from ..whatif.factors import describe
+        for g, r in results:
+            for note in unmodelled(r):
+                click.echo(f"warning: {describe(g)}: {note}", err=True)
         started = time.monotonic()
 
         def progress(i, n, combo, skipped=False):

@@ -48,6 +48,16 @@ def spec(r, trials=4, requests=4, seed=1):
             "factors": {ARM: ["source", "target"]}, "levels": {ARM: arms}}
 
 
+def unmodelled(r):
+    """What the calibration of a WhatIf holds that the lab's path cannot
+    emulate and the emulation runs without (one line each)."""
+    if r.calibration.bucket_bytes:
+        return [f"the bottleneck's token bucket lets {r.calibration.bucket_bytes:.0f} bytes "
+                "through at once (bucket_bytes, --explain); the lab's path is a FIFO: "
+                "emulated without it"]
+    return []
+
+
 def _settings(s, measured, warm):
     """The lab settings of an engine Setting."""
     if s.pacing:
