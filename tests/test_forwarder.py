@@ -93,6 +93,10 @@ SPECS = {
         down=Direction(delay_ms=5, rate_mbps=20, queue_bytes=30_000,
                        drop_segments=((1, 2), (14481, 1, 1), (2 ** 32 - 10, 3, 1))),
         seed=3),
+    "token bucket": PathSpec(
+        up=Direction(delay_ms=20, rate_mbps=5, queue_bytes=20_000, bucket_bytes=3_000),
+        down=Direction(delay_ms=20, loss=0.01, rate_mbps=50, queue_bytes=40_000, bucket_bytes=15_000),
+        seed=5),
 }
 
 

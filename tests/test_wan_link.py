@@ -170,3 +170,22 @@ def test_a_packet_read_late_by_a_sleeping_lane_is_the_machines_only_when_kept_on
     assert m["lane_held"]["up"] == [pytest.approx((t0, t0 + 0.0012))]
     assert unexplained(m["late"]["up"], Probe("unused"), m["lane_held"]["up"]) == \
         [(second.arrival, second.late_ms)]
+
+
+def test_a_token_bucket_passes_its_burst_then_spaces_at_its_rate():
+    """As tbf: after an idle the bucket's bytes more than a packet leave at
+    once, the rest at the rate, and the queue holds what waits for tokens
+    (a packet in service counted, as the FIFO counts it); the bucket fills
+    again in bucket / rate of idle. The what-if's replay does the same
+    (tests/test_whatif_bucket.py)."""
+    d = Direction(rate_mbps=12, queue_bytes=60_700, bucket_bytes=6_000)
+    link = Link(d, random.Random(1))
+    step = 1500 * 8 / 12e6
+    for start in (10.0, 10.0 + 1.0):  # a second burst after the bucket refilled
+        got = [link.admit(start, 1500) for _ in range(60)]
+        arrivals = [a for a, reason in got if reason is None]
+        assert len(arrivals) == (60_700 + 6_000) // 1500
+        assert arrivals[:5] == [pytest.approx(start + step)] * 5
+        assert [b - a for a, b in zip(arrivals[4:], arrivals[5:])] == [pytest.approx(step)] * 39
+    fifo = Link(Direction(rate_mbps=12, queue_bytes=60_700), random.Random(1))
+    assert sum(fifo.admit(10.0, 1500)[1] is None for _ in range(60)) == 60_700 // 1500

@@ -107,13 +107,17 @@ def test_a_bucket_larger_than_a_first_flight_is_read_from_the_flights_after(tmp_
     assert abs(cal.bucket_bytes - 30_000) <= WIRE, cal.sources["bucket_bytes"]
 
 
-def test_an_emulation_says_it_runs_without_the_bucket(tbf):
-    """The lab's path is a FIFO: `--emulate` warns that the bucket read is
-    not in it (and says nothing where none was read)."""
+
+def test_the_bucket_is_a_factor_the_lab_emulates(tbf):
+    """bucket_bytes: read from the trace, stated with --assume or --set, and
+    carried into `--emulate`'s lab experiment (its path a token bucket too:
+    lab/wan.py, tests/test_wan_link.py)."""
     from types import SimpleNamespace
 
-    from tracekit.whatif.emulate import unmodelled
+    from tracekit.whatif import factors
+    from tracekit.whatif.emulate import spec
     cal = calibrate(tbf, {}, None)
-    (note,) = unmodelled(SimpleNamespace(calibration=cal))
-    assert "6000 bytes" in note and "FIFO" in note
-    assert unmodelled(SimpleNamespace(calibration=dataclasses.replace(cal, bucket_bytes=0.0))) == []
+    arms = spec(SimpleNamespace(calibration=cal, target={"bucket_bytes": 0.0}))["levels"]["arm"]
+    assert arms["source"]["bucket_bytes"] == 6000 and "bucket_bytes" not in arms["target"]
+    assert factors.parse("bucket_bytes=15000") == {"bucket_bytes": 15000.0}
+    assert replayer.setting(cal, {"bucket_bytes": 30000.0}).bucket == 30000.0

@@ -61,7 +61,7 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
     and, when the store holds runs at the target, their median, the
     measured saving and the error. Factors: rtt_ms, rate_mbps, loss_down,
     loss_up, processing_ms, congestion, connection, initcwnd, queue_bytes,
-    pacing, jitter_ms, warmup, slow_start_after_idle, rcv_window, path
+    bucket_bytes, pacing, jitter_ms, warmup, slow_start_after_idle, rcv_window, path
     (--set path=tunnel or tunnel-arq: the response through kcptun, with FEC
     sized for the loss or ARQ alone; calibrated on direct runs). --emulate
     re-runs the calibrated path and workload in the lab with real kernel
@@ -81,11 +81,6 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
         emit(*explain_rows(results), fmt)
     emit(*rows(results, by), fmt)
     if emulate:
-        from ..whatif.emulate import unmodelled
-        from ..whatif.factors import describe
-        for g, r in results:
-            for note in unmodelled(r):
-                click.echo(f"warning: {describe(g)}: {note}", err=True)
         started = time.monotonic()
 
         def progress(i, n, combo, skipped=False):

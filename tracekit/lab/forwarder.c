@@ -70,10 +70,10 @@ typedef struct { uint8_t key[12]; uint32_t isn; int ordinal; int sent[MAX_RULES]
 
 typedef struct {
     double delay_ms, loss, jitter_ms, burst_p, burst_r, burst_loss, rate_mbps;
-    long queue_bytes;
+    long queue_bytes, bucket_bytes;
     rng_t rng;
     int bad;
-    double busy_until, last_arrival;
+    double busy_until, last_arrival, tokens_at;
     double *q_depart; int *q_size; long q_head, q_len, queued_bytes;  /* the bottleneck's queue */
     rule_t rules[MAX_RULES]; int nrules;
     conn_t *conns; int nconns;
@@ -88,7 +88,16 @@ static int admit(link_t *l, double now, int size, double *arrival)
     double loss = l->bad ? l->burst_loss : l->loss;
     if (loss != 0.0 && uniform(&l->rng) < loss) return l->bad ? BURST_LOSS : LOSS;
     double depart = now;
-    if (l->rate_mbps != 0.0) {
+    if (l->rate_mbps != 0.0 && l->bucket_bytes) {
+        /* a token bucket: a packet leaves once the bucket holds its tokens */
+        double backlog = (l->busy_until - now > 0.0 ? l->busy_until - now : 0.0) * (l->rate_mbps * 1e6 / 8);
+        if (backlog > 0.0 && backlog + size > l->queue_bytes) return QUEUE;
+        double full = l->tokens_at - (double)(l->bucket_bytes * 8) / (l->rate_mbps * 1e6);
+        double leave = now > full ? now : full;
+        l->tokens_at = (l->tokens_at > leave ? l->tokens_at : leave) + (double)(size * 8) / (l->rate_mbps * 1e6);
+        depart = leave + (double)(size * 8) / (l->rate_mbps * 1e6);
+        l->busy_until = depart;
+    } else if (l->rate_mbps != 0.0) {
         while (l->q_len && l->q_depart[l->q_head] <= now) {
             l->queued_bytes -= l->q_size[l->q_head];
             l->q_head = (l->q_head + 1) % SLOTS;
@@ -186,6 +195,7 @@ static void configure(const char *path, link_t links[2])
         else if (!strcmp(key, "burst_loss")) l->burst_loss = v;
         else if (!strcmp(key, "rate_mbps")) l->rate_mbps = v;
         else if (!strcmp(key, "queue_bytes")) l->queue_bytes = atol(value);
+        else if (!strcmp(key, "bucket_bytes")) l->bucket_bytes = atol(value);
         else if (!strcmp(key, "rng_state")) l->rng.state = strtoull(value, NULL, 10);
         else { fprintf(stderr, "%s: unknown key %s\n", path, key); exit(2); }
     }

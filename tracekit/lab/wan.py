@@ -6,7 +6,8 @@ What happens to a packet is decided per direction by the model in this
 module -- `Link`, a pure object that is given the time (`now`) instead of
 reading a clock: a seeded Bernoulli (or Gilbert-Elliott) loss, then an
 optional bottleneck (serialisation at `rate_mbps` behind a tail-drop queue
-of `queue_bytes`), then the one-way delay and jitter; and `ScriptedLoss`,
+of `queue_bytes`, or a token bucket that first lets `bucket_bytes` more
+through at once), then the one-way delay and jitter; and `ScriptedLoss`,
 chosen segments dropped by sequence number.
 
 The forwarder that runs is forwarder.c, the same model written in C so that
@@ -64,6 +65,9 @@ class Direction:
     burst_loss: float = 1.0
     rate_mbps: float | None = None  # bottleneck rate (Mbit/s = 1e6 bit/s); None: unlimited
     queue_bytes: int = 256_000  # bottleneck queue (tail drop)
+    # a token bucket at the bottleneck (as Linux's tbf): after an idle this many
+    # bytes more than a packet leave at once, then packets at rate_mbps; 0: a FIFO
+    bucket_bytes: int = 0
     # scripted loss: ((relative seq, times), ...) drops the first `times`
     # transmissions of the TCP data that carries the byte at that relative
     # sequence number (data starts at 1), in every connection; (relative
@@ -152,6 +156,7 @@ class Link:
         self.spec = spec
         self.rng = rng
         self.busy_until = 0.0  # when the bottleneck finishes sending what it holds
+        self.tokens_at = 0.0  # (a token bucket) its tokens run this far ahead of the clock
         self.in_queue = deque()  # (departure time, size) of packets still queued
         self.queued_bytes = 0
         self.bad = False  # Gilbert-Elliott state
@@ -169,7 +174,17 @@ class Link:
         if loss and self.rng.random() < loss:
             return None, "burst_loss" if self.bad else "loss"
         depart = now
-        if s.rate_mbps:
+        if s.rate_mbps and s.bucket_bytes:
+            # a packet leaves once the bucket holds its tokens; what waits for
+            # them is the queue: the time it takes to drain, at the rate
+            backlog = max(0.0, self.busy_until - now) * (s.rate_mbps * 1e6 / 8)
+            if backlog > 0.0 and backlog + size > s.queue_bytes:
+                return None, "queue"
+            leave = max(now, self.tokens_at - s.bucket_bytes * 8 / (s.rate_mbps * 1e6))
+            self.tokens_at = max(self.tokens_at, leave) + size * 8 / (s.rate_mbps * 1e6)
+            depart = leave + size * 8 / (s.rate_mbps * 1e6)
+            self.busy_until = depart
+        elif s.rate_mbps:
             while self.in_queue and self.in_queue[0][0] <= now:
                 self.queued_bytes -= self.in_queue.popleft()[1]
             if self.queued_bytes + size > s.queue_bytes:
@@ -245,9 +260,10 @@ def write_config(spec, path):
             values = {"delay_ms": d.delay_ms, "loss": d.loss, "jitter_ms": d.jitter_ms,
                       "burst_p": d.burst_p, "burst_r": d.burst_r, "burst_loss": d.burst_loss,
                       "rate_mbps": d.rate_mbps or 0.0, "queue_bytes": d.queue_bytes,
+                      "bucket_bytes": d.bucket_bytes,
                       "rng_state": Rng.for_direction(spec.seed, name).state}
             for key, value in values.items():
-                integer = key in ("queue_bytes", "rng_state")
+                integer = key in ("queue_bytes", "bucket_bytes", "rng_state")
                 f.write(f"{name} {key} {int(value) if integer else repr(float(value))}\n")
             for rule in d.drop_segments:
                 seq, times, *which = rule

@@ -6,7 +6,7 @@ WhatIf's calibration, `spec` writes a lab experiment (tracekit.lab.experiment)
 of one factor, `arm`, whose two levels carry every setting of the source and
 of the target: the path (rtt_ms, rate_mbps, loss_down and its burstiness as a
 Gilbert-Elliott chain with the same P(lost | previous lost), loss_up,
-queue_bytes, jitter_ms, a tunnel with FEC or ARQ), the sender (congestion,
+queue_bytes, a token bucket's burst, jitter_ms, a tunnel with FEC or ARQ), the sender (congestion,
 initcwnd), the server's processing time, the connection (fresh, or
 persistent with its warm-up and slow start after idle) and the response's
 size (the group's median). `run` makes the runs (root; the arms interleaved
@@ -48,16 +48,6 @@ def spec(r, trials=4, requests=4, seed=1):
             "factors": {ARM: ["source", "target"]}, "levels": {ARM: arms}}
 
 
-def unmodelled(r):
-    """What the calibration of a WhatIf holds that the lab's path cannot
-    emulate and the emulation runs without (one line each)."""
-    if r.calibration.bucket_bytes:
-        return [f"the bottleneck's token bucket lets {r.calibration.bucket_bytes:.0f} bytes "
-                "through at once (bucket_bytes, --explain); the lab's path is a FIFO: "
-                "emulated without it"]
-    return []
-
-
 def _settings(s, measured, warm):
     """The lab settings of an engine Setting."""
     if s.pacing:
@@ -69,6 +59,8 @@ def _settings(s, measured, warm):
            "loss_down": s.loss, "loss_up": s.loss_up, "queue_bytes": int(s.queue),
            "jitter_ms": round(s.jitter * 1e3, 3), "congestion": s.cc,
            "initcwnd": int(s.initcwnd), "processing_ms": round(s.processing * 1e3, 3)}
+    if s.bucket:  # the lab's bottleneck as a token bucket (lab/wan.py)
+        out["bucket_bytes"] = int(round(s.bucket))
     if s.burst > 0 and s.loss > 0:
         # bad state loses all, leaves it with 1 - burst: P(lost | lost) = burst and
         # the stationary loss p / (p + r) = s.loss

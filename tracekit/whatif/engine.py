@@ -421,7 +421,7 @@ def _assume(cal, name, v):
     cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.queue_bytes = s.rtt, s.rate, s.loss, s.queue
     cal.congestion, cal.initcwnd, cal.pacing, cal.processing_s = (s.cc, s.initcwnd, s.pacing,
                                                                    s.processing)
-    cal.loss_up, cal.jitter_s = s.loss_up, s.jitter
+    cal.loss_up, cal.jitter_s, cal.bucket_bytes = s.loss_up, s.jitter, s.bucket
     if name == "rcv_window":
         cal.rcv_model = v == "client" and cal.rcv_window is not None
     cal.sources[name] = "assumed (--assume)"

@@ -11,6 +11,9 @@
                     run, warmed: see warmup)
     initcwnd        the server's initial window (segments)
     queue_bytes     the bottleneck's queue (bytes, drop-tail)
+    bucket_bytes    a token bucket at the bottleneck (as Linux's tbf): the
+                    bytes more than a packet it lets through at once after
+                    an idle; 0 a FIFO (read at a client capture: whatif)
     pacing          fq (the sender paces at 2x / 1.2x cwnd/srtt) or none
     jitter_ms       the round trip's spread: extra delay uniform in
                     [0, jitter/2) each way, never reordering (ms; the lab's)
@@ -38,7 +41,7 @@ from ..core.errors import TracekitError
 FACTORS = {
     "rtt_ms": float, "rate_mbps": float, "loss_down": float, "loss_up": float,
     "processing_ms": float, "congestion": str, "connection": str, "initcwnd": int,
-    "queue_bytes": float, "pacing": str, "jitter_ms": float, "warmup": int,
+    "queue_bytes": float, "bucket_bytes": float, "pacing": str, "jitter_ms": float, "warmup": int,
     "slow_start_after_idle": int, "rcv_window": str, "path": str,
 }
 ALIASES = {"bottleneck_mbps": "rate_mbps", "loss": "loss_down"}
@@ -55,7 +58,8 @@ CHOICES = {"congestion": ("cubic", "reno", "bbr"), "connection": ("fresh", "pers
            "path": PATHS}
 RANGES = {"loss_down": (0.0, 0.9), "loss_up": (0.0, 0.9), "rtt_ms": (0.01, 10_000.0),
           "rate_mbps": (0.01, 100_000.0), "processing_ms": (0.0, 1e6),
-          "initcwnd": (1, 10_000), "queue_bytes": (1500.0, 1e10), "jitter_ms": (0.0, 10_000.0),
+          "initcwnd": (1, 10_000), "queue_bytes": (1500.0, 1e10),
+          "bucket_bytes": (0.0, 1e10), "jitter_ms": (0.0, 10_000.0),
           "warmup": (0, 100), "slow_start_after_idle": (0, 1)}
 
 

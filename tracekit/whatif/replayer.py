@@ -77,6 +77,7 @@ def setting(cal, changes):
                 hystart=cal.hystart, bucket=cal.bucket_bytes)
     table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
              "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
+             "bucket_bytes": ("bucket", 1),
              "processing_ms": ("processing", 1e-3)}
     for k, v in changes.items():
         if k in table:
