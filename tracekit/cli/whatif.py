@@ -61,9 +61,10 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
     and, when the store holds runs at the target, their median, the
     measured saving and the error. Factors: rtt_ms, rate_mbps, loss_down,
     loss_up, processing_ms, congestion, connection, initcwnd, queue_bytes,
-    bucket_bytes, pacing, jitter_ms, warmup, slow_start_after_idle, rcv_window, path
-    (--set path=tunnel or tunnel-arq: the response through kcptun, with FEC
-    sized for the loss or ARQ alone; calibrated on direct runs). --emulate
+    bucket_bytes, pacing, jitter_ms, warmup, slow_start_after_idle,
+    rcv_window, path (--set path=tunnel or tunnel-arq: the response through
+    kcptun, with FEC sized for the loss or ARQ alone; calibrated on direct
+    runs). --emulate
     re-runs the calibrated path and workload in the lab with real kernel
     TCP, both ways, and prints the emulated saving beside the replay's.
     The replays run in one worker process per CPU (TRACEKIT_WORKERS=N says

@@ -76,8 +76,8 @@ from .wan import SERVER_ADDR, Direction, EmulatedPath, PathSpec
 WORKLOADS = ("tts", "asr", "agent", "streaming", "agent-tasks", "multiplexing")
 STREAM_PORT = 9100
 SOCKS_PORT = 1080
-PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "bucket_bytes", "jitter_ms",
-             "burst_p_down", "burst_r_down", "burst_loss_down"}
+PATH_KEYS = {"rtt_ms", "loss_down", "loss_up", "rate_mbps", "queue_bytes", "bucket_bytes",
+             "jitter_ms", "burst_p_down", "burst_r_down", "burst_loss_down"}
 SERVER_PORT = 9200
 SNAPLEN = 96  # IP + TCP with options (+ Ethernet on loopback): headers only
 PROTOCOLS = ("tcp", "tls", "h2", "h3")
@@ -148,8 +148,9 @@ def settings_of(spec, combo):
 
 def _path_spec(s, seed):
     half = float(s["rtt_ms"]) / 2
-    each_way = {"rate_mbps": s.get("rate_mbps"), "queue_bytes": int(s.get("queue_bytes", 256_000)),
-                "bucket_bytes": int(s.get("bucket_bytes", 0)), "jitter_ms": float(s.get("jitter_ms", 0)) / 2}
+    each_way = {"rate_mbps": s.get("rate_mbps"), "jitter_ms": float(s.get("jitter_ms", 0)) / 2,
+                "queue_bytes": int(s.get("queue_bytes", 256_000)),
+                "bucket_bytes": int(s.get("bucket_bytes", 0))}
     return PathSpec(up=Direction(delay_ms=half, loss=float(s.get("loss_up", 0)), **each_way),
                     down=Direction(delay_ms=half, loss=float(s.get("loss_down", 0)), **each_way,
                                    burst_p=float(s.get("burst_p_down", 0)),

@@ -34,8 +34,9 @@ otherwise the trace:
   one bandwidth-delay product x 0.4 (the lab's default of 256 kB on its
   50 Mbit/s x 100 ms path);
 - a token bucket's burst (bytes beyond a packet; tbf): at a client capture,
-  the median of the responses' leading segments that arrived back to back,
-  faster than the rate serialises them (whatif/pathrate.py); else 0, a FIFO;
+  per response the most of any of its flights (after a silence) that
+  arrived back to back, faster than the rate serialises it; the upper
+  quartile over the responses (whatif/pathrate.py); else 0, a FIFO;
 - congestion control: the server's `tcp_info` events (ssthresh never set
   after retransmissions in a quarter or more of the connections: a
   rate-based sender, BBR, since CUBIC and Reno set it at every recovery;

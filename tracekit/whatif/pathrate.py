@@ -169,8 +169,6 @@ def jitter(handshakes_s, labels, src, est):
     return 0.0
 
 
-
-
 def bucket(gaps, starts, rate, rtt, vantage, src, est):
     """Bytes a token bucket at the bottleneck (Linux's tbf, a policer's
     burst) lets through at once after an idle, beyond one packet: a FIFO
@@ -186,8 +184,11 @@ def bucket(gaps, starts, rate, rtt, vantage, src, est):
     the bucket, less where the flights were smaller or paced (BBR's warm
     responses), more where the path bunched a few after the bottleneck:
     the upper quartile over the responses of `TRAIN` segments or more (one
-    of them), where there are `MIN_TRAINS`; else 0 (a FIFO). Only where the capture is at the data's
-    receiver: a sender's own capture sees every burst back to back."""
+    of them), where there are `MIN_TRAINS`; else 0 (a FIFO). The replay
+    starts each response with the bucket full (an idle of bucket / rate
+    refills it; a response follows its request's round trip). Only where
+    the capture is at the data's receiver: a sender's own capture sees
+    every burst back to back."""
     if vantage != "client":
         src["bucket_bytes"] = "0: a FIFO (a sender's capture cannot see the bottleneck's burst)"
         return 0.0

@@ -148,7 +148,7 @@ class Transfer(ClientSide):
         self.marked, self.lost_out = [False] * n, 0  # marked lost, not yet delivered (lost_out)
         self.backoff, self.timer_gen = 0, 0
         self.q_free, self.prev_lost = 0.0, False
-        self.tokens_at = -1e9  # the bucket full again at this time (a full one at the start)
+        self.tokens_at = -1e9  # (a bucket) its tokens run this far ahead: full at the start
         self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
         self.rcv, self.rcv_cum, self.done = [False] * n, 0, None
