@@ -64,9 +64,9 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
     bucket_bytes, pacing, jitter_ms, warmup, slow_start_after_idle,
     rcv_window, path (--set path=tunnel or tunnel-arq: the response through
     kcptun, with FEC sized for the loss or ARQ alone; calibrated on direct
-    runs). --emulate
-    re-runs the calibrated path and workload in the lab with real kernel
-    TCP, both ways, and prints the emulated saving beside the replay's.
+    runs). --emulate re-runs the calibrated path and workload in the lab
+    with real kernel TCP, both ways, and prints the emulated saving beside
+    the replay's.
     The replays run in one worker process per CPU (TRACEKIT_WORKERS=N says
     how many; 1: none) and give the same numbers as one process.
 

@@ -92,10 +92,11 @@ static int admit(link_t *l, double now, int size, double *arrival)
         /* a token bucket: a packet leaves once the bucket holds its tokens */
         double backlog = (l->busy_until - now > 0.0 ? l->busy_until - now : 0.0) * (l->rate_mbps * 1e6 / 8);
         if (backlog > 0.0 && backlog + size > l->queue_bytes) return QUEUE;
+        double serialise = (double)(size * 8) / (l->rate_mbps * 1e6);
         double full = l->tokens_at - (double)(l->bucket_bytes * 8) / (l->rate_mbps * 1e6);
         double leave = now > full ? now : full;
-        l->tokens_at = (l->tokens_at > leave ? l->tokens_at : leave) + (double)(size * 8) / (l->rate_mbps * 1e6);
-        depart = leave + (double)(size * 8) / (l->rate_mbps * 1e6);
+        l->tokens_at = (l->tokens_at > leave ? l->tokens_at : leave) + serialise;
+        depart = leave + serialise;
         l->busy_until = depart;
     } else if (l->rate_mbps != 0.0) {
         while (l->q_len && l->q_depart[l->q_head] <= now) {

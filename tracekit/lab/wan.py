@@ -180,9 +180,10 @@ class Link:
             backlog = max(0.0, self.busy_until - now) * (s.rate_mbps * 1e6 / 8)
             if backlog > 0.0 and backlog + size > s.queue_bytes:
                 return None, "queue"
+            serialise = size * 8 / (s.rate_mbps * 1e6)
             leave = max(now, self.tokens_at - s.bucket_bytes * 8 / (s.rate_mbps * 1e6))
-            self.tokens_at = max(self.tokens_at, leave) + size * 8 / (s.rate_mbps * 1e6)
-            depart = leave + size * 8 / (s.rate_mbps * 1e6)
+            self.tokens_at = max(self.tokens_at, leave) + serialise
+            depart = leave + serialise
             self.busy_until = depart
         elif s.rate_mbps:
             while self.in_queue and self.in_queue[0][0] <= now:

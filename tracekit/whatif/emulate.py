@@ -6,10 +6,10 @@ WhatIf's calibration, `spec` writes a lab experiment (tracekit.lab.experiment)
 of one factor, `arm`, whose two levels carry every setting of the source and
 of the target: the path (rtt_ms, rate_mbps, loss_down and its burstiness as a
 Gilbert-Elliott chain with the same P(lost | previous lost), loss_up,
-queue_bytes, a token bucket's burst, jitter_ms, a tunnel with FEC or ARQ), the sender (congestion,
-initcwnd), the server's processing time, the connection (fresh, or
-persistent with its warm-up and slow start after idle) and the response's
-size (the group's median). `run` makes the runs (root; the arms interleaved
+queue_bytes, a token bucket's burst, jitter_ms, a tunnel with FEC or ARQ),
+the sender (congestion, initcwnd), the server's processing time, the
+connection (fresh, or persistent with its warm-up and slow start after
+idle) and the response's size (the group's median). `run` makes the runs (root; the arms interleaved
 round by round, reversed every other round), ingests them into a store of
 their own and analyses it; `Emulation` sets the emulated saving, with its
 bootstrap interval, beside the replay's: where the two agree, the replay

@@ -45,25 +45,24 @@ acks AS (  -- consecutive ACKs of the direction's data, neither SACK-y
     WHERE p.side = 'acks'
 ),
 
-early AS (  -- the fastest 5 consecutive of the direction's first 10 full-sized segments
-            -- (a fresh connection's initial window, sent back to back), over their span
+ten AS (  -- the direction's first 10 full-sized segments, each with its pair's rate
+    SELECT e.*, ip_bytes * 8e9 / nullif(ts_ns - lag(ts_ns) OVER (
+               PARTITION BY capture_id, flow_id, direction ORDER BY k), 0) AS pair_bps
+    FROM _bn_early e JOIN mss m USING (capture_id, flow_id, direction)
+    WHERE k <= 10
+),
+
+early AS (  -- the fastest 5 consecutive of them (a fresh connection's initial window,
+            -- sent back to back), over their span
     SELECT capture_id, flow_id, direction, max(early_bps) AS early_bps
     FROM (SELECT capture_id, flow_id, direction, k,
               (sum(ip_bytes) OVER w - ip_bytes) * 8e9
                   / nullif(ts_ns - first_value(ts_ns) OVER w, 0) AS early_bps,
               count(*) OVER w AS n
-          FROM (SELECT e.* FROM _bn_early e JOIN mss m USING (capture_id, flow_id, direction))
-          WHERE k <= 10
+          FROM ten
           WINDOW w AS (PARTITION BY capture_id, flow_id, direction ORDER BY k
                        ROWS BETWEEN 4 PRECEDING AND CURRENT ROW))
     WHERE n = 5 GROUP BY ALL
-),
-
-head AS (  -- the rate of each pair of the direction's first 10 full-sized segments
-    SELECT capture_id, flow_id, direction,
-        ip_bytes * 8e9 / nullif(ts_ns - lag(ts_ns) OVER (PARTITION BY capture_id, flow_id, direction
-                                                         ORDER BY k), 0) AS pair_bps
-    FROM _bn_early WHERE k <= 10
 ),
 
 pairs AS (  -- a pair's rate: the second's bytes / its gap, in bins of 5 %
@@ -119,7 +118,7 @@ estimate AS (  -- the slowest well-supported side of each flow direction
 
 spaced AS (  -- pairs of those first 10 that the path spaced at the mode (within 10 %)
     SELECT f.capture_id, f.flow_id, f.direction, count(*) AS at_mode
-    FROM estimate f JOIN head h USING (capture_id, flow_id, direction)
+    FROM estimate f JOIN ten h USING (capture_id, flow_id, direction)
     WHERE h.pair_bps BETWEEN 0.9 * f.rate_bps AND 1.1 * f.rate_bps
     GROUP BY ALL
 )
