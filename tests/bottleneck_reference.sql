@@ -162,13 +162,14 @@ chosen AS (  -- the side the capture point can read (rtt_summary's vantage)
                WHERE capture_id BETWEEN $first AND $last GROUP BY ALL) v USING (capture_id, flow_id)
 ),
 
-estimate AS (  -- the slowest well-supported side of each flow direction
-    SELECT capture_id, flow_id, direction, arg_min(side, rate_bps) AS side,
-        arg_min(pairs, rate_bps) AS pairs, arg_min(modal_pairs, rate_bps) AS modal_pairs,
-        round(min(rate_bps))::BIGINT AS rate_bps, round(arg_min(p25_bps, rate_bps))::BIGINT AS p25_bps,
-        round(arg_min(p75_bps, rate_bps))::BIGINT AS p75_bps,
-        round(arg_min(confidence, rate_bps), 3) AS confidence
-    FROM chosen WHERE readable GROUP BY ALL
+estimate AS (  -- the slowest well-supported side of each flow direction (of two
+                -- alike, the ACKs': `key` orders them, not the order they are read in)
+    SELECT capture_id, flow_id, direction, arg_min(side, key) AS side,
+        arg_min(pairs, key) AS pairs, arg_min(modal_pairs, key) AS modal_pairs,
+        round(min(rate_bps))::BIGINT AS rate_bps, round(arg_min(p25_bps, key))::BIGINT AS p25_bps,
+        round(arg_min(p75_bps, key))::BIGINT AS p75_bps,
+        round(arg_min(confidence, key), 3) AS confidence
+    FROM (SELECT *, (rate_bps, side) AS key FROM chosen WHERE readable) GROUP BY ALL
 ),
 
 bucket AS (  -- 3 or more of those gaps at the mode's rate: a token bucket's burst, then its rate
