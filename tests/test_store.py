@@ -313,6 +313,26 @@ def test_a_duckdb_file_of_another_program_is_refused_before_writing(tmp_path):
                      ).fetchall() == [(0,)]
 
 
+def test_a_file_duckdb_would_name_store_is_refused_before_it_is_made(tmp_path):
+    """DuckDB names a database after its file up to the first dot; named `store`, every
+    `store.packets` of the views was ambiguous: `tracekit ingest --db store.duckdb` ended in
+    "internal error: BinderException". Now one line naming the file, and no file left."""
+    from tracekit.core.errors import StoreError
+
+    capture = write(tmp_path, "c.pcap", pcap_bytes(frames(tcp(C, S, 40000, 80, "S"))))
+    for name in ("store.duckdb", "Store.db", "store"):
+        result = CliRunner().invoke(main, ["ingest", "--db", str(tmp_path / name), str(capture)])
+        assert result.exit_code != 0
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and name in lines[0] and "choose another name" in lines[0], lines
+        assert "internal error" not in result.output
+        assert not (tmp_path / name).exists()
+    with pytest.raises(StoreError, match="choose another name"):
+        connect(tmp_path / "store.duckdb", read_only=True)
+    connect(tmp_path / "my-store.duckdb").close()  # (only the name itself is DuckDB's trouble)
+    connect(tmp_path / "store-a.duckdb").close()
+
+
 def test_extensions_are_never_fetched():
     from tracekit.store.db import connect
     con = connect(":memory:")

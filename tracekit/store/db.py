@@ -72,6 +72,7 @@ def connect(path=None, read_only=False):
                              f"not by this command; `tracekit import {path}` makes a DuckDB "
                              f"store of it")
         return open_dataset(path)
+    _check_name(path)
     exists = os.path.exists(path)
     if read_only == "auto":
         read_only = exists and not (os.access(path, os.W_OK)
@@ -127,6 +128,18 @@ def open_dataset(path):
     con.execute(f"SET memory_limit = '{os.environ.get('TRACEKIT_MEMORY_LIMIT', MEMORY_LIMIT)}'")
     open_views(con, path)
     return con
+
+
+def _check_name(path):
+    """Refuse a file DuckDB would name `store`: a database is named after its
+    file (up to its first dot), and a catalog named as tracekit's schema
+    `store` makes every `store.<table>` in the views ambiguous to DuckDB, in
+    tracekit and in any other client."""
+    catalog = os.path.basename(path).split(".")[0]
+    if catalog.lower() == "store":
+        raise StoreError(f"{path}: DuckDB names a database after its file, and '{catalog}' is "
+                         f"the schema tracekit keeps its rows in (store.packets...): DuckDB could "
+                         f"not tell the two apart; choose another name (e.g. traces.duckdb)")
 
 
 def _check_kind(path):
