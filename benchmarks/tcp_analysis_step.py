@@ -66,6 +66,9 @@ elif mode.startswith("drop:"):
     con.execute("DROP VIEW tcp_analysis; DROP TABLE store.tcp_analysis")
     con.execute("CREATE TABLE store.tcp_analysis ("
                 + ", ".join(f"{c.name} {c.sql}" for c in sq.DENSE) + ")")
+if mode.startswith("set:"):
+    name, value = mode[4:].split("=")
+    con.execute(f"SET {name} = '{value}'")
 prefer_compiled(10 ** 9)
 step = an.CodeStep(sq)
 c0 = time.process_time()
