@@ -9,7 +9,9 @@ of them is forked from a large parent):
 1. DuckDB's append per column, by content: 245,760 rows (two row groups) of
    20 BIGINT columns that are random, all NULL or all 0, and of 20
    `UINTEGER[]` columns all NULL, appended from Arrow into a new file by one
-   thread and checkpointed; milliseconds per column (best of 3). And three
+   thread and checkpointed; milliseconds per column (best of 3); and
+   MAP(UTINYINT, BIGINT) columns (the rare fields packed as one: on 5 %
+   of the rows with 4 entries, on every row with 1 or 5). And three
    ways of adding 20 NULL columns to 20 random ones (Arrow NULLs, the
    columns left to their default, NULL in the SELECT): what each NULL
    column adds. Whether a column holds anything barely changes its cost.
@@ -71,6 +73,17 @@ def append_costs(rows=2 * 122_880, width=20):
         "UINTEGER[], all NULL": (pa.table({f"c{i}": pa.nulls(rows, pa.list_(pa.uint32()))
                                            for i in range(width)}), "UINTEGER[]"),
     }
+    for share, entries in ((0.05, 4), (1.0, 1), (1.0, 5)):  # the rare fields as one MAP
+        has = rng.random(rows) < share
+        offsets = np.zeros(rows + 1, np.int32)
+        np.cumsum(np.where(has, entries, 0), out=offsets[1:])
+        valid = pa.py_buffer(np.packbits(np.append(has, True), bitorder="little"))
+        maps = pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), rows + 1, [valid, pa.py_buffer(offsets)]),
+            pa.array(np.tile(np.arange(entries, dtype=np.uint8), int(has.sum()))),
+            pa.array(rng.integers(0, 1 << 32, int(offsets[-1]))))
+        tables[f"MAP(UTINYINT, BIGINT), {share:.0%} of rows, {entries} entries"] = (
+            pa.table({f"c{i}": maps for i in range(width)}), "MAP(UTINYINT, BIGINT)")
     out = {}
     work = tempfile.mkdtemp(prefix="packets_columns-")
     try:
