@@ -26,6 +26,7 @@ reads jitter from that range (robust to a stray slow handshake) where
 there are `MIN_HANDSHAKES` or more; fewer: 0, said so.
 """
 
+import heapq
 import math
 
 import numpy as np
@@ -55,7 +56,13 @@ def label_float(labels, name, default):
 
 
 def trains(gaps, mss):
-    """Median spacing (s) and length (segments) of each train of full-sized segments."""
+    """Median spacing (s) and length (segments) of each train of full-sized segments.
+
+    A train grows while the next gap is within 10 % of the median of the
+    train's gaps so far; that median is kept by two heaps as the train
+    grows (a median of the whole prefix at each step made a bulk transfer's
+    one long train quadratic: 16,000 segments took 2.6 s, a 90 MB download
+    minutes)."""
     out = []
     for ts, size in gaps.values():
         full = size >= mss
@@ -66,14 +73,32 @@ def trains(gaps, mss):
             if not ok[i]:
                 i += 1
                 continue
-            j = i
-            while j + 1 < len(d) and ok[j + 1] and abs(d[j + 1] - np.median(d[i:j + 1])) <= \
-                    0.1 * np.median(d[i:j + 1]):
-                j += 1
+            j = _grow(d, ok, i)
             if j - i + 1 >= TRAIN:
                 out.append((float(np.median(d[i:j + 1])), j - i + 2))
             i = j + 1
     return out
+
+
+def _grow(d, ok, i):
+    """The last gap of the train that starts at gap i (see `trains`)."""
+    low, high = [-float(d[i])], []  # max-heap (negated) of the lower half, min-heap of the upper
+    j = i
+    while j + 1 < len(d) and ok[j + 1]:
+        median = -low[0] if len(low) > len(high) else (-low[0] + high[0]) / 2
+        nxt = float(d[j + 1])
+        if abs(nxt - median) > 0.1 * median:
+            break
+        if nxt <= -low[0]:
+            heapq.heappush(low, -nxt)
+        else:
+            heapq.heappush(high, nxt)
+        if len(low) > len(high) + 1:
+            heapq.heappush(high, -heapq.heappop(low))
+        elif len(high) > len(low):
+            heapq.heappush(low, -heapq.heappop(high))
+        j += 1
+    return j
 
 
 def rate_floor(gaps, rtt, spread, rate=None):
