@@ -107,3 +107,24 @@ def test_a_replay_asked_again_is_the_one_kept(monkeypatch):
     cal.sources["rtt_ms"] = "a note"
     replayer.replay(cal, s, draws=24, seed=12)
     assert len(ran) == 5
+
+
+def test_progress_counts_every_transfer_replayed_in_one_process_or_many(monkeypatch):
+    """`tracekit whatif` shows the replays' progress (a bulk response's replay
+    is minutes): the hook hears of every transfer once, whether the draws
+    ran here or in the workers -- 100 draws of a fresh request and of a
+    warm-up and two requests on one connection: 400."""
+    cal = _calibration()
+    s = replayer.setting(cal, {})
+    heard = []
+    workers.on_progress(heard.append)
+    try:
+        for n in ("1", "2"):
+            heard.clear()
+            replayer._KEPT.clear()  # (replayed, not found kept by a test before)
+            monkeypatch.setattr(replayer, "KEEP", 0)
+            monkeypatch.setenv("TRACEKIT_WORKERS", n)
+            replayer.replay(cal, s, draws=300, seed=7)
+            assert len(heard) > 1 and abs(sum(heard) - 400) < 1e-6, (n, heard)
+    finally:
+        workers.on_progress(None)
