@@ -8,6 +8,7 @@ Exit statuses: the EXIT_ constants below (the table in docs/guide.md, "Exit
 statuses"; tests/test_exit_codes.py runs each).
 """
 
+import contextlib
 import errno
 import functools
 import os
@@ -283,6 +284,39 @@ def eta_text(seconds_so_far, done, total):
     if left < 120:
         return f", about {left:,.0f} s left"
     return f", about {left / 60:,.0f} min left" if left < 7200 else f", about {left / 3600:,.1f} h left"
+
+
+@contextlib.contextmanager
+def replay_progress():
+    """The replays' progress on stderr: on a terminal a line rewritten after
+    1 s (transfers replayed so far), with -v a line every 10 s, with -q or
+    off a terminal nothing. A replay of a bulk response is minutes."""
+    from ..presentation.whatif import on_replay
+    rewrite, verbose = live(), verbosity() > 0
+    if not rewrite and not verbose:
+        yield
+        return
+    started = time.monotonic()
+    state = {"done": 0.0, "shown": False, "said": started}
+
+    def tick(transfers):
+        state["done"] += transfers
+        now = time.monotonic()
+        text = f"whatif: {state['done']:,.0f} transfers replayed ({now - started:,.0f} s in)"
+        if verbose:
+            if now - state["said"] >= 10.0:
+                click.echo(text, err=True)
+                state["said"] = now
+        elif now - started > 1.0:
+            click.echo("\r" + text + " " * 10, err=True, nl=False)
+            state["shown"] = True
+    on_replay(tick)
+    try:
+        yield
+    finally:
+        on_replay(None)
+        if state["shown"]:
+            click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
 
 
 class Progress:

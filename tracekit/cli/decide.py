@@ -12,6 +12,7 @@ from .common import (
     handle_errors,
     parse_labels,
     plural,
+    replay_progress,
 )
 
 
@@ -56,7 +57,7 @@ def ablation(compare, by, levels, top_spans, where, predict, db, fmt):
     """
     from ..presentation.table import ablation_rows
     spans = None if predict is None else tuple(x for x in predict.split(",") if x)
-    with api.open(db, read_only=True) as store:  # (comparisons checks it is analysed)
+    with api.open(db, read_only=True) as store, replay_progress():  # (comparisons: analysed)
         results = store.comparisons(compare, by, levels.split(",") if levels else None,
                                     parse_labels(where), spans)
     if predict is not None and not any(c.prediction for c in results):

@@ -1,13 +1,12 @@
 """Commands that predict from a calibrated replay: whatif, interactions."""
 
-import contextlib
 import time
 
 import click
 
 from .. import api
-from .common import (CONTEXT, db_option, emit, format_option, handle_errors, live, parse_labels,
-                     verbosity)
+from .common import (CONTEXT, db_option, emit, format_option, handle_errors, parse_labels,
+                     replay_progress)
 
 
 def _pairs(items, option):
@@ -127,35 +126,3 @@ def interactions(where, source, target, db, fmt):
 
 COMMANDS = [whatif, interactions]
 
-
-@contextlib.contextmanager
-def replay_progress():
-    """The replays' progress on stderr: on a terminal a line rewritten after
-    1 s (transfers replayed so far), with -v a line every 10 s, with -q or
-    off a terminal nothing. A replay of a bulk response is minutes."""
-    from ..whatif import workers
-    rewrite, verbose = live(), verbosity() > 0
-    if not rewrite and not verbose:
-        yield
-        return
-    started = time.monotonic()
-    state = {"done": 0.0, "shown": False, "said": started}
-
-    def tick(transfers):
-        state["done"] += transfers
-        now = time.monotonic()
-        text = f"whatif: {state['done']:,.0f} transfers replayed ({now - started:,.0f} s in)"
-        if verbose:
-            if now - state["said"] >= 10.0:
-                click.echo(text, err=True)
-                state["said"] = now
-        elif now - started > 1.0:
-            click.echo("\r" + text + " " * 10, err=True, nl=False)
-            state["shown"] = True
-    workers.on_progress(tick)
-    try:
-        yield
-    finally:
-        workers.on_progress(None)
-        if state["shown"]:
-            click.echo("\r" + " " * 80 + "\r", err=True, nl=False)

@@ -9,6 +9,7 @@ from ..core.errors import TracekitError
 from ..whatif.engine import explain, whatif
 from ..whatif.replayer import DRAWS
 from ..whatif.factors import as_labels, describe
+from ..whatif.workers import on_progress as on_replay  # noqa: F401 (the CLI's progress line)
 
 
 def groups(con, where, by):
