@@ -333,7 +333,9 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=(), held=
     longest = max((n for _, n in pathrate.trains(gaps, mss)), default=0) * (mss + WIRE_HEADER)
     if held:  # the queue held this long a wait without a drop: it is at least this deep
         est["queue_held_ms"] = held * 1e3
-    est["queue_lower_bytes"] = max(longest, held * rate)
+    # the guess's basis, not a bound: a train under ACK clocking outlasts the queue
+    # (a 50 Mbit/s tbf whose limit is 202 kB: a 1.36 MB train, docs/whatif.md)
+    est["queue_basis_bytes"] = max(longest, held * rate)
     if "queue_bytes" in labels:
         src["queue_bytes"] = "label queue_bytes"
         return label_float(labels, "queue_bytes", 0.0)
@@ -349,13 +351,13 @@ def _queue(gaps, mss, rate, rtt, labels, src, est, overflows=(), waits=(), held=
                         "the queue overflowed (a run of lost segments)")
         return float(min(overflows)) * (mss + WIRE_HEADER)
     src["queue_bytes"] = QUEUE_GUESS
-    return queue_guess(est["queue_lower_bytes"], rate, rtt)
+    return queue_guess(est["queue_basis_bytes"], rate, rtt)
 
 
-def queue_guess(lower, rate, rtt):
-    """QUEUE_GUESS (bytes): what the trace shows the queue to be at least
-    (`lower`: the longest train, the longest wait x the rate), at least 0.4 BDP."""
-    return max(float(lower), 0.4 * rate * rtt)
+def queue_guess(basis, rate, rtt):
+    """QUEUE_GUESS (bytes): the longest train or the longest wait x the rate
+    (`basis`, whichever is more; only the wait is a bound), at least 0.4 BDP."""
+    return max(float(basis), 0.4 * rate * rtt)
 
 
 def _congestion(con, df, gaps, rtt, rate, mss, labels, src):

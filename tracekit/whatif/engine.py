@@ -329,7 +329,7 @@ def _loss_reading(cal, measured, draws, seed, replayed=None):
     if first < REFUTED * m or any(cal.sources.get(k, "").startswith(stated)
                                   for k in ("loss_down", "queue_bytes")):
         return cal, replayed
-    queue = queue_guess(cal.estimates.get("queue_lower_bytes", 0.0), cal.rate_Bps, cal.rtt_s)
+    queue = queue_guess(cal.estimates.get("queue_basis_bytes", 0.0), cal.rate_Bps, cal.rtt_s)
     if cal.loss_down <= 0 and queue == cal.queue_bytes:
         return cal, replayed
     other = _replace(cal, loss_down=0.0, burst=0.0, queue_bytes=queue, sources=dict(cal.sources))
