@@ -14,7 +14,9 @@ building Arrow, the writer thread's appends). Modes:
 - `nodense`: all but `store.tcp_analysis` appended (flights, exchanges, events);
 - `drop:COL,COL`: `store.tcp_analysis` without those columns (what writing
   them costs: an upper bound of what moving them out of the table saves, since
-  the view would then have to get them elsewhere, on every read).
+  the view would then have to get them elsewhere, on every read);
+- `set:NAME=VALUE`: the step as it is under a DuckDB setting (e.g.
+  `set:force_compression=uncompressed`: what choosing a compression costs).
 
 Modes alternate round by round. On the 2.86 M-packet mixed capture (#31):
 full 5.8-5.9 CPU s, nowrite ~2.0, without the 5 columns that copy `packets`
