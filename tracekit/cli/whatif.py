@@ -76,7 +76,8 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
       tracekit whatif --where experiment=counterfactual --from loss_down=0.05 --set loss_down=0 --by connection --draws 100
     """
     from ..presentation.whatif import emulation_rows, explain_rows, rows
-    with api.open(db, read_only=True) as store, replay_progress():  # (whatif checks the store is analysed)
+    # (whatif checks the store is analysed)
+    with api.open(db, read_only=True) as store, replay_progress():
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
                                _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
     if explain:
@@ -125,4 +126,3 @@ def interactions(where, source, target, db, fmt):
 
 
 COMMANDS = [whatif, interactions]
-

@@ -61,8 +61,8 @@ def trains(gaps, mss):
     A train grows while the next gap is within 10 % of the median of the
     train's gaps so far; that median is kept by two heaps as the train
     grows (a median of the whole prefix at each step made a bulk transfer's
-    one long train quadratic: 16,000 segments took 2.6 s, a 90 MB download
-    minutes)."""
+    one long train quadratic: 16,000 segments took 2.6 s, 160,000 -- a
+    230 MB download -- minutes)."""
     out = []
     for ts, size in gaps.values():
         full = size >= mss
