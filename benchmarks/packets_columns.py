@@ -58,8 +58,7 @@ main(prog_name="tracekit")
 
 def append_costs(rows=2 * 122_880, width=20):
     """{content: ms per column} of appending `rows` rows."""
-    import duckdb  # (imported here: a child forked from a large parent counts its pages)
-    import numpy as np
+    import numpy as np  # (imported here: a child forked from a large parent counts its pages)
     import pyarrow as pa
 
     rng = np.random.default_rng(31)
@@ -89,21 +88,8 @@ def append_costs(rows=2 * 122_880, width=20):
     try:
         out.update(_null_ways(work, rows, width, rng))
         for name, (table, sql_type) in tables.items():
-            best = float("inf")
-            for _ in range(3):
-                path = os.path.join(work, "a.duckdb")
-                con = duckdb.connect(path)
-                con.execute("SET threads = 1; SET preserve_insertion_order = false")
-                con.execute("CREATE TABLE t (" + ", ".join(f"c{i} {sql_type}"
-                                                          for i in range(width)) + ")")
-                con.register("rows_in", table)
-                started = time.perf_counter()
-                con.execute("INSERT INTO t SELECT * FROM rows_in")
-                con.execute("CHECKPOINT")
-                best = min(best, time.perf_counter() - started)
-                con.close()
-                os.remove(path)
-            out[name] = best * 1e3 / width
+            columns = [f"c{i} {sql_type}" for i in range(width)]
+            out[name] = _best_append(work, columns, table) * 1e3 / width
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -113,7 +99,6 @@ def _null_ways(work, rows, width, rng):
     """{way: ms per NULL column}: `width` random BIGINT columns appended with
     `width` more that are NULL, given as Arrow NULLs, left to their default
     or written as NULL in the SELECT, less the random columns alone."""
-    import duckdb
     import pyarrow as pa
 
     dense = {f"d{i}": rng.integers(0, 1 << 40, rows) for i in range(width)}
@@ -128,23 +113,31 @@ def _null_ways(work, rows, width, rng):
         "BIGINT, NULL in the SELECT": (pa.table(dense), width, "INSERT INTO t SELECT *, "
                                        + ", ".join(["NULL::BIGINT"] * width) + " FROM rows_in"),
     }
-    best = {}
-    for way, (table, extra, sql) in ways.items():
-        best[way] = float("inf")
-        for _ in range(3):
-            path = os.path.join(work, "n.duckdb")
-            con = duckdb.connect(path)
-            con.execute("SET threads = 1; SET preserve_insertion_order = false")
-            con.execute("CREATE TABLE t (" + ", ".join([f"{c} BIGINT" for c in dense] + [
-                f"n{i} BIGINT" for i in range(extra)]) + ")")
-            con.register("rows_in", table)
-            started = time.perf_counter()
-            con.execute(sql)
-            con.execute("CHECKPOINT")
-            best[way] = min(best[way], time.perf_counter() - started)
-            con.close()
-            os.remove(path)
+    best = {way: _best_append(work, [f"{c} BIGINT" for c in dense]
+                              + [f"n{i} BIGINT" for i in range(extra)], table, sql)
+            for way, (table, extra, sql) in ways.items()}
     return {way: (t - best["alone"]) * 1e3 / width for way, t in best.items() if way != "alone"}
+
+
+def _best_append(work, columns, table, sql="INSERT INTO t SELECT * FROM rows_in"):
+    """Seconds (best of 3) to append Arrow `table` by `sql` into a new file's
+    table t (`columns`: its column definitions), one thread, checkpointed."""
+    import duckdb
+
+    best = float("inf")
+    for _ in range(3):
+        path = os.path.join(work, "a.duckdb")
+        con = duckdb.connect(path)
+        con.execute("SET threads = 1; SET preserve_insertion_order = false")
+        con.execute(f"CREATE TABLE t ({', '.join(columns)})")
+        con.register("rows_in", table)
+        started = time.perf_counter()
+        con.execute(sql)
+        con.execute("CHECKPOINT")
+        best = min(best, time.perf_counter() - started)
+        con.close()
+        os.remove(path)
+    return best
 
 
 def read_costs(store):
