@@ -200,14 +200,19 @@ def test_suite_on_the_committed_counterfactual_runs(suite):
     assert r.within and abs(r.saving - r.measured_saving) < 0.02
     for *_, r in results:
         assert np.isfinite(r.saving) and r.measured_saving is not None
+        # the lab's lossy path drops at random only (its drop logs): none read as the queue's
+        assert r.calibration.estimates["queue_drops"] == 0
 
 
 # What the engine achieves on these runs (9 requests a cell) at 300 draws and the
-# engine's seed: 6 of 8, 5.4 %. At 60 draws the Monte Carlo alone moved it from 4
+# engine's seed: 6 of 8, 7.2 % -- 5.4 % until the 5 % groups' runs of three lost
+# segments were judged by their witnesses (the queue never filled: the drop logs
+# name every drop random; read so, two warm cells moved from 1.2 and 25.1 ms off
+# to 14.4 and 38.1, both within; docs/whatif.md, "Bursts judged by their witness"). At 60 draws the Monte Carlo alone moved it from 4
 # to 8 of 8 over seeds 26-29 (the seventh round's 8 of 8, 1.8 % was seed 26's
 # luck); at 300 the seeds give 6, 6, 6, 5 (5.4-7.5 %), the tree before the
 # eighth round 7, 6, 6, 6 (5.0-6.9 %). docs/whatif.md, eighth round.
-SUITE_DRAWS, WITHIN, MEDIAN_ERROR = 300, 6, 0.06
+SUITE_DRAWS, WITHIN, MEDIAN_ERROR = 300, 6, 0.075
 
 
 def test_the_command_prints_and_refuses_in_one_line(suite):
@@ -1036,7 +1041,8 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         measured = float(np.median(r.measured_source) - np.median(r.measured_target))
         assert measured == pytest.approx(-0.448, abs=0.005)
         assert abs(r.saving - measured) <= max(0.1 * abs(measured), 0.010)
-        monkeypatch.setattr(queueing, "overflowed", lambda reading: ({}, []))
+        # without the stamps' reading: the runs of drops alone
+        monkeypatch.setattr(queueing, "read", lambda *a, **k: {})
         (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
         assert r.calibration.loss_down > 0.01 and r.calibration.queue_bytes > 200_000
         assert abs(r.saving - measured) > 0.1 * abs(measured)
@@ -1088,6 +1094,66 @@ def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues
     assert len(logged) == 97 and len(seen) == 95 and seen <= logged
     assert read == seen
     assert all(0.038 < w < 0.042 for w in waits)
+
+
+def _logged(name, reason):
+    """{(client port, raw seq)} the delay line logged with this cause."""
+    path = os.path.join(ROOT, "tests", "data", "whatif", "delay-line", f"drops-{name}.jsonl")
+    with open(path) as f:
+        return {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == reason}
+
+
+def test_a_burst_of_random_loss_is_not_taken_for_the_queue(tmp_path, monkeypatch):
+    """Ground truth drop by drop, loss in bursts (tests/data/whatif/delay-line,
+    set 18: a Gilbert-Elliott channel before a 70 kB queue, CUBIC at 100 ms,
+    six responses on one connection; the log names each drop's cause): the
+    69 drops of warm windows overflowing the queue are read as the queue's,
+    the other 23 segments the bursts took as random loss -- 13 of them in
+    runs of three or more, which a rule by runs alone took for the queue's
+    (set 18 read 0.44-0.90 % of random loss against 1.3-2.1 % logged,
+    docs/whatif.md). Where the sender's stamps time the flow, the segment
+    before a run says whether the queue was full."""
+    from tracekit.whatif import losses, queueing
+    name = "g1-rtt100-ge-persistent-1"
+    s, raw = _one_capture(tmp_path, f"c-{name}")
+    flows = [(1, f) for f in raw]
+
+    def read(reading):
+        est = {}
+        losses.read(s.con, flows, {}, {}, est, {k: v[1] for k, v in reading.items()},
+                    {k: v[3] for k, v in reading.items()}, reading.keys())
+        return est
+
+    with s:
+        reading = queueing.read(s.con, {k: "client" for k in flows})
+        (largest, full, lost, share, events), = reading.values()
+        queue, burst = _logged(name, "queue"), _logged(name, "burst")
+        assert len(queue) == 69 and len(burst) == 24
+        assert _raw(raw, {k: lost for k in reading}) == queue | burst
+        assert _raw(raw, {k: full for k in reading}) == queue
+        # three warm windows overflowed, eleven bursts: one witness each
+        assert events == (14, 3) and share < 0.05
+        est = read(reading)
+        # (one segment lost at the queue, and its first retransmission in a burst)
+        assert len(queue & burst) == 1
+        assert est["queue_drops"] == 69 and est["loss_segments"] == 23
+        monkeypatch.setattr(losses, "RUNS_BY_WITNESS", False)
+        assert read(reading)["queue_drops"] == 69 + 13
+
+
+def test_a_full_queue_is_tested_by_loss_event_not_by_segment():
+    """A run of drops has one witness: eight segments lost behind one
+    segment that waited at the top of the queue are one event at a full
+    queue, not eight. Three flows, each with one such run and three single
+    losses elsewhere, where a fifth of the segments arrived at a full queue:
+    3 events of 12 at a full queue is what random loss does (2.4 expected);
+    24 segments of 33 would be one chance in billions."""
+    from tracekit.whatif import queueing
+    reading = {(1, f): (0.04, set(range(8)), set(range(8)) | {100, 200, 300}, 0.2, (4, 1))
+               for f in range(3)}
+    assert queueing.overflowed(reading) == ({}, [])
+    by_segment = queueing._tail(33, 0.2, 24)
+    assert by_segment < 1e-9
 
 
 @pytest.mark.parametrize("name, dropped, plateau, chain", [

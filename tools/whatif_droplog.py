@@ -125,8 +125,10 @@ def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
     for i, (fl, ns, _) in enumerate(reqs):
         kernel[f"{name}/{i}"] = ns / 1e9
         by_flow[fl].append(f"{name}/{i}")
+    # the path's own losses: random, or a Gilbert-Elliott chain's ("burst", set 18)
     logged = sorted((x for x in _jsonl(os.path.join(folder, f"drops-{name}.jsonl"))
-                     if x["reason"] == "random" and x["payload_len"]), key=lambda x: x["time"])
+                     if x["reason"] in ("random", "burst") and x["payload_len"]),
+                    key=lambda x: x["time"])
     connections = []
     for fl, port, isn in flows:
         count, drops = collections.Counter(), []
@@ -138,6 +140,19 @@ def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
     return {"run": name, "cc": cc, "connection": name.split("-")[-2], "rtt": rtt_ms / 1e3,
             "jitter": 0.0, "rate": rate_mbps * 1e6 / 8, "queue": queue, "size": reqs[0][2],
             "connections": connections, "kernel": kernel}
+
+
+def _delay_line_runs(folder, tag, rtt, mode):
+    """The runs' names as make.py (TAG) or make_ge.py (TAG/LEVEL, e.g. g1/ge)
+    names them, in round order, as far as their drop logs go."""
+    tag, _, level = tag.partition("/")
+    out = []
+    for r in range(100):
+        name = "-".join(filter(None, (tag, f"rtt{rtt}", level, mode, str(r))))
+        if not os.path.exists(os.path.join(folder, f"drops-{name}.jsonl")):
+            break
+        out.append(name)
+    return out
 
 
 class _Scripted(tcp.Transfer):
@@ -195,13 +210,14 @@ def main(argv=None):
     ap.add_argument("--delay-line", nargs=7, action="append", default=[],
                     metavar=("STORE", "FOLDER", "TAG", "CC", "RTT_MS", "RATE_MBPS", "QUEUE"),
                     help="a delay-line set's runs at one RTT (its client captures in STORE, "
-                         "its logs in FOLDER, named as make.py names them); repeatable")
+                         "its logs in FOLDER, named as make.py names them; TAG/LEVEL as "
+                         "make_ge.py does, e.g. h1/ge); repeatable")
     args = ap.parse_args(argv)
     if args.delay_line:
-        runs = [read_delay_line(store, folder, f"{tag}-rtt{rtt}-{mode}-{r}", cc, float(rtt),
-                                float(rate), int(queue))
+        runs = [read_delay_line(store, folder, name, cc, float(rtt), float(rate), int(queue))
                 for store, folder, tag, cc, rtt, rate, queue in args.delay_line
-                for mode in ("persistent", "fresh") for r in (0, 1)]
+                for mode in ("persistent", "fresh")
+                for name in _delay_line_runs(folder, tag, rtt, mode)]
     elif args.fixture:
         with open(args.fixture) as f:
             runs = json.load(f)

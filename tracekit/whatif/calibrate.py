@@ -183,7 +183,8 @@ def calibrate(con, where, stated=None):
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
     loss, burst = losses.read(con, flows, labels, src, est, full,
-                              {k: v[3] for k, v in reading.items()} if full else {})
+                              {k: v[3] for k, v in reading.items()} if full else {},
+                              reading.keys())
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
     seen = 0.0 if vantage == "server" else rtt  # a server sees the request arrive: no trip

@@ -5,9 +5,10 @@ row, or lost at a full queue by whatif/queueing.py), the random rate and
 its burstiness."""
 
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
+RUNS_BY_WITNESS = True  # a timed flow's runs judged by their witness alone (off: by QUEUE_RUN)
 
 
-def read(con, flows, labels, src, est, full=None, shares=None):
+def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
     """(random loss rate, burstiness) of the response direction. Segments lost
     in a run of QUEUE_RUN or more in a row are the bottleneck's queue
     overflowing (the replay's queue makes those itself): counted apart, when
@@ -18,7 +19,7 @@ def read(con, flows, labels, src, est, full=None, shares=None):
     rate is the random losses over the segments that did not arrive at a
     full queue (`shares`, {flow: share that did}): BBR under 1 % random loss
     filling its queue a third of the time read 0.51 % over all of them."""
-    full, shares = full or {}, shares or {}
+    full, shares, timed = full or {}, shares or {}, set(timed)
     lost = sent = overflow = 0
     trials = 0.0
     found = []
@@ -30,7 +31,10 @@ def read(con, flows, labels, src, est, full=None, shares=None):
             AND flow_id = ? AND NOT from_client AND payload_bytes > 0""", [cap, fl]).fetchone()[0]
         step = segment_step(con, cap, fl)
         seqs = {r[0] for r in rows}
-        found.append(([r[0] for r in rows], in_runs(seqs, step), step, full.get((cap, fl), set())))
+        # a flow whose queue's waits were read (`timed`): its witnesses say which
+        # losses were the queue's, a run or not (bursts of random loss make runs)
+        runs = set() if RUNS_BY_WITNESS and (cap, fl) in timed else in_runs(seqs, step)
+        found.append(([r[0] for r in rows], runs, step, full.get((cap, fl), set())))
         sent += n  # every segment's first copy is one trial; a lost copy is seen
         #            only through the retransmission that arrived
         trials += n * (1.0 - shares.get((cap, fl), 0.0))

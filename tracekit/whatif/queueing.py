@@ -64,6 +64,7 @@ FULL = 0.15  # a wait within this share of the largest: the queue was full
 UNLIKELY = 1e-3  # random loss putting this many at a full queue: no likelier than this
 CHAIN = 3  # at a server, drops with at most this many segments sent between: one episode
 SACK_TIMED = True  # at a server, segments timed by the SACK block they end too (off: by ACKs alone)
+BY_EVENT = True  # at a client the full-queue test counts witnesses (off: lost segments)
 PLATEAU, PLATEAU_S = 3, 0.002  # a server's largest wait: the one 3 of its ACKs reach, within 2 ms
 
 
@@ -122,26 +123,38 @@ def _flow(rows, lost):
         first.setdefault(s, i)
     order = sorted(first)
     before = dict(zip(order[1:], order))
-    full = set()
+    full, witnessed = set(), {}
     threshold = largest - max(FULL * largest, 2 / hz)
     for s in lost:
         n = before.get(s)
         while n in lost:  # a run of drops: the last segment before it that arrived
             n = before.get(n)
-        if n is not None and wait[first[n]] >= threshold:
+        if n is None:
+            continue
+        witnessed[n] = wait[first[n]] >= threshold
+        if witnessed[n]:
             full.add(s)
     share = float(np.mean(wait >= threshold))
-    return largest, full, lost, share
+    return largest, full, lost, share, (len(witnessed), sum(witnessed.values()))
 
 
 def overflowed(reading):
     """(lost seqs at a full queue per flow, the flows' largest waits) where
     more losses fell at a full queue than random loss would put there (at
     the share of segments that arrived at a full queue) with odds of
-    `UNLIKELY` or less; ({}, []) where they did not."""
-    lost = sum(len(v[2]) for v in reading.values())
-    at_full = sum(len(v[1]) for v in reading.values())
-    chance = sum(len(v[2]) * v[3] for v in reading.values())
+    `UNLIKELY` or less; ({}, []) where they did not. At a client, counted by
+    witness: a run of drops has one, so a burst of random loss, eight in a
+    row behind a segment that waited long, is one trial, not eight (set
+    18's bursts read as the queue's, docs/whatif.md). At a server by
+    segment (`_server_flow`)."""
+    if BY_EVENT:
+        lost = sum(v[4][0] for v in reading.values())
+        at_full = sum(v[4][1] for v in reading.values())
+        chance = sum(v[4][0] * v[3] for v in reading.values())
+    else:
+        lost = sum(len(v[2]) for v in reading.values())
+        at_full = sum(len(v[1]) for v in reading.values())
+        chance = sum(len(v[2]) * v[3] for v in reading.values())
     if not at_full or _tail(lost, chance / lost, at_full) > UNLIKELY:
         return {}, []
     return ({k: v[1] for k, v in reading.items() if v[1]},
@@ -195,7 +208,10 @@ def _server_flow(con, cap, fl, rate=None):
             episode, start = [], sent[s]
         episode.append(s)
         last = sent[s]
-    return largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0
+    # (counted by segment: an episode here spans a round trip or more, random
+    # drops and the queue's together -- BBR's 375 drops in 8 of them)
+    return (largest, full, lost, float(np.mean(wait >= threshold)) if largest > 0 else 0.0,
+            (len(lost), len(full)))
 
 
 def _round_trips(con, cap, fl, once):

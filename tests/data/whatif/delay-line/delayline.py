@@ -13,6 +13,13 @@ s->c: serialised at RATE bit/s through a drop-tail queue of QUEUE bytes
       is first dropped with probability P (random.Random(--seed)), before the
       queue. Every drop (reason "random" or "queue") is logged as a JSON line
       to --drop-log (written at exit).
+      With --ge-p-gb > 0 (set 18): a Gilbert-Elliott bursty loss on the same
+      candidates (data-bearing TCP s->c, not SYN), before the queue and after
+      the random loss: a two-state chain (Good/Bad) stepped once per
+      candidate (G->B with --ge-p-gb, B->G with --ge-p-bg), then the
+      candidate dropped with --ge-loss-bad in Bad, --ge-loss-good in Good;
+      seeded with its own random.Random(--seed + 1000003); such drops are
+      logged with reason "burst" (and the chain's state).
 
 Prints READY on stdout once both TUNs are up and configured; runs until
 SIGINT/SIGTERM; prints counters (incl. drops) and timing lateness to stderr
@@ -131,6 +138,10 @@ def main():
                     help="random drop probability, s->c data segments, before the queue")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random drops")
     ap.add_argument("--drop-log", default=None, help="JSON-lines file of every drop")
+    ap.add_argument("--ge-p-gb", type=float, default=0.0, help="Gilbert-Elliott p(Good->Bad) per candidate")
+    ap.add_argument("--ge-p-bg", type=float, default=0.3, help="Gilbert-Elliott p(Bad->Good) per candidate")
+    ap.add_argument("--ge-loss-bad", type=float, default=0.8, help="drop probability in Bad")
+    ap.add_argument("--ge-loss-good", type=float, default=0.0, help="drop probability in Good")
     a = ap.parse_args()
 
     libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # 1 us timer slack
@@ -159,6 +170,10 @@ def main():
     qlimit = a.queue
     loss = a.loss
     rng = random.Random(a.seed)
+    ge_on = a.ge_p_gb > 0.0
+    ge_rng = random.Random(a.seed + 1000003)
+    ge_bad = False
+    ge_pgb, ge_pbg, ge_lb, ge_lg = a.ge_p_gb, a.ge_p_bg, a.ge_loss_bad, a.ge_loss_good
     drops = []  # (wall time, reason, backlog, pkt) -- parsed and written at exit
 
     to_s = collections.deque()      # (due, pkt) c->s
@@ -168,7 +183,8 @@ def main():
     last_dep = 0.0
     st = dict(c2s_pkts=0, c2s_bytes=0, s2c_pkts=0, s2c_bytes=0,
               s2c_drops=0, s2c_drop_bytes=0, write_err=0, max_backlog=0,
-              s2c_drops_queue=0, s2c_drops_random=0, loss_candidates=0)
+              s2c_drops_queue=0, s2c_drops_random=0, loss_candidates=0,
+              s2c_drops_burst=0, ge_bad_steps=0, ge_bad_entries=0)
     late_max = 0.0
     late_sum = 0.0
     late_n = 0
@@ -232,18 +248,33 @@ def main():
                 else:
                     while inq and inq[0][0] <= t:
                         backlog -= inq.popleft()[1]
-                    if loss > 0.0 and n >= 40 and pkt[0] == 0x45 and pkt[9] == 6:
+                    if (loss > 0.0 or ge_on) and n >= 40 and pkt[0] == 0x45 and pkt[9] == 6:
                         # candidate: TCP with payload, not SYN/SYN-ACK
                         tl = (pkt[0] & 15) * 4
                         plen = ((pkt[2] << 8) | pkt[3]) - tl - (pkt[tl + 12] >> 4) * 4
                         if plen > 0 and not (pkt[tl + 13] & 2):
                             st["loss_candidates"] += 1
-                            if rng.random() < loss:
+                            if loss > 0.0 and rng.random() < loss:
                                 st["s2c_drops"] += 1
                                 st["s2c_drops_random"] += 1
                                 st["s2c_drop_bytes"] += n
                                 drops.append((time.time(), "random", backlog, pkt))
                                 continue
+                            if ge_on:
+                                if ge_bad:
+                                    if ge_rng.random() < ge_pbg:
+                                        ge_bad = False
+                                elif ge_rng.random() < ge_pgb:
+                                    ge_bad = True
+                                    st["ge_bad_entries"] += 1
+                                if ge_bad:
+                                    st["ge_bad_steps"] += 1
+                                if ge_rng.random() < (ge_lb if ge_bad else ge_lg):
+                                    st["s2c_drops"] += 1
+                                    st["s2c_drops_burst"] += 1
+                                    st["s2c_drop_bytes"] += n
+                                    drops.append((time.time(), "burst", backlog, pkt))
+                                    continue
                     if backlog + n > qlimit:
                         st["s2c_drops"] += 1
                         st["s2c_drops_queue"] += 1
@@ -274,8 +305,9 @@ def main():
     st["delivered"] = late_n
     st["late_events_ms"] = late_events
     st["undelivered_at_exit"] = len(to_s) + len(to_c)
-    print("delayline rtt=%gms rate=%g queue=%d loss=%g seed=%d drops=%d stats=%s" % (
-        a.rtt, a.rate, a.queue, a.loss, a.seed, st["s2c_drops"], st),
+    print("delayline rtt=%gms rate=%g queue=%d loss=%g ge=%g/%g/%g/%g seed=%d drops=%d stats=%s" % (
+        a.rtt, a.rate, a.queue, a.loss, a.ge_p_gb, a.ge_p_bg, a.ge_loss_bad, a.ge_loss_good,
+        a.seed, st["s2c_drops"], st),
         file=sys.stderr, flush=True)
 
 
