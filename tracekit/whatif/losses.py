@@ -58,9 +58,13 @@ def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
     hidden = sent - trials
     if hidden >= 0.5:
         est["segments_at_full_queue"] = hidden
+    how = [f"in runs of >= {QUEUE_RUN}"] if any(
+        not (RUNS_BY_WITNESS and k in timed) for k in flows) else []
+    if full:
+        how.append("lost at a full queue (by the wait of the segment before them)")
     src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
-                        f"{overflow} more in runs of >= {QUEUE_RUN}"
-                        f"{' or lost at a full queue' if full else ''}: the queue's"
+                        + (f"{overflow} more {' or '.join(how)}: the queue's" if how else
+                           "none at a full queue (by the wait of the segment before each)")
                         + (f"; over the {trials:.0f} that did not arrive at a full queue "
                            "(a random loss there looks like the queue's)" if hidden >= 0.5
                            else ""))
