@@ -61,7 +61,7 @@ def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
     how = [f"in runs of >= {QUEUE_RUN}"] if any(
         not (RUNS_BY_WITNESS and k in timed) for k in flows) else []
     if full:
-        how.append("lost at a full queue (by the wait of the segment before them)")
+        how.append("lost at a full queue")  # (by the wait of the segment before them)
     src["loss_down"] = (f"{lost} of {sent} response segments retransmitted (not spurious), "
                         + (f"{overflow} more {' or '.join(how)}: the queue's" if how else
                            "none at a full queue (by the wait of the segment before each)")
