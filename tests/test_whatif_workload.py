@@ -53,7 +53,7 @@ def test_a_stated_warm_up_replaces_the_one_a_persistent_group_had():
     for k, v in {"rtt_s": 0.05, "rate_Bps": 2.5e6, "loss_down": 0.0, "burst": 0.0,
                  "loss_up": 0.0, "queue_bytes": 100_000, "jitter_s": 0.0,
                  "congestion": "cubic", "initcwnd": 10, "pacing": False, "processing_s": 0.0,
-                 "rcv_model": False, "hystart": True, "bucket_bytes": 0.0}.items():
+                 "rcv_model": False, "hystart": True, "bucket_bytes": 0.0, "bad_loss": 1.0}.items():
         setattr(cal, k, v)
     assert replayer._units(cal, replayer.setting(cal, {})) == [(False, 1, [0, 1], 0),
                                                                (False, 1, [2, 3], 2)]

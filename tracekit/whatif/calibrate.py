@@ -103,6 +103,7 @@ class Calibration:
     vantage: str = "client"
     hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
     bucket_bytes: float = 0.0  # a token bucket's burst beyond a packet (pathrate.bucket); 0 a FIFO
+    bad_loss: float = 1.0   # share a burst's bad state loses (whatif/chain.py); 1: Gilbert's
 
 
 def _where_sql(where):
@@ -182,7 +183,7 @@ def calibrate(con, where, stated=None):
             if f == f}
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
-    loss, burst = losses.read(con, flows, labels, src, est, full,
+    loss, burst, bad_loss = losses.read(con, flows, labels, src, est, full,
                               {k: v[3] for k, v in reading.items()} if full else {},
                               reading.keys())
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
@@ -198,6 +199,7 @@ def calibrate(con, where, stated=None):
     sent = (df.request_last_byte_ns - df.start_ns).to_numpy() / 1e9
     cal = Calibration(
         requests=_requests(con, df), rtt_s=rtt, rate_Bps=rate, loss_down=loss, burst=burst,
+        bad_loss=bad_loss,
         loss_up=label_float(labels, "loss_up", 0.0), queue_bytes=0.0,
         congestion=_congestion(con, df, gaps, rtt, rate, mss, labels, src),
         initcwnd=_initcwnd(con, flows, mss, rtt, labels, src, est), pacing=labels.get("pacing") == "fq",

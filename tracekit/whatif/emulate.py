@@ -28,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from ..core.errors import TracekitError
+from . import chain
 from .calibrate import load_requests, measured_connection
 from .engine import _close, _interval, _resampled
 from .replayer import SEED, setting
@@ -61,12 +62,10 @@ def _settings(s, measured, warm):
            "initcwnd": int(s.initcwnd), "processing_ms": round(s.processing * 1e3, 3)}
     if s.bucket:  # the lab's bottleneck as a token bucket (lab/wan.py)
         out["bucket_bytes"] = int(round(s.bucket))
-    if s.burst > 0 and s.loss > 0:
-        # bad state loses all, leaves it with 1 - burst: P(lost | lost) = burst and
-        # the stationary loss p / (p + r) = s.loss
-        leave = 1.0 - s.burst
-        out.update(loss_down=0.0, burst_r_down=leave, burst_loss_down=1.0,
-                   burst_p_down=s.loss * leave / (1.0 - s.loss))
+    if s.burst > 0 and s.loss > 0:  # the lab's Gilbert-Elliott path, the replay's chain
+        enter, stay, bad_loss = chain.rates(s.loss, s.burst, s.bad_loss)
+        out.update(loss_down=0.0, burst_r_down=1.0 - stay, burst_loss_down=bad_loss,
+                   burst_p_down=enter)
     connection = s.connection or measured
     out["connection"] = connection
     if connection == "persistent":

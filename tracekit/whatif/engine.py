@@ -454,6 +454,8 @@ def explain(cal):
         ("rate_mbps", f"{cal.rate_Bps * 8 / 1e6:.2f}", cal.sources.get("rate_mbps", "")),
         ("loss_down", f"{cal.loss_down:.4f}", cal.sources.get("loss_down", "")),
         ("burst", f"{cal.burst:.3f}", "P(lost | previous lost), 0: independent"),
+        ("bad_loss", f"{cal.bad_loss:.3f}", cal.sources.get(
+            "bad_loss", "the share a burst loses (whatif/chain.py): none read")),
         ("loss_up", f"{cal.loss_up:.4f}", cal.sources.get(
             "loss_up", "label loss_up, else 0 (a client capture cannot see what it lost "
                        "upstream)")),

@@ -4,6 +4,9 @@ were lost at random and which were the queue's (runs of `QUEUE_RUN` in a
 row, or lost at a full queue by whatif/queueing.py), the random rate and
 its burstiness."""
 
+from . import chain
+
+BAD_LOSS = True  # a burst may skip packets (off: Gilbert's chain, every packet in it lost)
 QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at random)
 RUNS_BY_WITNESS = True  # a timed flow's runs judged by their witness alone (off: by QUEUE_RUN)
 
@@ -43,7 +46,7 @@ def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
     runs = sum(1 for r, q, _, _ in found for x in r if x in q)
     # random loss alone puts about 3 p^2 of its losses in such runs
     queue = runs > 2 * total * min(1.0, 3 * p_all ** 2)
-    pairs = both = 0
+    pairs = both = both2 = 0
     for r, q, step, at_full in found:
         random = [x for x in r if not ((queue and x in q) or x in at_full)]
         lost += len(random)
@@ -51,10 +54,11 @@ def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
         rs = set(random)
         pairs += len(rs)
         both += sum(1 for x in rs if x - step in rs)
+        both2 += sum(1 for x in rs if x - 2 * step in rs)
     loss = min(lost / trials, 1.0) if trials > 0 else 0.0
     cond = both / pairs if pairs else 0.0
     est.update(loss_down=loss, loss_segments=lost, queue_drops=overflow, segments=sent,
-               burst=cond)
+               burst=cond, burst_second=both2 / pairs if pairs else 0.0)
     hidden = sent - trials
     if hidden >= 0.5:
         est["segments_at_full_queue"] = hidden
@@ -69,7 +73,13 @@ def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
                            "(a random loss there looks like the queue's)" if hidden >= 0.5
                            else ""))
     burst = min(cond, 0.5) if pairs >= 10 and cond > 2 * loss else 0.0
-    return loss, burst
+    # (read from the burstiness as measured: the cap is on the chain's P(lost | lost))
+    bad_loss = chain.bad_loss_of(loss, cond, est["burst_second"]) if BAD_LOSS and burst else 1.0
+    if burst:
+        src["bad_loss"] = (f"P(lost | lost two before) {est['burst_second']:.3f} against "
+                           f"{chain.second(loss, cond, 1.0):.3f} were every packet of a burst "
+                           "lost: the share a burst loses (whatif/chain.py)")
+    return loss, burst, bad_loss
 
 
 def in_runs(seqs, step):

@@ -67,6 +67,7 @@ class Setting:
     hystart: bool = True    # CUBIC's HyStart (off: where _congestion_reading reads it so)
     warmup_stated: bool = False  # warmup was --set (else 1, or as measured; Derived: not)
     bucket: float = 0.0     # a token bucket's burst beyond a packet (bytes; tcp.Path.bucket)
+    bad_loss: float = 1.0   # share a burst's bad state loses (whatif/chain.py)
 
 
 def setting(cal, changes):
@@ -74,7 +75,7 @@ def setting(cal, changes):
     s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
                 cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
                 cal.processing_s, None, 1, 0, cal.rcv_window if cal.rcv_model else None,
-                hystart=cal.hystart, bucket=cal.bucket_bytes)
+                hystart=cal.hystart, bucket=cal.bucket_bytes, bad_loss=cal.bad_loss)
     table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
              "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
              "bucket_bytes": ("bucket", 1),
@@ -101,13 +102,14 @@ def setting(cal, changes):
         elif k == "rcv_window":  # the client's Linux receive window, or none
             s.rcv_window = cal.rcv_window if v == "client" else None
     if s.loss == 0:
-        s.burst = 0.0
+        s.burst, s.bad_loss = 0.0, 1.0
     return s
 
 
 def _path(s):
     return Path(rtt=s.rtt, rate=s.rate, queue_bytes=s.queue, loss=s.loss, burst=s.burst,
-                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER, bucket=s.bucket)
+                loss_up=s.loss_up, jitter=s.jitter, header=WIRE_HEADER, bucket=s.bucket,
+                bad_loss=s.bad_loss)
 
 
 def _conn(s):

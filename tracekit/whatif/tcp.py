@@ -61,7 +61,7 @@ from .bbr import ack_aggregation, bbr_round, bbr_window, lt_sampling
 from .pacing import pacing_rate, tso_unit
 from .delack import Acks, ClientSide
 from .recovery import prr
-from . import window
+from . import chain, window
 
 RTO_MIN = 0.2
 INITIAL_RTO = 1.0
@@ -83,15 +83,13 @@ class Path:
     header: int = 52        # wire bytes on top of the payload
     bucket: float = 0.0     # bytes a token bucket (tbf) lets through at once beyond a
     #                         packet after an idle: its burst less one packet; 0 a FIFO
+    bad_loss: float = 1.0   # share lost in a burst's bad state (whatif/chain.py)
 
     def __post_init__(self):
-        # `loss` is the share of packets lost (the calibration's, the lab's); with
-        # `burst`, the loss after a delivered packet is what keeps that share: a
-        # chain lost -> lost `burst` and delivered -> lost q loses q / (1 - burst + q)
-        # (as the lab's Gilbert-Elliott path does, whatif/emulate.py). It lost
-        # `loss` after a delivery: 3.1 % for 1.65 % at 0.49 (set 18, docs/whatif.md)
-        self.loss_good = (self.loss * (1.0 - self.burst) / (1.0 - self.loss)
-                          if self.burst > 0 and 0 < self.loss < 1 else self.loss)
+        # `loss` is the share of packets lost (the calibration's, the lab's), kept
+        # with `burst` by the chain's rates (it lost `loss` after a delivery: 3.1 %
+        # for 1.65 % at 0.49, set 18, docs/whatif.md)
+        self.enter, self.stay, self.bad_loss = chain.rates(self.loss, self.burst, self.bad_loss)
 
 
 @dataclass
@@ -156,7 +154,7 @@ class Transfer(ClientSide):
         self.rack_rtt, self.reo_at = 0.0, -1.0
         self.marked, self.lost_out = [False] * n, 0  # marked lost, not yet delivered (lost_out)
         self.backoff, self.timer_gen = 0, 0
-        self.q_free, self.prev_lost = 0.0, False
+        self.q_free, self.bad = 0.0, False  # (the loss chain's state: whatif/chain.py)
         self.tokens_at = -1e9  # (a bucket) its tokens run this far ahead: full at the start
         self.last_data = self.last_ack = 0.0  # latest arrival each way (jitter never reorders)
         self.next_send, self.now, self.pace_at = 0.0, 0.0, -1.0
@@ -173,9 +171,7 @@ class Transfer(ClientSide):
     def _emit(self, s):
         """Put segment s on the path now; schedule its arrival unless lost."""
         p, now = self.p, self.now
-        q = p.burst if (self.prev_lost and p.burst > 0) else p.loss_good
-        lost = q > 0 and self.rng.random() < q
-        self.prev_lost = lost
+        lost, self.bad = chain.draw(p, self.rng, self.bad)
         if lost:
             return
         backlog = max(0.0, self.q_free - now) * p.rate
