@@ -143,8 +143,9 @@ def read_delay_line(store, folder, name, cc, rtt_ms, rate_mbps, queue):
 
 
 def _delay_line_runs(folder, tag, rtt, mode):
-    """The runs' names as make.py (TAG) or make_ge.py (TAG/LEVEL, e.g. g1/ge)
-    names them, in round order, as far as their drop logs go."""
+    """The runs' names as the delay line's make.py names them -- TAG, or
+    TAG/LEVEL (e.g. g1/ge) since set 18 -- in round order, as far as their
+    drop logs go."""
     tag, _, level = tag.partition("/")
     out = []
     for r in range(100):
@@ -210,8 +211,8 @@ def main(argv=None):
     ap.add_argument("--delay-line", nargs=7, action="append", default=[],
                     metavar=("STORE", "FOLDER", "TAG", "CC", "RTT_MS", "RATE_MBPS", "QUEUE"),
                     help="a delay-line set's runs at one RTT (its client captures in STORE, "
-                         "its logs in FOLDER, named as make.py names them; TAG/LEVEL as "
-                         "make_ge.py does, e.g. h1/ge); repeatable")
+                         "its logs in FOLDER, named as make.py names them: TAG, or TAG/LEVEL "
+                         "since set 18, e.g. h1/ge); repeatable")
     args = ap.parse_args(argv)
     if args.delay_line:
         runs = [read_delay_line(store, folder, name, cc, float(rtt), float(rate), int(queue))

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Make client+server captures of HTTP/1.1 downloads through delayline.py.
 
-Namespaces tk7c (client, 198.18.87.1, TUN tk7c0) and tk7s (server,
-198.18.87.2, TUN tk7s0), joined by the user-space delay line (RTTs, rate,
+Set 18: namespaces s18-c (client, 198.18.88.1, TUN s18c0) and s18-s (server,
+198.18.88.2, TUN s18s0), joined by the user-space delay line (RTTs, rate,
 queue, random loss and seed from the command line). A fresh delay line (fresh
 TUN pair) is started for every run, seeded with --seed + the run's index.
 The server namespace's congestion control is --cc (added to the host-global
 net.ipv4.tcp_allowed_congestion_control if needed; the old value is put back
 at the end, also after an error).
-Outputs c-{tag}-rtt{R}-{mode}-{r}.pcap, s-{tag}-rtt{R}-{mode}-{r}.pcap,
+Set 18 adds the delay line's Gilbert-Elliott bursty loss (--ge-p-gb etc.,
+levels --ge-levels off/on), one or two --rtts, and --rounds.
+Outputs c-{tag}-rtt{R}-{ge}-{mode}-{r}.pcap, s-{tag}-rtt{R}-{mode}-{r}.pcap,
 drops-{tag}-rtt{R}-{mode}-{r}.jsonl, times-{tag}.json, runs-{tag}.json
 (delay-line stats per run), logs/.
 """
@@ -21,9 +23,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CNS, SNS = "tk7c", "tk7s"
-CDEV, SDEV = "tk7c0", "tk7s0"
-CADDR, SADDR = "198.18.87.1", "198.18.87.2"
+CNS, SNS = "s18-c", "s18-s"
+CDEV, SDEV = "s18c0", "s18s0"
+CADDR, SADDR = "198.18.88.1", "198.18.88.2"
 URL = "http://%s:8080/blob" % SADDR
 ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 A = None  # command-line arguments
@@ -84,13 +86,15 @@ def teardown_ns():
         subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
 
 
-def start_delayline(rtt, tag, seed, drop_log):
+def start_delayline(rtt, tag, seed, drop_log, ge):
     err = open(os.path.join(LOGS, "delayline-%s.err" % tag), "w")
     p = start([sys.executable, os.path.join(HERE, "delayline.py"), "--rtt", str(rtt), "--rt",
                "--rate", repr(A.rate), "--queue", str(A.queue),
                "--loss", repr(A.loss), "--seed", str(seed), "--drop-log", drop_log,
                "--cns", CNS, "--sns", SNS, "--cdev", CDEV, "--sdev", SDEV,
-               "--caddr", CADDR, "--saddr", SADDR],
+               "--caddr", CADDR, "--saddr", SADDR,
+               "--ge-p-gb", repr(A.ge_p_gb if ge == "ge" else 0.0), "--ge-p-bg", repr(A.ge_p_bg),
+               "--ge-loss-bad", repr(A.ge_loss_bad), "--ge-loss-good", repr(A.ge_loss_good)],
               stdout=subprocess.PIPE, stderr=err, text=True)
     line = p.stdout.readline()
     if line.strip() != "READY":
@@ -121,7 +125,7 @@ def cpu_busy(span=3.0):
     return 1.0 - (i2 - i1) / max(1, t2 - t1)
 
 
-def wait_load(limit=1.5, busy_limit=0.25, max_wait=600):
+def wait_load(limit=1.5, busy_limit=0.25, max_wait=30):
     """Wait (up to max_wait s) until the 1-min load average is <= limit and
     the machine was mostly idle (< busy_limit of its CPUs) for 3 s."""
     t0 = time.time()
@@ -133,15 +137,15 @@ def wait_load(limit=1.5, busy_limit=0.25, max_wait=600):
     return round(os.getloadavg()[0], 2), round(busy, 3), round(time.time() - t0, 1)
 
 
-def one_run(rtt, mode, r, seed):
+def one_run(rtt, ge, mode, r, seed):
     NFETCH = A.nfetch
-    tag = "%s-rtt%d-%s-%d" % (A.tag, rtt, mode, r)
+    tag = "%s-rtt%d-%s-%s-%d" % (A.tag, rtt, ge, mode, r)
     cfile, sfile = "c-%s.pcap" % tag, "s-%s.pcap" % tag
     dfile = "drops-%s.jsonl" % tag
     load, busy, waited = wait_load()
     print("%s: load %.2f, cpu busy %.0f %% (waited %.0f s), seed %d" % (
         tag, load, 100 * busy, waited, seed), flush=True)
-    dl, dlerr = start_delayline(rtt, tag, seed, os.path.join(HERE, dfile))
+    dl, dlerr = start_delayline(rtt, tag, seed, os.path.join(HERE, dfile), ge)
     tds = []
     try:
         for ns, dev, f in ((CNS, CDEV, cfile), (SNS, SDEV, sfile)):
@@ -191,10 +195,10 @@ def one_run(rtt, mode, r, seed):
             stats = eval(line.split("stats=", 1)[1], {})  # our own dict repr
     if not stats:
         raise RuntimeError("%s: no delay-line stats in %s" % (tag, dlerr))
-    print("%s times=%s drops=%s (queue %s, random %s) late_mean_us=%s late_max_us=%s "
+    print("%s times=%s drops=%s (queue %s, random %s, burst %s of %s) late_mean_us=%s late_max_us=%s "
           "over_1ms=%s" % (
               tag, times, stats.get("s2c_drops"), stats.get("s2c_drops_queue"),
-              stats.get("s2c_drops_random"), stats.get("late_mean_us"),
+              stats.get("s2c_drops_random"), stats.get("s2c_drops_burst"), stats.get("loss_candidates"), stats.get("late_mean_us"),
               stats.get("late_max_us"), stats.get("late_over_1ms")), flush=True)
     return cfile, sfile, dfile, times, stats, dict(load_before=load, cpu_busy_before=busy, waited_s=waited,
                                                   reuse=reuse, curl_log=verbose_log)
@@ -208,13 +212,20 @@ def main():
     ap.add_argument("--queue", type=int, required=True, help="s->c queue bytes")
     ap.add_argument("--loss", type=float, default=0.0, help="random s->c drop probability")
     ap.add_argument("--seed", type=int, default=0, help="first run's seed (+ run index)")
-    ap.add_argument("--rtts", type=int, nargs=2, required=True, metavar=("A", "B"))
+    ap.add_argument("--rtts", type=int, nargs="+", required=True)
+    ap.add_argument("--ge-levels", nargs="+", default=["ge"], choices=["ge", "nl"],
+                    help="bursty loss levels: ge (on), nl (none)")
+    ap.add_argument("--ge-p-gb", type=float, default=0.0)
+    ap.add_argument("--ge-p-bg", type=float, default=0.3)
+    ap.add_argument("--ge-loss-bad", type=float, default=0.8)
+    ap.add_argument("--ge-loss-good", type=float, default=0.0)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--size", type=int, required=True, help="response bytes")
     ap.add_argument("--nfetch", type=int, default=6)
     ap.add_argument("--tag", required=True, help="prefix of output filenames")
     A = ap.parse_args()
-    if A.rtts[0] == A.rtts[1]:  # (a run's files are named by its RTT: the second would overwrite the first)
-        ap.error("--rtts: two different round trips")
+    if len(set(A.rtts)) != len(A.rtts) or len(set(A.ge_levels)) != len(A.ge_levels):
+        ap.error("--rtts/--ge-levels: distinct values")
     os.makedirs(LOGS, exist_ok=True)
     os.makedirs(WWW, exist_ok=True)
     blob = os.path.join(WWW, "blob")
@@ -255,15 +266,16 @@ def main():
                     stderr=open(os.path.join(LOGS, "server.err"), "w"))
         wait_listen()
         idx = 0
-        for r in (0, 1):
-            rtts = tuple(A.rtts) if r == 0 else tuple(reversed(A.rtts))
-            for rtt in rtts:
-                for mode in ("fresh", "persistent"):
+        conds = [(rtt, ge) for rtt in A.rtts for ge in A.ge_levels]
+        for r in range(A.rounds):
+            cs = conds if r % 2 == 0 else list(reversed(conds))
+            for rtt, ge in cs:
+                for mode in (("fresh", "persistent") if r % 2 == 0 else ("persistent", "fresh")):
                     seed = A.seed + idx
-                    cfile, sfile, dfile, times, stats, extra = one_run(rtt, mode, r, seed)
+                    cfile, sfile, dfile, times, stats, extra = one_run(rtt, ge, mode, r, seed)
                     times_all[cfile] = times
                     times_all[sfile] = times
-                    runs.append(dict(index=idx, rtt=rtt, mode=mode, round=r, seed=seed,
+                    runs.append(dict(index=idx, rtt=rtt, ge=ge, mode=mode, round=r, seed=seed,
                                      client=cfile, server=sfile, drop_log=dfile,
                                      times=times, delayline=stats, **extra))
                     idx += 1
