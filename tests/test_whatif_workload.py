@@ -1,4 +1,4 @@
-"""The workload a persistent target replays (whatif.engine._workload): a
+"""The workload a persistent target replays (whatif.targets.workload): a
 persistent connection's first request either opens it -- handshake and
 slow start in its time -- or follows warm-up responses (the lab's runs,
 `warmup` 1). Where the store holds runs at the target, they say which."""
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from tracekit.whatif import engine, replayer
+from tracekit.whatif import engine, replayer, targets
 from tracekit.whatif.calibrate import Request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +108,7 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         with pytest.raises(TracekitError, match="mixes fresh and persistent"):
             s.whatif({"warmup": 2}, draws=8)
 
-        monkeypatch.setattr(engine, "_workload", lambda con, target, tgt: (target, None))
+        monkeypatch.setattr(targets, "workload", lambda con, target, tgt: (target, None))
         old = predict()
         assert old.saving - old.measured_saving > 0.04  # warmup 1: the whole chain shifted
 
@@ -216,20 +216,20 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
 
 
 def test_without_runs_at_the_target_the_lab_s_warm_up_is_the_default():
-    target, said = engine._workload(None, {"connection": "persistent"}, None)
+    target, said = targets.workload(None, {"connection": "persistent"}, None)
     assert target == {"connection": "persistent"} and "default" in said
-    assert engine._workload(None, {"rtt_ms": 40}, None) == ({"rtt_ms": 40}, None)
+    assert targets.workload(None, {"rtt_ms": 40}, None) == ({"rtt_ms": 40}, None)
 
 
 def test_most_target_runs_decide_and_a_stated_warm_up_wins(monkeypatch):
     from tracekit.whatif import calibrate
-    monkeypatch.setattr(engine, "first_warmups", lambda con, df: [0, 1, 0])
-    target, said = engine._workload(None, {"connection": "persistent"}, [1, 2, 3])
+    monkeypatch.setattr(targets, "first_warmups", lambda con, df: [0, 1, 0])
+    target, said = targets.workload(None, {"connection": "persistent"}, [1, 2, 3])
     assert target["warmup"] == 0 and "2 of the target's 3 runs" in said
-    monkeypatch.setattr(engine, "first_warmups", lambda con, df: [1, 1, 0])
-    assert engine._workload(None, {"connection": "persistent"}, [1])[0]["warmup"] == 1
+    monkeypatch.setattr(targets, "first_warmups", lambda con, df: [1, 1, 0])
+    assert targets.workload(None, {"connection": "persistent"}, [1])[0]["warmup"] == 1
     stated = {"connection": "persistent", "warmup": 1}
-    assert engine._workload(None, stated, [1]) == (stated, None)
+    assert targets.workload(None, stated, [1]) == (stated, None)
     # a capture begun on an open connection did not open it
     reqs = [Request("k", "r", 0, 0.5, 1000, False, 0)]
     monkeypatch.setattr(calibrate, "_requests", lambda con, df: reqs)
@@ -314,3 +314,39 @@ def test_no_wait_read_gives_no_waits_queue():
     assert waited_queue(cal) == pytest.approx(0.03545 * 1.5e6)  # above 0.4 BDP (18 kB)
     cal.estimates = {"queue_held_ms": 1.0}
     assert waited_queue(cal) == pytest.approx(0.4 * 1.5e6 * 0.03)
+
+
+def test_a_loss_the_group_did_not_have_takes_its_shape_from_the_targets_runs(tmp_path):
+    """`--set loss_down=X` from a lossless group states a share, not how the
+    losses fall; where the store holds runs at the target, their
+    retransmissions say (the calibration's own reading): set 18's bursty
+    run (tests/data/whatif/delay-line, a Gilbert-Elliott channel, 24 burst
+    drops of 1347 segments, runs of up to 8) reads P(lost | previous lost)
+    well above its share, so the replay loses in bursts. Without runs there,
+    or where the group read a burstiness its own, nothing is taken."""
+    import tracekit
+    from tracekit.whatif.calibrate import load_requests
+    s = tracekit.open(str(tmp_path / "g1.duckdb"))
+    s.ingest([os.path.join(ROOT, "tests", "data", "whatif", "delay-line",
+                           "c-g1-rtt100-ge-persistent-1.pcap")], labels={"loss_down": "0.017"})
+    s.analyze()
+    with s:
+        tgt = load_requests(s.con, {"loss_down": "0.017"})
+        cal = _cal([])
+        for k, v in {"rtt_s": 0.1, "rate_Bps": 12e6 / 8, "loss_down": 0.0, "burst": 0.0,
+                     "loss_up": 0.0, "queue_bytes": 70_000, "jitter_s": 0.0,
+                     "congestion": "cubic", "initcwnd": 10, "pacing": False, "processing_s": 0.0,
+                     "rcv_model": False, "hystart": True, "bucket_bytes": 0.0,
+                     "bad_loss": 1.0}.items():
+            setattr(cal, k, v)
+        target, said = targets.loss_shape(s.con, {"loss_down": 0.017}, tgt, cal)
+        assert 0.2 < target["loss_burst"] <= 0.5 and 0 < target["bad_loss"] <= 1
+        assert "from the target's runs" in said
+        at = replayer.setting(cal, target)
+        assert (at.loss, at.burst, at.bad_loss) == (0.017, target["loss_burst"], target["bad_loss"])
+        assert targets.loss_shape(s.con, {"loss_down": 0.017}, None, cal)[1].startswith(
+            "independent: no burstiness measured")
+        cal.burst = 0.3  # the group's own reading stands
+        assert targets.loss_shape(s.con, {"loss_down": 0.017}, tgt, cal) == (
+            {"loss_down": 0.017}, None)
+        assert targets.loss_shape(s.con, {"rtt_ms": 40}, tgt, cal) == ({"rtt_ms": 40}, None)

@@ -92,6 +92,9 @@ def explain_rows(results):
         out += [[label, k, v, s] for k, v, s in explain(r.calibration)]
         if r.workload:
             out.append([label, "target warmup", str(r.target.get("warmup", 1)), r.workload])
+        if r.loss_shape:
+            out.append([label, "target loss_burst", f"{r.target.get('loss_burst', 0.0):.3f}",
+                        r.loss_shape])
         for q, saving in r.queue_savings:
             times = q / r.calibration.queue_bytes
             which = ("the longest wait's queue, " if times < 0.5 else "")  # (guesses.waited_queue)

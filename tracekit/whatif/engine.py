@@ -24,11 +24,11 @@ from dataclasses import dataclass, field, replace as _replace
 import numpy as np
 
 from ..core.errors import TracekitError
-from .calibrate import (QUEUE_GUESS, calibrate, first_warmups, load_requests, measured_connection,
-                        queue_guess)
+from . import targets
+from .calibrate import QUEUE_GUESS, calibrate, load_requests, measured_connection, queue_guess
 from .factors import as_labels, describe
 from .guesses import queue_sensitivity
-from .replayer import DRAWS, SEED, Derived, delivered, replay, setting
+from .replayer import DRAWS, SEED, delivered, replay, setting
 
 RESAMPLES = 2000
 TOLERANCE = (0.10, 0.010)  # within max(10 %, 10 ms)
@@ -54,7 +54,8 @@ class WhatIf:
     # value. A dozen lossy requests a group can leave it far below 1; summed over
     # cells, what a perfect prediction would score. None without a measured target.
     chance: float | None = None
-    workload: str | None = None  # where the target's warm-up count came from (_workload)
+    workload: str | None = None  # where the target's warm-up count came from (targets.py)
+    loss_shape: str | None = None  # where the target loss's burstiness came from (targets.py)
     # [(queue_bytes, saving s)] at half and twice a guessed queue, and at the longest
     # wait's where the guess is over twice it (guesses.queue_sensitivity),
     # [(sender, misfit, saving s)] of the other senders the group's times fit as well
@@ -125,11 +126,13 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     stated = {k: v for k, v in target.items() if k in known}
     tgt = (load_requests(con, {**(where or {}), **as_labels({**source, **stated})})
            if stated else None)
-    target, workload = _workload(con, target, tgt)
+    target, workload = targets.workload(con, target, tgt)
+    target, loss_shape = targets.loss_shape(con, target, tgt, cal)
     group, at = describe({**(where or {}), **as_labels(source)}), setting(cal, target)
     r = WhatIf(where or {}, source, target, cal, measured,
                delivered(replayed, setting(cal, {}), group),
-               delivered(replay(cal, at, draws, seed), at, group), workload=workload)
+               delivered(replay(cal, at, draws, seed), at, group), workload=workload,
+               loss_shape=loss_shape)
     if tgt is not None and len(tgt):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)
@@ -192,26 +195,6 @@ def _widened(r):
     # sender's can be faster still, which the interval then does not reach)
     r.intervals["predicted"] = (max(min(p_lo, m - max(at)), r.floor),
                                 max(p_hi, m - min(at), r.floor))
-
-
-def _workload(con, target, tgt):
-    """(target, where its workload comes from). A persistent connection's
-    first request either opens it (handshake and slow start in its time) or
-    follows warm-up responses (the lab's runs: `warmup`, 1). Unless stated,
-    the runs the store holds at the target say which (most of them):
-    the prediction replays the workload its measurement had. Without them,
-    the factor's default (1)."""
-    if target.get("connection") != "persistent" or "warmup" in target:
-        return target, None
-    if tgt is None or not len(tgt):
-        return target, "warmup 1: the factor's default (no runs at the target)"
-    firsts = first_warmups(con, tgt)
-    w = max(sorted(set(firsts)), key=firsts.count)  # the most common; ties: the fewest
-    k = firsts.count(w)
-    said = ("their first request opens the connection" if w == 0
-            else f"{w} warm-up response(s) before their first request")
-    return ({**target, "warmup": Derived(w)},
-            f"warmup {w}: {k} of the target's {len(firsts)} runs ({said})")
 
 
 def calibrated(con, where, draws=DRAWS, seed=SEED, assume=None, check=None):

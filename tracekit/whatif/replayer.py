@@ -95,6 +95,10 @@ def setting(cal, changes):
         elif k == "warmup":
             s.warmup = int(v)
             s.warmup_stated = not isinstance(v, Derived)
+        elif k == "loss_burst":  # the target loss's shape (whatif/targets.py), not a factor
+            s.burst = float(v)
+        elif k == "bad_loss":
+            s.bad_loss = float(v)
         elif k == "slow_start_after_idle":
             s.ssai = int(v)
         elif k == "path":
