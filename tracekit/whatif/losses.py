@@ -1,8 +1,9 @@
 """The response direction's random loss, for the calibration
 (whatif/calibrate.py): of the segments a trace shows retransmitted, which
-were lost at random and which were the queue's (runs of `QUEUE_RUN` in a
-row, or lost at a full queue by whatif/queueing.py), the random rate and
-its burstiness."""
+were lost at random and which were the queue's (lost at a full queue by
+whatif/queueing.py; in a flow whose waits it could not read, runs of
+`QUEUE_RUN` in a row), the random rate, its burstiness and the share a
+burst loses (whatif/chain.py)."""
 
 from . import chain
 
@@ -12,12 +13,14 @@ RUNS_BY_WITNESS = True  # a timed flow's runs judged by their witness alone (off
 
 
 def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
-    """(random loss rate, burstiness) of the response direction. Segments lost
-    in a run of QUEUE_RUN or more in a row are the bottleneck's queue
-    overflowing (the replay's queue makes those itself): counted apart, when
-    there are more of them than twice what random loss would put in runs;
-    so are those lost at a full queue by their witness's wait (`full`,
-    {flow: seqs}: whatif/queueing.py). A random loss that falls while the
+    """(random loss rate, burstiness, the share a burst loses) of the response
+    direction. Segments lost at a full queue by their witness's wait (`full`,
+    {flow: seqs}: whatif/queueing.py) are the bottleneck's queue overflowing
+    (the replay's queue makes those itself): counted apart. In flows not
+    `timed` (no waits read) so are those lost in a run of QUEUE_RUN or more
+    in a row, when there are more of them than twice what random loss would
+    put in runs (bursts of random loss make runs too: in a timed flow its
+    witness decides, set 18). A random loss that falls while the
     queue is full looks like the queue's, so where that reading holds the
     rate is the random losses over the segments that did not arrive at a
     full queue (`shares`, {flow: share that did}): BBR under 1 % random loss

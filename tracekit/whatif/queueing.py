@@ -21,8 +21,9 @@ of the flow's largest (or two ticks of the clock, whichever is more); the
 others are random loss. Random losses also fall at a full queue now and
 then -- as often as segments arrived with such a wait -- so the reading
 holds only where more losses were at a full queue than random loss would
-put there but once in `UNLIKELY` (binomial, at that share); else none is
-the queue's. (Twice the share was too weak: one loss of eight at a full
+put there but once in `UNLIKELY` (binomial, at that share, one trial a
+witness: a run of drops behind one segment is one loss event); else none
+is the queue's. (Twice the share was too weak: one loss of eight at a full
 queue, or ten of 434 against 4.4, took the lab's random losses for the
 queue's.)
 
