@@ -1056,13 +1056,13 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
         assert abs(r.saving - measured) > 0.1 * abs(measured)
 
 
-def _queue_drops(name):
-    """The drops the delay line logged as its queue's, {(client port, raw
-    sequence number)}, of tests/data/whatif/delay-line/drops-NAME.jsonl."""
-    import json
+def _logged(name, reason):
+    """The drops the delay line logged with this cause ("queue", "random",
+    "burst"), {(client port, raw sequence number)}, of
+    tests/data/whatif/delay-line/drops-NAME.jsonl."""
     path = os.path.join(ROOT, "tests", "data", "whatif", "delay-line", f"drops-{name}.jsonl")
     with open(path) as f:
-        return {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == "queue"}
+        return {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == reason}
 
 
 def _one_capture(tmp_path, name):
@@ -1098,17 +1098,10 @@ def test_each_drop_the_delay_line_logged_at_its_full_queue_is_read_as_the_queues
         reading = queueing.read(s.con, {(1, f): "client" for f in raw})
         full, waits = queueing.overflowed(reading)
         read, seen = _raw(raw, full), _raw(raw, {k: v[2] for k, v in reading.items()})
-    logged = _queue_drops("cubic-rtt90-fresh-0")
+    logged = _logged("cubic-rtt90-fresh-0", "queue")
     assert len(logged) == 97 and len(seen) == 95 and seen <= logged
     assert read == seen
     assert all(0.038 < w < 0.042 for w in waits)
-
-
-def _logged(name, reason):
-    """{(client port, raw seq)} the delay line logged with this cause."""
-    path = os.path.join(ROOT, "tests", "data", "whatif", "delay-line", f"drops-{name}.jsonl")
-    with open(path) as f:
-        return {(d["dport"], d["seq"]) for d in map(json.loads, f) if d["reason"] == reason}
 
 
 def test_a_burst_of_random_loss_is_not_taken_for_the_queue(tmp_path, monkeypatch):
@@ -1128,7 +1121,7 @@ def test_a_burst_of_random_loss_is_not_taken_for_the_queue(tmp_path, monkeypatch
 
     def read(reading):
         est = {}
-        losses.read(s.con, flows, {}, {}, est, {k: v[1] for k, v in reading.items()},
+        losses.read(s.con, flows, {}, est, {k: v[1] for k, v in reading.items()},
                     {k: v[3] for k, v in reading.items()}, reading.keys())
         return est
 
@@ -1184,7 +1177,7 @@ def test_at_a_server_every_drop_the_delay_line_logged_is_read_as_the_queues(
     ACKs the client held 82 and 92 ms put every drop below a full queue: 0
     of 128)."""
     from tracekit.whatif import queueing
-    logged = _queue_drops(name[2:])
+    logged = _logged(name[2:], "queue")
     assert len(logged) == dropped
     s, raw = _one_capture(tmp_path, name)
     with s:
@@ -1213,7 +1206,7 @@ def test_an_ack_the_client_held_does_not_time_the_queue_at_a_server(tmp_path):
     before it: at the bottleneck's rate the round trip is capped where the
     bytes between them allow, and the queue reads 40.1 ms, every drop its."""
     from tracekit.whatif import queueing
-    logged = _queue_drops("reno-rtt150-persistent-0")
+    logged = _logged("reno-rtt150-persistent-0", "queue")
     assert len(logged) == 61
     s, raw = _one_capture(tmp_path, "s-reno-rtt150-persistent-0")
     with s:
@@ -1281,7 +1274,7 @@ def test_a_flow_whose_queue_grows_still_reads_its_senders_clock(tmp_path, monkey
     read as the queue's (a response's last segments lost leave no hole
     behind them) and the queue's wait is its 120 ms."""
     from tracekit.whatif import queueing
-    logged = _queue_drops("reno4m-fresh-0")
+    logged = _logged("reno4m-fresh-0", "queue")
     assert len(logged) == 294
     s, raw = _one_capture(tmp_path, "c-reno4m-fresh-0")
     with s:

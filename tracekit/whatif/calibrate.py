@@ -309,7 +309,7 @@ def loss_of(con, df, flows, rate, src, est):
             if f == f}
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
-    loss, burst, bad_loss = losses.read(con, flows, {}, src, est, full,
+    loss, burst, bad_loss = losses.read(con, flows, src, est, full,
                                         {k: v[3] for k, v in reading.items()} if full else {},
                                         reading.keys())
     return loss, burst, bad_loss, reading, waits

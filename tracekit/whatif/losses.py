@@ -12,7 +12,7 @@ QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at ran
 RUNS_BY_WITNESS = True  # a timed flow's runs judged by their witness alone (off: by QUEUE_RUN)
 
 
-def read(con, flows, labels, src, est, full=None, shares=None, timed=()):
+def read(con, flows, src, est, full=None, shares=None, timed=()):
     """(random loss rate, burstiness, the share a burst loses) of the response
     direction. Segments lost at a full queue by their witness's wait (`full`,
     {flow: seqs}: whatif/queueing.py) are the bottleneck's queue overflowing

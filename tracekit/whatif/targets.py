@@ -46,7 +46,8 @@ def loss_shape(con, target, tgt, cal):
     if tgt is None or not len(tgt):
         return target, "independent: no burstiness measured, no runs at the target"
     flows = list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
-    _, burst, bad_loss, _, _ = loss_of(con, tgt, flows, cal.rate_Bps, {}, est := {})
+    est = {}
+    _, burst, bad_loss, _, _ = loss_of(con, tgt, flows, cal.rate_Bps, {}, est)
     if not burst:
         return target, (f"independent: the target's runs read none (P(lost | previous lost) "
                         f"{est.get('burst', 0.0):.3f})")

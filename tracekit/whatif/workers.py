@@ -64,7 +64,7 @@ def starmap(fn, tasks, transfers):
     """[fn(*task) for task in tasks], in order; in worker processes when the
     tasks hold `transfers` or more transfers to replay and more than one
     process may run. fn is a module-level function (workers import it). A
-    worker that dies (killed) leaves the tasks to this process."""
+    worker that dies (killed) leaves the tasks not yet back to this process."""
     n = count()
     each = transfers / max(len(tasks), 1)  # (for the progress: tasks differ little)
     if (n < 2 or len(tasks) < 2 or transfers < MIN_TRANSFERS
@@ -74,19 +74,18 @@ def starmap(fn, tasks, transfers):
     chunks = [tasks[i:i + size] for i in range(0, len(tasks), size)]
     now = constants()
     pool = _workers(n)
-    futures = []
+    futures, out = [], []
     try:
         with _main_hidden():  # (a task submitted may start a worker)
             for chunk in chunks:  # (a worker may die already while they are submitted)
                 futures.append(pool.submit(_run, fn, now, chunk))
-        out = []
         for f, chunk in zip(futures, chunks):
             out += f.result()
             _done(each * len(chunk))
         return out
     except BrokenProcessPool:
-        _stop()
-        return _here(fn, tasks, each)
+        _stop()  # (the chunks already back are kept: the rest, in order, here)
+        return out + _here(fn, tasks[len(out):], each)
     except BaseException:
         for f in futures:
             f.cancel()
