@@ -4,10 +4,15 @@ structure of a loss the measured group did not have.
 
 The prediction's times come from the measured group alone; these readings
 take from the target's runs only what the change is -- how many responses
-warmed its connections, and whether its loss comes in bursts -- never their
-times."""
+warmed its connections, and whether its loss comes in bursts -- or what the
+path is where the measured group could not say (how deep its queue is),
+never their times."""
 
-from .calibrate import first_warmups, loss_of
+from dataclasses import replace as _replace
+
+import numpy as np
+
+from .calibrate import QUEUE_GUESS, first_warmups, loss_of
 from .replayer import Derived
 
 
@@ -54,3 +59,35 @@ def loss_shape(con, target, tgt, cal):
     return ({**target, "loss_burst": burst, "bad_loss": bad_loss},
             f"from the target's runs: P(lost | previous lost) {burst:.3f}, a burst loses "
             f"{bad_loss:.2f} (whatif/chain.py)")
+
+
+def queue_depth(con, target, tgt, cal):
+    """(calibration, where its queue comes from, or None: unchanged). A group
+    that never filled the queue can only guess how deep it is (QUEUE_GUESS:
+    the longest train, which an ACK-clocked sender makes longer than the
+    queue); a change that lets the window grow (a persistent connection)
+    turns on it. Where the store's runs at the target filled the same path's
+    queue -- losses at a full queue, whatif/queueing.py -- the longest wait
+    they had there x the rate is a reading, not a guess: the calibration
+    takes it for both levels (the path is the same), never below the
+    longest wait the group itself held. A change that states the queue, or a
+    group that read it, keeps its own."""
+    if "queue_bytes" in target or cal.sources.get("queue_bytes") != QUEUE_GUESS:
+        return cal, None
+    if tgt is None or not len(tgt):
+        return cal, None
+    flows = list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
+    est = {}
+    *_, waits = loss_of(con, tgt, flows, cal.rate_Bps, {}, est)
+    if not waits:
+        return cal, None
+    wait = float(np.median(waits))
+    held = cal.estimates.get("queue_held_ms", 0.0) / 1e3
+    queue = max(wait, held) * cal.rate_Bps
+    said = (f"the store's runs at the target: the longest wait at the bottleneck "
+            f"({wait * 1e3:.1f} ms, median of {len(waits)} flows that lost segments at a full "
+            f"queue) x the rate" + (f", raised to the group's own longest ({held * 1e3:.1f} ms)"
+                                    if held > wait else "")
+            + f"; the group's guess was {cal.queue_bytes:.0f}")
+    return (_replace(cal, queue_bytes=queue, sources={**cal.sources, "queue_bytes": said},
+                     estimates={**cal.estimates, "queue_guess_bytes": cal.queue_bytes}), said)
