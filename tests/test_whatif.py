@@ -1142,6 +1142,37 @@ def test_a_burst_of_random_loss_is_not_taken_for_the_queue(tmp_path, monkeypatch
         assert read(reading)["queue_drops"] == 69 + 13
 
 
+def test_a_flow_that_never_waited_is_judged_against_the_queue_its_group_held(tmp_path):
+    """Ground truth drop by drop (tests/data/whatif/delay-line, set 22's L1: a
+    Gilbert-Elliott channel before a 100 kB queue at 20 Mbit/s, CUBIC at 50
+    ms, six fresh connections; the log names 25 drops, every one a burst's).
+    Two responses lost ten segments each in their first flights, before they
+    had queued 4 ms (the sender's clock ticks every 1 ms: too coarse alone to
+    tell a full queue from an empty one); the other four held 23-29 ms. Read
+    against that, their losses are random and in bursts; left unread, the
+    rule by runs took 13 of them for the queue's (and the four runs of the
+    group together, read so, no random loss at all: docs/whatif.md,
+    twenty-second round)."""
+    from tracekit.whatif import losses, queueing
+    name = "l1-rtt50-ge-fresh-0"
+    s, raw = _one_capture(tmp_path, f"c-{name}")
+    flows = [(1, f) for f in raw]
+    with s:
+        reading = queueing.read(s.con, {k: "client" for k in flows})
+        assert len(reading) == 6 and queueing.held(reading) > 0.025
+        shallow = [k for k, v in reading.items() if v[0] < 0.004]
+        assert len(shallow) == 2 and all(len(reading[k][2]) == 10 for k in shallow)
+        assert not any(v[1] for v in reading.values())
+        est = {}
+        losses.read(s.con, flows, {}, est, {}, {}, reading.keys())
+        lost = _raw(raw, {k: v[2] for k, v in reading.items()})
+        assert lost == _logged(name, "burst") and not _logged(name, "queue")
+        assert (est["queue_drops"], est["loss_segments"]) == (0, 25)
+        est = {}
+        losses.read(s.con, flows, {}, est, {}, {}, [k for k in flows if k not in shallow])
+        assert est["queue_drops"] == 13  # (those in runs of three or more)
+
+
 def test_a_full_queue_is_tested_by_loss_event_not_by_segment():
     """A run of drops has one witness: eight segments lost behind one
     segment that waited at the top of the queue are one event at a full

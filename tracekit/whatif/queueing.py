@@ -32,7 +32,9 @@ between its first and last data segment, to the nearest of the rates
 stacks use, within `CLOCK_SLACK`: the last arrival is late by the queue
 the flow built); a flow shorter than `MIN_SPAN_S`, one with a clock rate
 matching none of them, or one whose ticks are too coarse for its waits,
-says nothing.
+says nothing -- unless its group's other flows held the queue longer than
+four ticks: then it is judged against that (`held`), a full queue it never
+came near (a burst of random loss in its first flights cuts it short).
 
 A capture at the server sees its segments leave, not arrive: there the
 wait is a segment's round trip less the flow's smallest -- timed by the
@@ -76,7 +78,7 @@ def read(con, flows, rate=None):
     segments (client vantage) or whose ACKs time them (server vantage);
     others are left out. `rate` (bytes/s, the bottleneck's) bounds how fast
     a server's ACKs may say the queue grew (`_unheld`)."""
-    out = {}
+    out, unread = {}, {}
     for (cap, fl), vantage in flows.items():
         if vantage == "server":
             got = _server_flow(con, cap, fl, rate)
@@ -88,9 +90,20 @@ def read(con, flows, rate=None):
             WHERE a.capture_id = ? AND a.flow_id = ? AND NOT a.from_client
               AND a.payload_bytes > 0 AND p.tcp_tsval IS NOT NULL
             ORDER BY a.ts_ns""", [cap, fl]).fetchall()
-        got = _flow(rows, lost_segments(con, cap, fl))
+        lost = lost_segments(con, cap, fl)
+        got = _flow(rows, lost)
         if got is not None:
             out[(cap, fl)] = got
+        elif lost:
+            unread[(cap, fl)] = (rows, lost)
+    # a flow that never waited four ticks says nothing of a queue that shallow,
+    # but against one its group saw hold far longer its losses are not a full
+    # queue's (a burst in the first flights: set 22's L1, docs/whatif.md)
+    ceiling = held(out) if out and unread else 0.0
+    for k, (rows, lost) in unread.items():
+        got = _flow(rows, lost, ceiling)
+        if got is not None:
+            out[k] = got
     return out
 
 
@@ -101,7 +114,10 @@ def lost_segments(con, cap, fl):
           AND NOT coalesce(spurious, false)""", [cap, fl]).fetchall()}
 
 
-def _flow(rows, lost):
+def _flow(rows, lost, ceiling=0.0):
+    """A client flow's reading; None where its clock or its waits say
+    nothing. `ceiling` (s): the longest wait its group's flows held, the
+    full queue for a flow that never came near it (else its own longest)."""
     if len(rows) < 2:
         return None
     t = np.array([r[0] for r in rows], dtype=np.int64)
@@ -116,7 +132,8 @@ def _flow(rows, lost):
     delay = (t - t[0]) / 1e9 - ticks / hz
     wait = delay - delay.min()
     largest = float(wait.max())
-    if largest < 4 / hz:  # ticks too coarse to tell a full queue from an empty one
+    top = max(largest, ceiling)
+    if top < 4 / hz:  # ticks too coarse to tell a full queue from an empty one
         return None
     seqs = [r[2] for r in rows]
     first = {}
@@ -125,7 +142,7 @@ def _flow(rows, lost):
     order = sorted(first)
     before = dict(zip(order[1:], order))
     full, witnessed = set(), {}
-    threshold = largest - max(FULL * largest, 2 / hz)
+    threshold = top - max(FULL * top, 2 / hz)
     for s in lost:
         n = before.get(s)
         while n in lost:  # a run of drops: the last segment before it that arrived
