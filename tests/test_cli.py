@@ -140,6 +140,18 @@ def test_progress_appears_only_on_a_terminal_after_a_second(monkeypatch, capsys)
     assert capsys.readouterr().err == ""
 
 
+def test_a_status_line_pads_over_the_last_and_wipes_only_what_it_showed(capsys):
+    from tracekit.cli.common import StatusLine
+    line = StatusLine(pad=3, width=12)
+    line.clear()  # never shown: nothing to wipe
+    assert capsys.readouterr().err == ""
+    line.show("12/40 done")
+    line.show("13/40")
+    line.clear()
+    line.clear()
+    assert capsys.readouterr().err == "\r12/40 done   \r13/40   \r" + " " * 12 + "\r"
+
+
 def test_every_room_lists_the_commands_it_holds():
     # the group loads a room (a module of tracekit.cli) when one of its commands
     # is asked for, by the names ROOMS gives: they must be the room's own

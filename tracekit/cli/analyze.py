@@ -8,6 +8,7 @@ from .. import api
 from . import dask_runs
 from .common import (
     CONTEXT,
+    StatusLine,
     cluster_options,
     db_option,
     eta_text,
@@ -47,7 +48,7 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
         if not run.captures and not run.failures:
             click.echo("per-capture analyses: up to date")
         return dask_runs.report(run, where, "analyze")
-    shown = [False]
+    line = StatusLine()
     started = time.monotonic()
     rewrite, verbose = live(), verbosity() > 0
 
@@ -62,16 +63,13 @@ def analyze(db, dupthresh, rto_min_ms, reorder_window_ms, workers, cluster):
         if verbose:
             click.echo(f"analysing {table} {what} ({elapsed:,.1f} s in{share})", err=True)
         elif rewrite and elapsed > 1.0:
-            click.echo(f"\ranalysing: {table} {what} ({elapsed:,.0f} s in{share})" + " " * 10,
-                       err=True, nl=False)
-            shown[0] = True
+            line.show(f"analysing: {table} {what} ({elapsed:,.0f} s in{share})")
     progress.takes_share = True
     step = [None, started]
     try:
         summary = api.analyze(db, params, progress)
     finally:
-        if shown[0]:
-            click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
+        line.clear()
     report(summary)
 
 

@@ -297,7 +297,7 @@ def replay_progress():
         yield
         return
     started = time.monotonic()
-    state = {"done": 0.0, "shown": False, "said": started}
+    state, line = {"done": 0.0, "said": started}, StatusLine()
 
     def tick(transfers):
         state["done"] += transfers
@@ -308,15 +308,31 @@ def replay_progress():
                 click.echo(text, err=True)
                 state["said"] = now
         elif now - started > 1.0:
-            click.echo("\r" + text + " " * 10, err=True, nl=False)
-            state["shown"] = True
+            line.show(text)
     on_replay(tick)
     try:
         yield
     finally:
         on_replay(None)
-        if state["shown"]:
-            click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
+        line.clear()
+
+
+class StatusLine:
+    """A line of progress on stderr rewritten in place (on a terminal: the
+    callers ask `live()`), padded to cover a longer one before it; `clear`
+    wipes it where it was shown."""
+
+    def __init__(self, pad=10, width=80):
+        self.pad, self.width, self.shown = pad, width, False
+
+    def show(self, text):
+        click.echo("\r" + text + " " * self.pad, err=True, nl=False)
+        self.shown = True
+
+    def clear(self):
+        if self.shown:
+            click.echo("\r" + " " * self.width + "\r", err=True, nl=False)
+            self.shown = False
 
 
 class Progress:
@@ -330,7 +346,7 @@ class Progress:
         self.started = time.monotonic()
         self.path = None
         self.file_started = self.started
-        self.shown = False
+        self.line = StatusLine(pad=8, width=90)
 
     def __call__(self, path, done, total):
         if not self.enabled and not self.verbose:
@@ -346,14 +362,10 @@ class Progress:
         pct = 100.0 * done / total if total else 100.0
         name = os.path.basename(path)
         eta = eta_text(now - self.file_started, done, total)
-        click.echo(f"\ringesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB{eta}" + " " * 8,
-                   err=True, nl=False)
-        self.shown = True
+        self.line.show(f"ingesting {name}: {pct:5.1f}% of {total / 1e6:,.0f} MB{eta}")
 
     def done(self):
-        if self.shown:
-            click.echo("\r" + " " * 90 + "\r", err=True, nl=False)
-            self.shown = False
+        self.line.clear()
 
 
 def parse_labels(labels):

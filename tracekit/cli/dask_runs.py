@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .common import EXIT_PARTIAL, eta_text, live, plural, verbosity
+from .common import EXIT_PARTIAL, StatusLine, eta_text, live, plural, verbosity
 from .messages import report_log, skipped_text
 
 
@@ -16,7 +16,7 @@ def progress():
     """A callback for a Dask run's captures as they end: n/total and the time
     left on a terminal, a line per capture with -v, nothing with -q."""
     started = time.monotonic()
-    rewrite, verbose = live(), verbosity() > 0
+    rewrite, verbose, line = live(), verbosity() > 0, StatusLine()
 
     def shown(n, total, path, capture_id, result):
         eta = eta_text(time.monotonic() - started, n, total)
@@ -25,10 +25,9 @@ def progress():
             name = os.path.basename(path) if path else f"capture {capture_id}"
             click.echo(f"{n}/{total}: {name} (capture {capture_id}) {state}{eta}", err=True)
         elif rewrite:
-            click.echo(f"\r{n}/{total} captures done (last: capture {capture_id}){eta}"
-                       + " " * 10, err=True, nl=False)
+            line.show(f"{n}/{total} captures done (last: capture {capture_id}){eta}")
             if n == total:
-                click.echo("\r" + " " * 80 + "\r", err=True, nl=False)
+                line.clear()
     return shown
 
 

@@ -1,7 +1,6 @@
 """`tracekit ingest`: files and manifests in, and what happened to each."""
 
 import os
-import sys
 
 import click
 
