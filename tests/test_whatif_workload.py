@@ -3,6 +3,7 @@ persistent connection's first request either opens it -- handshake and
 slow start in its time -- or follows warm-up responses (the lab's runs,
 `warmup` 1). Where the store holds runs at the target, they say which."""
 
+import dataclasses
 import json
 import os
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from tracekit.whatif import engine, replayer, targets
-from tracekit.whatif.calibrate import Request
+from tracekit.whatif.calibrate import QUEUE_GUESS, Request, load_requests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
@@ -326,7 +327,6 @@ def test_a_loss_the_group_did_not_have_takes_its_shape_from_the_targets_runs(tmp
     well above its share, so the replay loses in bursts. Without runs there,
     or where the group read a burstiness its own, nothing is taken."""
     import tracekit
-    from tracekit.whatif.calibrate import load_requests
     s = tracekit.open(str(tmp_path / "g1.duckdb"))
     s.ingest([os.path.join(ROOT, "tests", "data", "whatif", "delay-line",
                            "c-g1-rtt100-ge-persistent-1.pcap")], labels={"loss_down": "0.017"})
@@ -391,6 +391,13 @@ def test_a_queue_the_group_never_filled_is_read_from_the_targets_runs(tmp_path, 
         assert sum(abs(replayed - r.measured_target) < 0.03 * r.measured_target) >= 4
         assert abs(r.saving - r.measured_saving) < 0.25 * r.measured_saving, r.saving
 
+        # waits at a full queue drain at the target's rate where the change sets one
+        tgt = load_requests(s.con, {"connection": "persistent"})
+        guessed = dataclasses.replace(r.calibration, queue_bytes=154_500.0,
+                                      sources={**r.calibration.sources, "queue_bytes": QUEUE_GUESS})
+        faster, _ = targets.queue_depth(s.con, {"connection": "persistent", "rate_mbps": 20},
+                                        tgt, guessed)
+        assert faster.queue_bytes == pytest.approx(2 * r.calibration.queue_bytes, rel=0.01)
         # stated at the target, or read by the group itself: its own stands
         assert targets.queue_depth(s.con, {"queue_bytes": 9e4}, None, r.calibration)[1] is None
         assert targets.queue_depth(s.con, {}, None, r.calibration)[1] is None  # (not a guess now)

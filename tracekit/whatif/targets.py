@@ -13,7 +13,7 @@ from dataclasses import replace as _replace
 import numpy as np
 
 from .calibrate import QUEUE_GUESS, first_warmups, loss_of
-from .replayer import Derived
+from .replayer import Derived, setting
 
 
 def workload(con, target, tgt):
@@ -68,7 +68,8 @@ def queue_depth(con, target, tgt, cal):
     queue); a change that lets the window grow (a persistent connection)
     turns on it. Where the store's runs at the target filled the same path's
     queue -- losses at a full queue, whatif/queueing.py -- the longest wait
-    they had there x the rate is a reading, not a guess: the calibration
+    they had there x the rate (the target's, where the change sets one) is
+    a reading, not a guess: the calibration
     takes it for both levels (the path is the same), never below the
     longest wait the group itself held. A change that states the queue, or a
     group that read it, keeps its own."""
@@ -78,16 +79,17 @@ def queue_depth(con, target, tgt, cal):
         return cal, None
     flows = list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
     est = {}
-    *_, waits = loss_of(con, tgt, flows, cal.rate_Bps, {}, est)
+    rate = setting(cal, target).rate  # (the target's: a change of rate drains it at that)
+    *_, waits = loss_of(con, tgt, flows, rate, {}, est)
     if not waits:
         return cal, None
     wait = float(np.median(waits))
-    held = cal.estimates.get("queue_held_ms", 0.0) / 1e3
-    queue = max(wait, held) * cal.rate_Bps
+    held = cal.estimates.get("queue_held_ms", 0.0) / 1e3 * cal.rate_Bps
+    queue = max(wait * rate, held)
     said = (f"the store's runs at the target: the longest wait at the bottleneck "
             f"({wait * 1e3:.1f} ms, median of {len(waits)} flows that lost segments at a full "
-            f"queue) x the rate" + (f", raised to the group's own longest ({held * 1e3:.1f} ms)"
-                                    if held > wait else "")
+            f"queue) x the rate" + (f", raised to the group's own longest wait's ({held:.0f})"
+                                    if held > wait * rate else "")
             + f"; the group's guess was {cal.queue_bytes:.0f}")
     return (_replace(cal, queue_bytes=queue, sources={**cal.sources, "queue_bytes": said},
                      estimates={**cal.estimates, "queue_guess_bytes": cal.queue_bytes}), said)
