@@ -79,15 +79,10 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
     target's runs were made: within the tolerance."""
     import tracekit
     with tracekit.open(str(tmp_path / "s.duckdb")) as s:
-        for mode in ("fresh", "persistent"):
-            s.ingest([os.path.join(HERE, f"c-ren9-rtt110-{mode}-0.pcap")],
-                     labels={"rtt_ms": "110", "connection": mode})
-        s.analyze()
+        _fresh_and_persistent(s, "c-ren9-rtt110", {"rtt_ms": "110"})
 
         def predict():
-            (g, r), = s.whatif({"connection": "persistent"}, source={"connection": "fresh"},
-                               draws=48)
-            return r
+            return _to_persistent(s, draws=48)
         r = predict()
         assert r.target["warmup"] == 0
         assert "1 of the target's 1 runs (their first request opens the connection)" in r.workload
@@ -364,20 +359,14 @@ def test_a_queue_the_group_never_filled_is_read_from_the_targets_runs(tmp_path, 
     guess the replayed warm responses never overflow and the saving is about
     twice it (docs/whatif.md, twenty-second round)."""
     import tracekit
-    here = os.path.join(ROOT, "tests", "data", "whatif", "delay-line")
-    with open(os.path.join(here, "drops-l3n-rtt60-nl-persistent-0.jsonl")) as f:
+    with open(os.path.join(HERE, "drops-l3n-rtt60-nl-persistent-0.jsonl")) as f:
         causes = [json.loads(line)["reason"] for line in f]
     assert causes == ["queue"] * 44
     with tracekit.open(str(tmp_path / "l3.duckdb")) as s:
-        for mode in ("fresh", "persistent"):
-            s.ingest([os.path.join(here, f"c-l3n-rtt60-nl-{mode}-0.pcap")],
-                     labels={"connection": mode})
-        s.analyze()
+        _fresh_and_persistent(s, "c-l3n-rtt60-nl")
 
         def predict():
-            (g, r), = s.whatif({"connection": "persistent"}, source={"connection": "fresh"},
-                               draws=24)
-            return r
+            return _to_persistent(s, draws=24)
         r = predict()
         assert r.calibration.queue_bytes == pytest.approx(60_000, rel=0.05)
         assert r.queue.startswith("the store's runs at the target")
@@ -405,3 +394,19 @@ def test_a_queue_the_group_never_filled_is_read_from_the_targets_runs(tmp_path, 
         monkeypatch.setattr(targets, "queue_depth", lambda con, target, tgt, cal: (cal, None))
         old = predict()
         assert old.saving > 1.6 * old.measured_saving, old.saving
+
+
+def _fresh_and_persistent(s, prefix, labels=None):
+    """Ingest PREFIX-fresh-0.pcap and PREFIX-persistent-0.pcap of the delay
+    line (tests/data/whatif/delay-line) into store s, labelled with their
+    connection (and `labels`), and analyse them."""
+    for mode in ("fresh", "persistent"):
+        s.ingest([os.path.join(HERE, f"{prefix}-{mode}-0.pcap")],
+                 labels={**(labels or {}), "connection": mode})
+    s.analyze()
+
+
+def _to_persistent(s, draws):
+    """The what-if of the fresh group on persistent connections."""
+    (g, r), = s.whatif({"connection": "persistent"}, source={"connection": "fresh"}, draws=draws)
+    return r
