@@ -50,9 +50,8 @@ def loss_shape(con, target, tgt, cal):
         return target, None
     if tgt is None or not len(tgt):
         return target, "independent: no burstiness measured, no runs at the target"
-    flows = list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
     est = {}
-    _, burst, bad_loss, _, _ = loss_of(con, tgt, flows, cal.rate_Bps, {}, est)
+    _, burst, bad_loss, _, _ = loss_of(con, tgt, _flows(tgt), cal.rate_Bps, {}, est)
     if not burst:
         return target, (f"independent: the target's runs read none (P(lost | previous lost) "
                         f"{est.get('burst', 0.0):.3f})")
@@ -69,18 +68,15 @@ def queue_depth(con, target, tgt, cal):
     turns on it. Where the store's runs at the target filled the same path's
     queue -- losses at a full queue, whatif/queueing.py -- the longest wait
     they had there x the rate (the target's, where the change sets one) is
-    a reading, not a guess: the calibration
-    takes it for both levels (the path is the same), never below the
-    longest wait the group itself held. A change that states the queue, or a
-    group that read it, keeps its own."""
+    a reading, not a guess: the calibration takes it for both levels (the
+    path is the same), never below the longest wait the group itself held.
+    A change that states the queue, or a group that read it, keeps its own."""
     if "queue_bytes" in target or cal.sources.get("queue_bytes") != QUEUE_GUESS:
         return cal, None
     if tgt is None or not len(tgt):
         return cal, None
-    flows = list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
-    est = {}
     rate = setting(cal, target).rate  # (the target's: a change of rate drains it at that)
-    *_, waits = loss_of(con, tgt, flows, rate, {}, est)
+    *_, waits = loss_of(con, tgt, _flows(tgt), rate, {}, {})
     if not waits:
         return cal, None
     wait = float(np.median(waits))
@@ -93,3 +89,8 @@ def queue_depth(con, target, tgt, cal):
             + f"; the group's guess was {cal.queue_bytes:.0f}")
     return (_replace(cal, queue_bytes=queue, sources={**cal.sources, "queue_bytes": said},
                      estimates={**cal.estimates, "queue_guess_bytes": cal.queue_bytes}), said)
+
+
+def _flows(tgt):
+    """The (capture, flow)s of the target's requests."""
+    return list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
