@@ -369,7 +369,8 @@ def test_a_queue_the_group_never_filled_is_read_from_the_targets_runs(tmp_path, 
             return _to_persistent(s, draws=24)
         r = predict()
         assert r.calibration.queue_bytes == pytest.approx(60_000, rel=0.05)
-        assert r.queue.startswith("the store's runs at the target")
+        said = r.calibration.sources["queue_bytes"]
+        assert said.startswith("the store's runs at the target")
         assert r.calibration.estimates["queue_guess_bytes"] > 2 * 60_000
         assert r.measured_saving == pytest.approx(0.099, abs=0.005)
         # response by response the warm replay follows the kernel's (0.432, 0.305,

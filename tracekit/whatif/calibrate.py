@@ -171,7 +171,7 @@ def calibrate(con, where, stated=None):
         src["requests"] = (f"{len(df.attrs['cut'])} more left out, cut by the "
                            f"capture's end ({', '.join(df.attrs['cut'][:3])}"
                            f"{', ...' if len(df.attrs['cut']) > 3 else ''})")
-    flows = list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
+    flows = losses.flows_of(df)
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
     hs = _handshakes(df)
@@ -179,7 +179,7 @@ def calibrate(con, where, stated=None):
     jitter = pathrate.jitter(hs.to_numpy(dtype=float) / 1e9, labels, src, est)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
-    loss, burst, bad_loss, reading, waits = loss_of(con, df, flows, rate, src, est)
+    loss, burst, bad_loss, reading, waits = loss_of(con, df, rate, src, est)
     ttfb = (df.response_first_byte_ns - df.request_last_byte_ns).to_numpy() / 1e9
     vantage = "server" if (df.vantage == "server").all() else "client"
     seen = 0.0 if vantage == "server" else rtt  # a server sees the request arrive: no trip
@@ -300,16 +300,16 @@ def _processing(con, df):
     return float(np.median(d)) / 1e9 if d else None
 
 
-def loss_of(con, df, flows, rate, src, est):
+def loss_of(con, df, rate, src, est):
     """(random loss, burstiness, the share a burst loses, the queue's reading,
-    the waits of the flows that lost at a full queue) of the requests in df
-    (`flows` theirs): whatif/queueing.py says which losses were the queue's,
-    whatif/losses.py reads the rest."""
+    the waits of the flows that lost at a full queue) of the requests in df:
+    whatif/queueing.py says which losses were the queue's, whatif/losses.py
+    reads the rest."""
     seen = {(int(c), int(f)): v for c, f, v in zip(df.capture_id, df.flow_id, df.vantage)
             if f == f}
     reading = queueing.read(con, seen, rate)
     full, waits = queueing.overflowed(reading)
-    loss, burst, bad_loss = losses.read(con, flows, src, est, full,
+    loss, burst, bad_loss = losses.read(con, losses.flows_of(df), src, est, full,
                                         {k: v[3] for k, v in reading.items()} if full else {},
                                         reading.keys())
     return loss, burst, bad_loss, reading, waits

@@ -56,7 +56,6 @@ class WhatIf:
     chance: float | None = None
     workload: str | None = None  # where the target's warm-up count came from (targets.py)
     loss_shape: str | None = None  # where the target loss's burstiness came from (targets.py)
-    queue: str | None = None  # where the queue came from, read at the target (targets.py)
     # [(queue_bytes, saving s)] at half and twice a guessed queue, and at the longest
     # wait's where the guess is over twice it (guesses.queue_sensitivity),
     # [(sender, misfit, saving s)] of the other senders the group's times fit as well
@@ -136,7 +135,7 @@ def whatif(con, where, source, target, draws=DRAWS, seed=SEED, assume=None):
     r = WhatIf(where or {}, source, target, cal, measured,
                delivered(replayed, setting(cal, {}), group),
                delivered(replay(cal, at, draws, seed), at, group), workload=workload,
-               loss_shape=loss_shape, queue=queue)
+               loss_shape=loss_shape)
     if tgt is not None and len(tgt):
         r.measured_target = tgt.duration_ns.to_numpy() / 1e9
     _intervals(r)

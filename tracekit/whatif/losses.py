@@ -12,6 +12,12 @@ QUEUE_RUN = 3  # consecutive segments lost: the queue overflowed (P = p^3 at ran
 RUNS_BY_WITNESS = True  # a timed flow's runs judged by their witness alone (off: by QUEUE_RUN)
 
 
+def flows_of(df):
+    """The (capture, flow)s of a group's requests (a frame of them, those with
+    a flow): what `read` takes."""
+    return list({(int(c), int(f)) for c, f in zip(df.capture_id, df.flow_id) if f == f})
+
+
 def read(con, flows, src, est, full=None, shares=None, timed=()):
     """(random loss rate, burstiness, the share a burst loses) of the response
     direction. Segments lost at a full queue by their witness's wait (`full`,

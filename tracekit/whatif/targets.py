@@ -51,7 +51,7 @@ def loss_shape(con, target, tgt, cal):
     if tgt is None or not len(tgt):
         return target, "independent: no burstiness measured, no runs at the target"
     est = {}
-    _, burst, bad_loss, _, _ = loss_of(con, tgt, _flows(tgt), cal.rate_Bps, {}, est)
+    _, burst, bad_loss, _, _ = loss_of(con, tgt, cal.rate_Bps, {}, est)
     if not burst:
         return target, (f"independent: the target's runs read none (P(lost | previous lost) "
                         f"{est.get('burst', 0.0):.3f})")
@@ -76,7 +76,7 @@ def queue_depth(con, target, tgt, cal):
     if tgt is None or not len(tgt):
         return cal, None
     rate = setting(cal, target).rate  # (the target's: a change of rate drains it at that)
-    *_, waits = loss_of(con, tgt, _flows(tgt), rate, {}, {})
+    *_, waits = loss_of(con, tgt, rate, {}, {})
     if not waits:
         return cal, None
     wait = float(np.median(waits))
@@ -89,8 +89,3 @@ def queue_depth(con, target, tgt, cal):
             + f"; the group's guess was {cal.queue_bytes:.0f}")
     return (_replace(cal, queue_bytes=queue, sources={**cal.sources, "queue_bytes": said},
                      estimates={**cal.estimates, "queue_guess_bytes": cal.queue_bytes}), said)
-
-
-def _flows(tgt):
-    """The (capture, flow)s of the target's requests."""
-    return list({(int(c), int(f)) for c, f in zip(tgt.capture_id, tgt.flow_id) if f == f})
