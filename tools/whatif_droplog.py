@@ -23,6 +23,13 @@ ones. No random draw remains but the jitter's (a fixed seed), so the
 comparison is transfer by transfer: the sender, the receiver's ACKs and
 window, the queue -- everything but the loss process.
 
+--clock-phase MS replays the client's timestamp clock ticking MS after
+each transfer's start (whatif/delack.py's TS_CLOCK; by default the
+receiver's RTT samples are exact): where Linux's receiver read 21 then 39
+segments, not 20 then 40, a CUBIC transfer's HyStart ends later, and a
+persistent connection's first warm response bursts into the queue (the
+twenty-third round).
+
 --save writes what the comparison needs (paths, drops, kernel times; a few
 kB) for tests/test_whatif_droplog.py; --fixture replays such a file.
 """
@@ -213,7 +220,12 @@ def main(argv=None):
                     help="a delay-line set's runs at one RTT (its client captures in STORE, "
                          "its logs in FOLDER, named as make.py names them: TAG, or TAG/LEVEL "
                          "since set 18, e.g. h1/ge); repeatable")
+    ap.add_argument("--clock-phase", type=float, metavar="MS",
+                    help="the client's timestamp clock ticks MS after a transfer's start")
     args = ap.parse_args(argv)
+    if args.clock_phase is not None:
+        from tracekit.whatif import delack
+        delack.TS_CLOCK, delack.TS_PHASE = True, args.clock_phase / 1e3
     if args.delay_line:
         runs = [read_delay_line(store, folder, name, cc, float(rtt), float(rate), int(queue))
                 for store, folder, tag, cc, rtt, rate, queue in args.delay_line

@@ -25,13 +25,46 @@ of an odd last one: the lab's Reno at 2.5 % loss on 50 ms sends 1, 2, 2,
 3 segments a round after a second cut, each round ~90 ms (docs/whatif.md,
 eighth round). Off (`DELAYED = False`) the receiver acknowledges every
 segment at once, as the replay did before.
+
+The receiver's RTT estimate, which times its buffer's growth
+(whatif/receiver.py), takes a sample from the timestamps the sender
+echoes: Linux's clock ticks in whole milliseconds and a sample is taken
+only where the echo is new (tcp_rcv_rtt_measure_ts), so the estimate is
+101 or 102 ms on a 101.6 ms path, and whether a round's first or second
+segment ends the receiver's interval -- 20 or 21 segments read, then 40 or
+39 -- turns on where the clock ticks. On a fresh CUBIC transfer that
+decides where the window stops growing, so where the ACKs stop coming one
+a segment and whether HyStart's ACK train ends slow start at 124 segments
+or the window runs on to 204 (the kernel's own tracepoints: docs/whatif.md,
+twenty-third round). `TS_CLOCK` replays those ticks, the phase drawn once
+a transfer; it is off: on, the share of transfers on either side is not
+yet the kernel's on every path (10 % against 6 of 14 at 150 ms), and the
+held-out sets do not move (docs/whatif.md).
 """
 
+import math
+
 DELAYED = True
+TS_CLOCK = False  # the receiver's RTT samples in the timestamps' ticks (docstring)
+TS_TICK = 0.001  # s, TCP_TS_HZ
+TS_PHASE = None  # s: where the client's clock ticks (None: drawn a transfer; tools fix it)
 QUICKACKS = 16
 DELACK = 0.040  # s, TCP_DELACK_MIN (and TCP_ATO_MIN)
 COMPRESS = 0.001  # s, tcp_comp_sack_delay_ns (0: a SACK for each segment)
 COMP_SACK_NR = 44  # tcp_comp_sack_nr
+
+
+def clock_phase(rng):
+    """Where the client's timestamp clock ticks against the transfer's clock
+    (s, under a tick), drawn once a transfer from a child of `rng`, so that
+    the transfer's own draws (the loss chain's, the jitter's) are the ones
+    they were (a scripted stand-in without children: 0)."""
+    if not TS_CLOCK:
+        return 0.0
+    if TS_PHASE is not None:
+        return TS_PHASE
+    spawn = getattr(rng, "spawn", None)
+    return spawn(1)[0].random() * TS_TICK if spawn else 0.0
 
 
 class Acks:
@@ -112,7 +145,7 @@ class ClientSide:
             if r is not None:  # the window it offers: never a right edge moved back
                 held = self.rcv_got - self.rcv_cum
                 grew = r.on_data(self.now, self.rcv_cum - before, self.rcv_top - self.rcv_cum if held
-                          else 0, self.now - self.sent_at[s] + self.p.rtt / 2, held)
+                          else 0, self._rtt_sample(s), held)
                 self.rcv_edge = max(self.rcv_edge, self.rcv_cum + int(r.window(held)))
         a = self.rcv_acks
         if not duplicate:
@@ -123,6 +156,19 @@ class ClientSide:
             self._ack(s)
         elif when is not None:  # the delayed-ACK or the SACK-compression timer
             self._at(self.now + when, "delack", a.gen)
+
+    def _rtt_sample(self, s):
+        """The receiver's RTT sample on segment s (tcp_rcv_rtt_measure_ts): the
+        client's millisecond timestamp clock now less the TSval the segment
+        echoes (the client's ACK or request the sender last had when it sent
+        s); none (0) where that echo is the one sampled before."""
+        if not TS_CLOCK:
+            return self.now - self.sent_at[s] + self.p.rtt / 2
+        echo = math.floor((self.echo_at[s] + self.ts_phase) / TS_TICK)
+        if echo == self.echoed:
+            return 0.0
+        self.echoed = echo
+        return (math.floor((self.now + self.ts_phase) / TS_TICK) - echo) * TS_TICK
 
     def _on_delack(self, gen):
         if gen == self.rcv_acks.gen and self.rcv_acks.unacked:

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 
 from .bbr import ack_aggregation, bbr_round, bbr_window, lt_sampling
 from .pacing import pacing_rate, tso_unit
-from .delack import Acks, ClientSide
+from .delack import Acks, ClientSide, clock_phase
 from .recovery import prr
 from . import chain, window
 
@@ -139,6 +139,8 @@ class Transfer(ClientSide):
         self.lost = [False] * n
         self.resent = [False] * n  # sent again: no delay sample for CUBIC's HyStart
         self.sent_at = [0.0] * n
+        self.echo = -path.rtt / 2  # when the client sent what the sender echoes now (TSecr)
+        self.echo_at, self.echoed, self.ts_phase = [self.echo] * n, None, clock_phase(rng)
         self.deliv_at_send = [(0, 0.0, 0.0)] * n
         self.order = []            # (sent time, segment) in send order (RACK)
         self.order_head, self.rack_idx = 0, -1
@@ -195,7 +197,7 @@ class Transfer(ClientSide):
     # -- the sender -----------------------------------------------------------
     def _send_segment(self, s, retx):
         c = self.c
-        self.sent_at[s] = self.now
+        self.sent_at[s], self.echo_at[s] = self.now, self.echo
         if self.pipe <= 0:  # nothing in flight: a sampling interval starts now (tcp_rate.c)
             self.first_tx = self.delivered_time = self.now
         self.deliv_at_send[s] = (self.delivered, self.delivered_time, self.first_tx)
@@ -398,7 +400,7 @@ class Transfer(ClientSide):
 
     def _on_ack(self, arg):
         cum, s, edge, more = arg
-        c = self.c
+        c, self.echo = self.c, self.now - self.p.rtt / 2  # the ACK's TSval, echoed from now
         self.snd_edge = max(self.snd_edge, edge)
         rtt = self.now - self.sent_at[s]
         if (not self.lost[s] and not self.sacked[s] and s >= self.cum and self.backoff == 0
