@@ -121,10 +121,9 @@ def test_where_the_clock_ticks_decides_hystart_as_in_the_kernel():
     asserted: the replay reads 21 then 39 at 4 phases of 40, the kernel in
     3 connections of 14 -- and at 100 ms, run t2, the replay at the
     handshake's 100.79 ms reads 21 then 40 at every phase and its HyStart
-    never ends slow start, where the kernel's ended at 124 or 204: the
-    replay has no packet of its own for the response's header, so its
-    first reading is 11 segments, not 10.14: docs/whatif.md, twenty-third
-    round.)"""
+    never ends slow start, where the kernel's ended at 124 or 204: its
+    receiver is not yet the kernel's to the segment at a round's edge,
+    docs/whatif.md, twenty-third round.)"""
     run = "t3"
     kernel = defaultdict(list)
     for c in _kernel():
