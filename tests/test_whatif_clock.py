@@ -113,13 +113,13 @@ def test_where_the_clock_ticks_decides_hystart_as_in_the_kernel():
     round and 40 or 39 in the third; where it read 20 then 40 HyStart's ACK
     train ended slow start at 132 segments (7 connections of 14), where 21
     then 39 the ACKs stopped coming one a segment before the train was long
-    enough and slow start ran on to 212 (3; 183 once; 212 after 21 then 40
-    twice). Replayed at the handshake's RTT with the clock's ticks, both
+    enough and slow start ran on to 212 (3 of 4; 183 once), as after 21 then
+    40 (3). Replayed at the handshake's RTT with the clock's ticks, both
     readings come out, each at the kernel's window within 2 segments; with
     exact samples every phase reads 20 then 40 and ends early, so the late
     side, which a warm connection then carries, cannot be replayed. (Not
-    asserted: the replay reads 21 then 39 at 4 phases of 40, the kernel in
-    3 connections of 14 -- and at 100 ms, run t2, the replay at the
+    asserted: the replay's slow start runs on at 11 phases of 40, the
+    kernel's in 7 connections of 14 -- and at 100 ms, run t2, the replay at the
     handshake's 100.79 ms reads 21 then 40 at every phase and its HyStart
     never ends slow start, where the kernel's ended at 124 or 204: its
     receiver is not yet the kernel's to the segment at a round's edge,

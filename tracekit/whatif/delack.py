@@ -38,8 +38,9 @@ a segment and whether HyStart's ACK train ends slow start at 124 segments
 or the window runs on to 204 (the kernel's own tracepoints: docs/whatif.md,
 twenty-third round). `TS_CLOCK` replays those ticks, the phase drawn once
 a transfer; it is off: on, the share of transfers on either side is not
-yet the kernel's on every path (10 % against 6 of 14 at 150 ms), and the
-held-out sets do not move (docs/whatif.md).
+yet the kernel's (at 150 ms slow start runs on in 11 transfers of 40, the
+kernel's in 7 connections of 14), and the held-out sets do not move
+(docs/whatif.md).
 """
 
 import math
