@@ -71,8 +71,7 @@ def _replayed_pairs(path, clock, phases=40):
     """{(second, third reading): [HyStart's exit, ...]} of a fresh transfer on
     `path` replayed with the client's clock ticking at each of `phases`
     points of a millisecond (or with exact samples: clock False)."""
-    from tracekit.whatif import delack, receiver, tcp, window
-    from tracekit.whatif.calibrate import WIRE_HEADER
+    from tracekit.whatif import delack, receiver, window
     reads, exit_ = [], [None]
     grow, hystart = receiver.Receiver.grow, window._hystart
 
@@ -93,13 +92,10 @@ def _replayed_pairs(path, clock, phases=40):
             delack.TS_CLOCK, delack.TS_PHASE = clock, (i + 0.5) / phases * delack.TS_TICK
             reads.clear()
             exit_[0] = None
-            rtt = path["rtt_ms"] / 1e3  # the handshake's, at the client
-            p = tcp.Path(rtt=rtt, rate=path["rate_mbps"] * 1e6 / 8, queue_bytes=path["queue"],
-                         header=WIRE_HEADER)
-            c = tcp.Conn(cc="cubic", initcwnd=10)
-            c.srtt, c.rttvar, c.min_rtt = rtt, rtt / 2, rtt
-            c.rcv = receiver.Receiver(*whatif_droplog.RCV)
-            tcp.Transfer(c, p, -(-path["size"] // MSS), MSS, np.random.default_rng(0)).run()
+            whatif_droplog.replay_run({  # one fresh response, nothing lost but to the queue
+                "cc": "cubic", "rtt": path["rtt_ms"] / 1e3,  # the handshake's, at the client
+                "rate": path["rate_mbps"] * 1e6 / 8, "queue": path["queue"], "size": path["size"],
+                "connections": [{"requests": ["first"], "drops": []}]})
             big = [round(r) for r in reads if r > 11]
             out[tuple(big[:2])].append(exit_[0])
     finally:

@@ -35,12 +35,15 @@ PROBE = re.compile(r"tcp_probe: .*?src=\S+:(\d+) dest=\S+:(\d+) .*?snd_cwnd=(\d+
 
 def connections(lines, port=8080, mss=1448):
     out = {}
+
+    def of(client):
+        return out.setdefault(client, {"port": client, "reads": [], "rtt_ms": []})
     for line in lines:
         m = GROW.search(line)
         if m:
             _, rtt, copied, sport, dport = (int(x) for x in m.groups())
             if dport == port:
-                c = out.setdefault(sport, {"port": sport, "reads": [], "rtt_ms": []})
+                c = of(sport)
                 if len(c["reads"]) < 4:
                     c["reads"].append(round(copied / mss, 2))
                     c["rtt_ms"].append(rtt / 1000)
@@ -49,7 +52,7 @@ def connections(lines, port=8080, mss=1448):
         if m:
             sport, dport, cwnd, ssthresh = (int(x) for x in m.groups())
             if sport == port:
-                c = out.setdefault(dport, {"port": dport, "reads": [], "rtt_ms": []})
+                c = of(dport)
                 c["max_cwnd"] = max(c.get("max_cwnd", 0), cwnd)
                 if ssthresh < 2 ** 31 - 1 and "exit_cwnd" not in c:
                     c["exit_cwnd"] = ssthresh
