@@ -42,3 +42,40 @@ def test_the_guide_has_one_table_of_the_statuses_the_cli_uses():
     want = {v for k, v in vars(common).items() if k.startswith("EXIT_")}
     assert {int(k) for k in rows} == want == {0, 1, 2, 3, 130, 141}
     assert guide.count("### Exit statuses") == 1
+
+
+def test_the_process_leaves_without_teardown_yet_runs_atexit_and_keeps_the_status(tmp_path):
+    """`tracekit` (cli.app.run) ends with os._exit after the atexit handlers
+    and a flush: the store is closed (no WAL left, every row there), the
+    status is the command's (0, 2), what was printed is all there, an atexit
+    handler ran -- and an ingest never imported numpy.ma (np.unique's import,
+    ~10 ms of start-up; the readers use core.arrays.distinct)."""
+    import subprocess
+    import sys
+
+    import duckdb
+
+    db = tmp_path / "s.duckdb"
+    marker = tmp_path / "atexit.txt"
+    code = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write(str('numpy.ma' in sys.modules)))\n"
+        "sys.argv = ['tracekit'] + sys.argv[1:]\n"
+        "from tracekit.cli import run\n"
+        "run()\n")
+    ok = subprocess.run([sys.executable, "-c", code, "ingest", SAMPLE, "--db", str(db)],
+                        capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr
+    assert "ingested as capture 1" in ok.stdout and ok.stdout.endswith("\n")
+    assert marker.read_text() == "False"
+    assert not (tmp_path / "s.duckdb.wal").exists()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM store.packets").fetchone()[0] > 0
+    bad = subprocess.run([sys.executable, "-c", code, "ingest", str(tmp_path / "missing.pcap"),
+                          "--db", str(db)], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and not bad.stdout, bad.stderr
+    rows = subprocess.run([sys.executable, "-m", "tracekit.cli", "sql", "--db", str(db),
+                           "SELECT count(*) AS n FROM packets", "--format", "csv"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert rows.returncode == 0 and rows.stdout.splitlines()[0] == "n", rows.stderr
+    assert int(rows.stdout.splitlines()[1]) > 0

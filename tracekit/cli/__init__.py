@@ -15,9 +15,9 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 gc.disable()
 try:
-    from .app import main
+    from .app import main, run
 finally:
     gc.freeze()
     gc.enable()
 
-__all__ = ["main"]
+__all__ = ["main", "run"]

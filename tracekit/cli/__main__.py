@@ -1,3 +1,3 @@
-from . import main
+from .app import run
 
-main(prog_name="tracekit")
+run()

@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 
+from ...core.arrays import distinct
 from ...core.jit import use_jit
 from . import scan
 from .base import (
@@ -186,7 +187,7 @@ class PcapngReader:
             return signed_timestamps(raw_ts, self._unit_values[0], offset)  # one clock
         ts = np.zeros(len(raw_ts), np.int64)
         bad = which < 0
-        for u in np.unique(which[~bad]).tolist():
+        for u in distinct(which[~bad]).tolist():
             sel = which == u
             ts[sel], bad[sel] = signed_timestamps(raw_ts[sel], self._unit_values[u], offset[sel])
         return ts, bad

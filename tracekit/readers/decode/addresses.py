@@ -11,6 +11,8 @@ import ipaddress
 
 import numpy as np
 
+from ...core.arrays import distinct
+
 V4_MAPPED_LO = 0x0000FFFF00000000
 
 
@@ -70,7 +72,7 @@ def _v4_indices(pairs, cache, strings):
     known, known_ids = cache.get("_v4", (np.zeros(0, np.uint64), np.zeros(0, np.int32)))
     los = [np.asarray(lo, np.uint64) for _, lo, _ in pairs]
     missing = [lo[ok & ~_found(known, lo)] for lo, (_, _, ok) in zip(los, pairs)]
-    new = np.unique(np.concatenate(missing))
+    new = distinct(np.concatenate(missing))
     if len(new):
         ids = _ids([(0, k) for k in new.tolist()], cache, strings)
         merged = np.concatenate([known, new])

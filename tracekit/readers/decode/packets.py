@@ -8,6 +8,7 @@ that was captured before the problem.
 
 import numpy as np
 
+from ...core.arrays import distinct
 from .ip import decode_ipv4, decode_ipv6, new_ip_columns
 from .layout import HeaderBytes
 from .link import decode_link
@@ -35,7 +36,7 @@ def decode_packets(data, start, captured_bytes, wire_bytes, link_type):
     ethertype = np.full(n, -1, np.int32)
     vlan_outer = np.full(n, -1, np.int32)
     vlan_inner = np.full(n, -1, np.int32)
-    for lt in np.unique(link_type):
+    for lt in distinct(link_type):
         sel = np.nonzero(link_type == lt)[0]
         if lt < 0:
             status[sel] = CODE["no_such_interface"]
