@@ -105,3 +105,61 @@ def test_a_filled_hole_restarts_the_measure_without_growing():
     assert r.clamp == 55.9 and r.space == 10 and r.copied == 20
     r.on_data(2 * RTT + 0.02, 1, 0, RTT)
     assert r.space == 21 and r.clamp == pytest.approx(2 * 21 + 4 * 21 * 11 / 10)
+
+
+def _one_segment_acks(con):
+    """Per connection of a client capture in `con`: the client's ACKs that
+    each acknowledge one data packet of the response, before the first that
+    acknowledges two."""
+    rows = con.execute(
+        "SELECT capture_id, flow_id, from_client, payload_bytes FROM packets "
+        "WHERE protocol = 6 AND flow_id IS NOT NULL ORDER BY capture_id, frame").fetchall()
+    counts, since, done = {}, {}, set()
+    for capture, flow_id, from_client, payload in rows:
+        flow = (capture, flow_id)
+        if flow in done:
+            continue
+        if not from_client and payload:
+            since[flow] = since.get(flow, 0) + 1
+        elif from_client and not payload and since.get(flow):
+            if since[flow] >= 2:
+                done.add(flow)
+                continue
+            counts[flow] = counts.get(flow, 0) + 1
+            since[flow] = 0
+    return sorted(counts.values())
+
+
+def test_the_window_growing_keeps_quickack_mode_as_linux_does(tmp_path):
+    """Linux starts a connection's receiver in quickack mode (16 ACKs, one a
+    segment) and each segment that grows rcv_ssthresh sets
+    `icsk_ack.quick |= 1` (tcp_grow_window): a bitwise OR, so on an even
+    count the growing ACK costs quickack mode nothing. The lab's clients
+    ACK 22 data packets one by one before their first ACK of two (the
+    response's header packet included) in every lossless connection of the
+    delay line's committed captures, CUBIC and Reno, 30 to 110 ms; the
+    replay, whose window grows on the first six segments, ACKs 22 one by
+    one on each of those paths (16 when a growing ACK spent quickack mode
+    like any other, as the replay had it before the twenty-fourth round)."""
+    import tracekit
+    from tracekit.whatif.calibrate import WIRE_HEADER
+    data = __import__("pathlib").Path(__file__).parent / "data" / "whatif" / "delay-line"
+    names = ["c-cubic-rtt30-fresh-0.pcap", "c-cubic-rtt90-fresh-0.pcap",
+             "c-ren9-rtt110-fresh-0.pcap", "c-l3n-rtt60-nl-fresh-0.pcap"]
+    with tracekit.open(str(tmp_path / "k.duckdb")) as s:
+        s.ingest([str(data / n) for n in names])
+        kernel = _one_segment_acks(s.con)
+    assert len(kernel) == 24 and set(kernel) == {22}
+    for rtt, rate, queue in ((0.030, 1.5e6, 60000), (0.090, 1.5e6, 60000), (0.110, 1.125e6, 90000),
+                             (0.060, 1.5e6, 60000)):
+        path = Path(rtt=rtt, rate=rate, queue_bytes=queue, header=WIRE_HEADER)
+        conn = Conn(cc="cubic", initcwnd=10)
+        conn.srtt, conn.rttvar, conn.min_rtt = rtt, rtt / 2, rtt
+        conn.rcv = Receiver(ssthresh=63 * 1024 / MSS, clamp=55.9)
+        acked = []
+        t = Transfer(conn, path, 208, MSS, np.random.default_rng(0))
+        send = t._ack
+        t._ack = lambda s: (acked.append(t.rcv_cum), send(s))
+        t.run()
+        steps = np.diff([0] + acked)
+        assert int(np.argmax(steps >= 2)) == 22, (rtt, steps[:30])
