@@ -130,7 +130,7 @@ def _one_segment_acks(con):
     return sorted(counts.values())
 
 
-def test_the_window_growing_keeps_quickack_mode_as_linux_does(tmp_path):
+def test_the_window_growing_keeps_quickack_mode_as_linux_does(tmp_path, monkeypatch):
     """Linux starts a connection's receiver in quickack mode (16 ACKs, one a
     segment) and each segment that grows rcv_ssthresh sets
     `icsk_ack.quick |= 1` (tcp_grow_window): a bitwise OR, so on an even
@@ -141,25 +141,27 @@ def test_the_window_growing_keeps_quickack_mode_as_linux_does(tmp_path):
     replay, whose window grows on the first six segments, ACKs 22 one by
     one on each of those paths (16 when a growing ACK spent quickack mode
     like any other, as the replay had it before the twenty-fourth round)."""
+    import os
+    import sys
+
     import tracekit
-    from tracekit.whatif.calibrate import WIRE_HEADER
-    data = __import__("pathlib").Path(__file__).parent / "data" / "whatif" / "delay-line"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "tools"))
+    import whatif_droplog
+    data = os.path.join(root, "tests", "data", "whatif", "delay-line")
     names = ["c-cubic-rtt30-fresh-0.pcap", "c-cubic-rtt90-fresh-0.pcap",
              "c-ren9-rtt110-fresh-0.pcap", "c-l3n-rtt60-nl-fresh-0.pcap"]
     with tracekit.open(str(tmp_path / "k.duckdb")) as s:
-        s.ingest([str(data / n) for n in names])
+        s.ingest([os.path.join(data, n) for n in names])
         kernel = _one_segment_acks(s.con)
     assert len(kernel) == 24 and set(kernel) == {22}
+    acked, send = [], Transfer._ack
+    monkeypatch.setattr(Transfer, "_ack", lambda t, seg: (acked.append(t.rcv_cum), send(t, seg)))
     for rtt, rate, queue in ((0.030, 1.5e6, 60000), (0.090, 1.5e6, 60000), (0.110, 1.125e6, 90000),
                              (0.060, 1.5e6, 60000)):
-        path = Path(rtt=rtt, rate=rate, queue_bytes=queue, header=WIRE_HEADER)
-        conn = Conn(cc="cubic", initcwnd=10)
-        conn.srtt, conn.rttvar, conn.min_rtt = rtt, rtt / 2, rtt
-        conn.rcv = Receiver(ssthresh=63 * 1024 / MSS, clamp=55.9)
-        acked = []
-        t = Transfer(conn, path, 208, MSS, np.random.default_rng(0))
-        send = t._ack
-        t._ack = lambda s: (acked.append(t.rcv_cum), send(s))
-        t.run()
+        acked.clear()
+        whatif_droplog.replay_run({  # one fresh response of 208 segments, nothing lost
+            "cc": "cubic", "rtt": rtt, "rate": rate, "queue": queue, "size": 208 * MSS,
+            "connections": [{"requests": ["first"], "drops": []}]})
         steps = np.diff([0] + acked)
         assert int(np.argmax(steps >= 2)) == 22, (rtt, steps[:30])
