@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import losses, pathrate, queueing
-from .factors import LABEL_NAMES, LEVEL_NAMES, describe
+from .factors import describe
+from .group import common_labels as _common_labels
+from .group import handshakes, load_requests, path_handshakes  # noqa: F401 (load_requests: the module's API)
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = ("longest train at the bottleneck's spacing or longest wait in it seen x the rate, "
@@ -106,57 +108,6 @@ class Calibration:
     bad_loss: float = 1.0   # share a burst's bad state loses (whatif/chain.py); 1: Gilbert's
 
 
-def _where_sql(where):
-    """(SQL condition on `a`, request_attributes, and params) for {name: value}:
-    a request's labels, else its events' fields, else its columns (as
-    `tracekit ablation` reads them); numbers match as numbers (loss_down=0
-    matches the label 0.0), and a factor's level matches under any name its
-    label may have (factors.LABEL_NAMES: rate_mbps=10 as the lab's
-    bottleneck_mbps or a user's rate_mbps), and a level under any value an
-    attribute may say it with (factors.LEVEL_NAMES: connection=persistent
-    as a request's column `reused`)."""
-    parts, params = [], []
-    for k, v in (where or {}).items():
-        pairs = [(name, level) for name in LABEL_NAMES.get(k, (k,))
-                 for level in LEVEL_NAMES.get((k, str(v)), (str(v),))]
-        parts.append("(" + " OR ".join(["a.attrs[?] = ? OR TRY_CAST(a.attrs[?] AS DOUBLE) = "
-                                        "TRY_CAST(? AS DOUBLE)"] * len(pairs)) + ")")
-        for name, level in pairs:
-            params += [name, level, name, level]
-    return (" AND ".join(parts) or "TRUE"), params
-
-
-def load_requests(con, where):
-    """The group's requests with their flows, labels and attributes (a pandas
-    frame: `where` names attributes, request_attributes.sql); a
-    request seen from both ends counts once, as the client saw it (a request
-    an event log names, by its run and id; one found in a capture alone has
-    neither and counts as itself). Without a run label a request's run is its
-    capture (or its log): the requests of a connection are replayed in order.
-    A request the capture's end may have cut (requests.cut_by_capture_end) is
-    not a measurement: it is left out, its key in `df.attrs["cut"]`."""
-    cond, params = _where_sql(where)
-    df = con.execute(f"""
-        SELECT r.request_key, coalesce(r.run, 'capture ' || r.capture_id, 'log ' || r.log_id) AS run,
-               r.request, r.capture_id, r.flow_id, r.connection,
-               r.start_ns, r.request_first_byte_ns, r.request_last_byte_ns,
-               r.response_first_byte_ns, r.response_last_byte_ns, r.end_ns, r.duration_ns,
-               r.bytes_down, r.labels, a.attrs AS attributes, r.vantage,
-               r.cut_by_capture_end AS cut, f.syn_ts_ns,
-               CASE WHEN f.syn_count = 1 AND f.synack_count = 1 THEN f.handshake_rtt_ns END
-                   AS handshake_rtt_ns
-        FROM requests r JOIN request_attributes a USING (request_key)
-            LEFT JOIN flows f USING (capture_id, flow_id)
-        WHERE r.duration_ns > 0 AND r.bytes_down > 0 AND {cond}
-        QUALIFY row_number() OVER (PARTITION BY r.run, coalesce(r.request, r.request_key)
-                                   ORDER BY (r.vantage = 'client') DESC NULLS LAST) = 1
-        ORDER BY r.run, r.start_ns""", params).df()
-    cut = df.cut.fillna(False).astype(bool)
-    kept = df[~cut].drop(columns="cut").reset_index(drop=True)
-    kept.attrs["cut"] = list(df.request_key[cut])
-    return kept
-
-
 def calibrate(con, where, stated=None):
     """The Calibration of the requests matching `where` ({label: value});
     `stated` ({factor: value}, --assume) is read as the runs' labels are: a
@@ -165,7 +116,8 @@ def calibrate(con, where, stated=None):
     df = load_requests(con, where)
     if df.empty:
         raise TracekitError(f"no requests match {describe(where)}: nothing to calibrate")
-    labels = {**_common_labels(df), **{k: str(v) for k, v in (stated or {}).items()}}
+    common = _common_labels(df)
+    labels = {**common, **{k: str(v) for k, v in (stated or {}).items()}}
     src, est = {}, {}
     if df.attrs.get("cut"):
         src["requests"] = (f"{len(df.attrs['cut'])} more left out, cut by the "
@@ -174,9 +126,11 @@ def calibrate(con, where, stated=None):
     flows = losses.flows_of(df)
     mss, gaps = _segments(con, flows)
     proc = _processing(con, df)
-    hs = _handshakes(df)
+    hs = handshakes(df)
     rtt = _rtt(df, hs, proc, labels, src, est)
-    jitter = pathrate.jitter(hs.to_numpy(dtype=float) / 1e9, labels, src, est)
+    path, whence = (hs, None) if "jitter_ms" in labels else path_handshakes(
+        con, df, common, pathrate.MIN_HANDSHAKES)
+    jitter = pathrate.jitter(path.to_numpy(dtype=float) / 1e9, labels, src, est, whence)
     spread = max(est.get("rtt_range_ms", 0.0) / 1e3, jitter)
     rate = pathrate.rate(gaps, mss, rtt, spread, labels, src, est)
     loss, burst, bad_loss, reading, waits = loss_of(con, df, rate, src, est)
@@ -242,15 +196,6 @@ def _rcv_window(con, flows, mss, initcwnd, src, est):
     return first, max(first, clamp)
 
 
-def _common_labels(df):
-    """Labels every request of the group carries with one value."""
-    out = None
-    for lab in df.labels:
-        d = dict(lab) if lab is not None else {}
-        out = d if out is None else {k: v for k, v in out.items() if d.get(k) == v}
-    return out or {}
-
-
 def _segments(con, flows):
     """(MSS, {flow: arrays of (ts_s, payload) of response data in order})."""
     out = {}
@@ -265,13 +210,6 @@ def _segments(con, flows):
     vals, counts = np.unique(allsz, return_counts=True)
     mss = int(vals[np.argmax(counts)]) if len(vals) else 1448
     return mss, out
-
-
-def _handshakes(df):
-    """Each flow's handshake RTT (ns), once a flow: a persistent connection's
-    requests share one handshake, which must not weigh as many."""
-    hs = df.drop_duplicates(["capture_id", "flow_id"]).handshake_rtt_ns.dropna()
-    return hs[hs > 0]
 
 
 def _rtt(df, hs, proc, labels, src, est):

@@ -174,9 +174,10 @@ def rate(gaps, mss, rtt, spread, labels, src, est):
                         "(or label the runs bottleneck_mbps=N)")
 
 
-def jitter(handshakes_s, labels, src, est):
+def jitter(handshakes_s, labels, src, est, whence=None):
     """The round trip's spread (s, the replay's `jitter`): a label `jitter_ms`,
-    else the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), else 0."""
+    else the handshake RTTs' interquartile range / (1 - 1/sqrt(2)), else 0.
+    `whence`: whose handshakes, where not the group's own (whatif/group.py)."""
     hs = np.asarray(handshakes_s, dtype=np.float64)
     if len(hs) >= 2:  # a range seen is a spread the path has, however few saw it
         est["rtt_range_ms"] = float(hs.max() - hs.min()) * 1e3
@@ -188,7 +189,7 @@ def jitter(handshakes_s, labels, src, est):
         return label_float(labels, "jitter_ms", 0.0) / 1e3
     if "jitter_ms" in est:
         src["jitter_ms"] = (f"the spread of {len(hs)} handshake RTTs (interquartile range / "
-                         f"{TRIANGLE_IQR:.3f})")
+                            f"{TRIANGLE_IQR:.3f})" + (f" of {whence}" if whence else ""))
         return est["jitter_ms"] / 1e3
     src["jitter_ms"] = f"none: fewer than {MIN_HANDSHAKES} handshakes to read it from"
     return 0.0
