@@ -241,6 +241,21 @@ def test_the_command_prints_and_refuses_in_one_line(suite):
     assert tun.stdout.splitlines()[1].startswith("9,")  # the 9 fresh requests at 5 %
 
 
+def test_the_seed_names_the_replays_draws(suite):
+    """--seed (the API's seed): the default is the engine's fixed seed (the
+    same draws as stated), another gives other draws of the calibrated loss."""
+    import tracekit
+    from tracekit.whatif.replayer import SEED
+    with tracekit.open(suite[2], read_only=True) as s:
+        def run(seed):
+            [(_, r)] = s.whatif({"loss_down": 0}, {"experiment": "counterfactual",
+                                                   "connection": "fresh"},
+                                {"loss_down": 0.05}, draws=8, seed=seed)
+            return r.replay_source
+        same, stated, other = run(None), run(SEED), run(SEED + 1)
+    assert np.array_equal(same, stated) and not np.array_equal(same, other)
+
+
 def test_explain_names_what_was_assumed_and_what_was_read(suite):
     """--assume states a value in place of the calibration's: --explain shows
     the stated value with 'assumed' as its source (it kept the trace's

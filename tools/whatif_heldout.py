@@ -10,7 +10,7 @@ one (difference of medians). Within: |predicted - measured| <= max(10 % of
 measured, 10 ms), as everywhere in the what-if's evidence.
 
     python tools/whatif_heldout.py STORE [STORE ...] [--factors rtt_ms,connection]
-        [--draws 100] [--assume rate_mbps=12] [--json]
+        [--draws 100] [--seed N] [--assume rate_mbps=12] [--json]
 
 One row per cell (markdown; --json: one object a line), then the count
 within and the median |error|. It imports tracekit from the tree it sits in,
@@ -59,15 +59,15 @@ def cells(con, factors):
                 yield f, a, b, at
 
 
-def score(store_path, factors, draws, assume):
+def score(store_path, factors, draws, assume, seed=None):
     """[row dict] of one store."""
     import tracekit
     with tracekit.open(store_path) as store:
         return _score(store, os.path.splitext(os.path.basename(store_path))[0], factors, draws,
-                      assume)
+                      assume, seed)
 
 
-def _score(store, name, factors, draws, assume):
+def _score(store, name, factors, draws, assume, seed=None):
     from tracekit.core.errors import TracekitError
     out = []
     for f, a, b, at in cells(store.con, factors):
@@ -75,7 +75,7 @@ def _score(store, name, factors, draws, assume):
                "at": ", ".join(f"{k}={v}" for k, v in at.items())}
         try:
             [(_, r)] = store.whatif({f: b}, where=at, source={f: a}, draws=draws,
-                                    assume=assume or None)
+                                    assume=assume or None, seed=seed)
         except (TracekitError, ValueError) as e:
             row.update(refused=str(e).splitlines()[0][:100])
             out.append(row)
@@ -136,13 +136,14 @@ def main(argv=None):
     ap.add_argument("stores", nargs="+")
     ap.add_argument("--factors", default="rtt_ms,connection")
     ap.add_argument("--draws", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=None, help="the replays' draws (default: the engine's)")
     ap.add_argument("--assume", default="", help="k=v,... stated to every store")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     factors = [f for f in a.factors.split(",") if f]
     rows = []
     for s in a.stores:
-        got = score(s, factors, a.draws, _pairs(a.assume))
+        got = score(s, factors, a.draws, _pairs(a.assume), a.seed)
         rows += got
         if a.json:
             for r in got:

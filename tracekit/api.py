@@ -215,19 +215,22 @@ class Store:
     def whatif(self, set: Mapping[str, object],  # noqa: A002 - the change, as in --set
                where: Mapping[str, str] | None = None, source: Mapping[str, object] | None = None,
                by: Sequence[str] = (), draws: int | None = None,
-               assume: Mapping[str, object] | None = None) -> list[Any]:
+               assume: Mapping[str, object] | None = None,
+               seed: int | None = None) -> list[Any]:
         """What-if (docs/whatif.md): the requests matching `where` and `source`
         ({factor: level}, the group measured) replayed under `set` ({factor:
         level}, the change); one (group, WhatIf) per combination of the `by`
         attributes (a label, a field of the request's events or a column, as
         `where` names them: request_attributes.sql). Factors:
-        tracekit.whatif.factors. Values may be strings."""
+        tracekit.whatif.factors. Values may be strings. `seed`: the replays'
+        random draws (another seed, other draws: how much the prediction
+        owes to them); None, the fixed default."""
         from .presentation.whatif import run
         from .whatif.replayer import DRAWS
         self.require_analyzed(needs=("request_attributes",))
         groups: list[Any] = run(self.con, dict(where or {}), _levels(source, "--from"),
                                 _levels(set), tuple(by), draws or DRAWS,
-                                _levels(assume, "--assume"))
+                                _levels(assume, "--assume"), seed)
         return groups
 
     def interactions(self, source: Mapping[str, str], target: Mapping[str, str],

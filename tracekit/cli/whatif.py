@@ -36,6 +36,9 @@ def _pairs(items, option):
               help="State a path or sender value instead of calibrating it (e.g. rate_mbps=50).")
 @click.option("--draws", type=click.IntRange(8), default=400, show_default=True,
               help="Monte-Carlo replays per group (each level).")
+@click.option("--seed", type=click.IntRange(0), default=None, metavar="N",
+              help="Seed of the replays' random draws (default: a fixed one); another seed "
+                   "shows how much a prediction owes to its draws.")
 @click.option("--explain", is_flag=True,
               help="Print the calibration (value and where from); where the queue is a guess, "
                    "the predicted saving at half and at twice it, and at the longest wait's "
@@ -49,7 +52,8 @@ def _pairs(items, option):
 @db_option
 @format_option
 @handle_errors
-def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_dir, db, fmt):
+def whatif(where, source, target, by, assume, draws, seed, explain, emulate, emulate_dir, db,
+           fmt):
     """Predict the time of a group's requests under a change (docs/whatif.md).
 
     The requests matching --where and --from calibrate a model of the path
@@ -79,7 +83,8 @@ def whatif(where, source, target, by, assume, draws, explain, emulate, emulate_d
     # (whatif checks the store is analysed)
     with api.open(db, read_only=True) as store, replay_progress():
         results = store.whatif(_pairs(target, "--set"), parse_labels(where),
-                               _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"))
+                               _pairs(source, "--from"), by, draws, _pairs(assume, "--assume"),
+                               seed)
     if explain:
         emit(*explain_rows(results), fmt)
     emit(*rows(results, by), fmt)

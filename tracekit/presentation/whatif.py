@@ -29,9 +29,10 @@ def groups(con, where, by):
     return out
 
 
-def run(con, where, source, target, by=(), draws=DRAWS, assume=None):
-    """[(group, WhatIf)] over the --by groups."""
-    return [(g, whatif(con, g, source, target, draws=draws, assume=assume))
+def run(con, where, source, target, by=(), draws=DRAWS, assume=None, seed=None):
+    """[(group, WhatIf)] over the --by groups (seed: the replays' draws; None the default)."""
+    more = {} if seed is None else {"seed": seed}
+    return [(g, whatif(con, g, source, target, draws=draws, assume=assume, **more))
             for g in groups(con, {**where, **as_labels(source)}, by)]
 
 
