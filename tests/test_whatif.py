@@ -210,6 +210,8 @@ def test_suite_on_the_committed_counterfactual_runs(suite):
         assert np.isfinite(r.saving) and r.measured_saving is not None
         # the lab's lossy path drops at random only (its drop logs): none read as the queue's
         assert r.calibration.estimates["queue_drops"] == 0
+        # the lab's server writes its length and the response at once: no header apart
+        assert r.calibration.head_bytes == 0
 
 
 # What the engine achieves on these runs (9 requests a cell) at 300 draws and the
@@ -1059,6 +1061,7 @@ def test_drops_at_a_full_queue_are_the_queues_and_its_size_is_the_longest_wait(
     with _delay_line_store(tmp_path, "c") as s:
         (g, r), = s.whatif({"rtt_ms": 120}, source={"rtt_ms": 40}, draws=24)
         assert r.calibration.loss_down == 0.0
+        assert r.calibration.head_bytes == 204  # Python's http.server: the header alone first
         assert abs(r.calibration.queue_bytes - 100_000) < 3_000
         assert "full queue" in r.calibration.sources["loss_down"]
         measured = float(np.median(r.measured_source) - np.median(r.measured_target))

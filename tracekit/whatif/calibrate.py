@@ -106,6 +106,7 @@ class Calibration:
     hystart: bool = True    # CUBIC's HyStart; off where the group's slow starts say so
     bucket_bytes: float = 0.0  # a token bucket's burst beyond a packet (pathrate.bucket); 0 a FIFO
     bad_loss: float = 1.0   # share a burst's bad state loses (whatif/chain.py); 1: Gilbert's
+    head_bytes: int = 0     # a response's header sent apart as its first packet (_head); 0 none
 
 
 def calibrate(con, where, stated=None):
@@ -167,7 +168,37 @@ def calibrate(con, where, stated=None):
             starts.setdefault((int(c), int(f)), []).append(t / 1e9)
     cal.bucket_bytes = pathrate.bucket(gaps, starts, rate, rtt, vantage, src, est)
     cal.rcv_model = cal.rcv_window is not None  # the default since the sixth round
+    cal.head_bytes = _head(con, df, mss, src, est)
     return cal
+
+
+def _head(con, df, mss, src, est):
+    """Bytes of the header a server sends as a packet of its own before the
+    body (Python's http.server writes the header, then the file): in a
+    burst into a full queue it takes a window's slot but little of the
+    queue (twenty-fifth round). Read from the first response packet of each
+    response of more than two segments: where most are shorter than the
+    MSS, the most common of those; else 0."""
+    big = df[df.bytes_down > 2 * mss]
+    rows = con.execute("""
+        SELECT t.payload_bytes
+        FROM (SELECT unnest(?) AS c, unnest(?) AS f, unnest(?) AS ts) k
+            JOIN tcp_analysis t ON t.capture_id = k.c AND t.flow_id = k.f AND t.ts_ns = k.ts
+        WHERE NOT t.from_client AND t.payload_bytes > 0""",
+        [big.capture_id.astype("int64").tolist(), big.flow_id.astype("int64").tolist(),
+         big.response_first_byte_ns.astype("int64").tolist()]).fetchall()
+    first = [r[0] for r in rows]
+    short = [p for p in first if p < mss]
+    if not first or 2 * len(short) <= len(first):
+        src["head_bytes"] = (f"0: the body's segments from the first packet ({len(first)} "
+                             "responses of more than two segments)")
+        return 0
+    vals, counts = np.unique(short, return_counts=True)
+    head = int(vals[np.argmax(counts)])
+    est["head_bytes"] = head
+    src["head_bytes"] = (f"{len(short)} of {len(first)} responses' first packet shorter than "
+                         f"the MSS, most often {head} bytes: the header sent apart")
+    return head
 
 
 def _rcv_window(con, flows, mss, initcwnd, src, est):

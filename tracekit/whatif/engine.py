@@ -454,6 +454,7 @@ def explain(cal):
                          else "CUBIC's only")),
         ("initcwnd", str(cal.initcwnd), cal.sources.get("initcwnd", "")),
         ("mss", str(cal.mss), "most common response segment"),
+        ("head_bytes", str(cal.head_bytes), cal.sources.get("head_bytes", "")),
         ("processing_ms", f"{cal.processing_s * 1e3:.1f}", cal.sources.get("processing_ms", "")),
         ("server_ms", f"{cal.server_s * 1e3:.1f}", "request round trip - RTT - processing"),
         ("connect_ms", f"{cal.connect_s * 1e3:.2f}", "fresh: request sent after handshake"),

@@ -68,6 +68,7 @@ class Setting:
     warmup_stated: bool = False  # warmup was --set (else 1, or as measured; Derived: not)
     bucket: float = 0.0     # a token bucket's burst beyond a packet (bytes; tcp.Path.bucket)
     bad_loss: float = 1.0   # share a burst's bad state loses (whatif/chain.py)
+    head: int = 0           # a response's header sent apart (bytes; tcp.Conn.head)
 
 
 def setting(cal, changes):
@@ -75,7 +76,8 @@ def setting(cal, changes):
     s = Setting(cal.rtt_s, cal.rate_Bps, cal.loss_down, cal.burst, cal.loss_up,
                 cal.queue_bytes, cal.jitter_s, cal.congestion, cal.initcwnd, cal.pacing,
                 cal.processing_s, None, 1, 0, cal.rcv_window if cal.rcv_model else None,
-                hystart=cal.hystart, bucket=cal.bucket_bytes, bad_loss=cal.bad_loss)
+                hystart=cal.hystart, bucket=cal.bucket_bytes, bad_loss=cal.bad_loss,
+                head=cal.head_bytes)
     table = {"rtt_ms": ("rtt", 1e-3), "rate_mbps": ("rate", 1e6 / 8), "loss_down": ("loss", 1),
              "loss_up": ("loss_up", 1), "queue_bytes": ("queue", 1), "jitter_ms": ("jitter", 1e-3),
              "bucket_bytes": ("bucket", 1),
@@ -117,7 +119,7 @@ def _path(s):
 
 
 def _conn(s):
-    c = Conn(cc=s.cc, initcwnd=s.initcwnd, pacing=s.pacing, hystart=s.hystart)
+    c = Conn(cc=s.cc, initcwnd=s.initcwnd, pacing=s.pacing, hystart=s.hystart, head=s.head)
     c.srtt, c.rttvar, c.min_rtt = s.rtt, s.rtt / 2, s.rtt  # the handshake's sample
     if s.rcv_window:
         c.rcv = Receiver(*s.rcv_window)
@@ -133,8 +135,16 @@ def _retries(rng, p, first):
     return t
 
 
+def segments(nbytes, mss, head=0):
+    """Packets of a response of `nbytes`: its header alone first where the
+    server sends it apart (`head` bytes, calibrate._head), then full segments."""
+    if head and nbytes > head + mss:
+        return 1 + math.ceil((nbytes - head) / mss)
+    return max(1, math.ceil(nbytes / mss))
+
+
 def _transfer_s(conn, path, nbytes, mss, rng):
-    return Transfer(conn, path, max(1, math.ceil(nbytes / mss)), mss, rng).run()
+    return Transfer(conn, path, segments(nbytes, mss, conn.head), mss, rng).run()
 
 
 def _units(cal, s):

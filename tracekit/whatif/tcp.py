@@ -39,9 +39,9 @@ The sender, as Linux does it in outline:
   bandwidth (Startup 2.89 until the bandwidth stops growing by 25 % for 3
   rounds, Drain, then ProbeBW's 1.25, 0.75, 1 x 6 cycle) with a window of
   2 BDP (plus the ACKs' aggregation once out of Startup: bbr.py), and does
-  not reduce its rate on random loss -- a recovery that
-  ends with a segment still marked lost goes on without a new conservation
-  round or a restore, as Linux re-enters Recovery on that ACK -- except through
+  not reduce its rate on random loss -- a recovery that ends with a segment
+  still marked lost goes on without a new conservation round or a restore,
+  as Linux re-enters Recovery on that ACK -- except through
   Linux's long-term ("policer") bandwidth (whatif/bbr.py). A round ends
   when a segment sent after it began is delivered, a retransmission
   included (counted in segments delivered, as bbr_update_bw), and is
@@ -121,6 +121,7 @@ class Conn:
     tot_lost: int = 0
     segs_out: int = 0   # data segments the connection has sent (tcpi_data_segs_out)
     rcv: object = None  # the client's receive window (whatif/receiver.py); None: unlimited
+    head: int = 0       # bytes of a response's header sent apart (replayer.segments); 0 none
 
     def __post_init__(self):
         if not self.cwnd:
@@ -133,8 +134,8 @@ class Transfer(ClientSide):
 
     def __init__(self, conn, path, n, mss, rng):
         self.c, self.p, self.n, self.mss, self.rng = conn, path, n, mss, rng
-        self.wire = mss + path.header
-        self.events, self.seq = [], 0
+        self.wire, self.events, self.seq = mss + path.header, [], 0
+        self.head_wire = conn.head + path.header if conn.head else self.wire  # (segment 0)
         self.sacked = [False] * n
         self.lost = [False] * n
         self.resent = [False] * n  # sent again: no delay sample for CUBIC's HyStart
@@ -176,15 +177,16 @@ class Transfer(ClientSide):
         lost, self.bad = chain.draw(p, self.rng, self.bad)
         if lost:
             return
+        wire = self.head_wire if s == 0 else self.wire
         backlog = max(0.0, self.q_free - now) * p.rate
-        if backlog > 0 and backlog + self.wire > p.queue_bytes:
+        if backlog > 0 and backlog + wire > p.queue_bytes:
             return  # tail drop at the bottleneck (an idle one takes any packet)
         if p.bucket:  # the packet leaves once the bucket holds its tokens
             leave = max(now, self.tokens_at - p.bucket / p.rate)
-            self.tokens_at = max(self.tokens_at, leave) + self.wire / p.rate
-            self.q_free = leave + self.wire / p.rate
+            self.tokens_at = max(self.tokens_at, leave) + wire / p.rate
+            self.q_free = leave + wire / p.rate
         else:
-            self.q_free = max(now, self.q_free) + self.wire / p.rate
+            self.q_free = max(now, self.q_free) + wire / p.rate
         t = self.q_free + p.rtt / 2
         if p.jitter:  # the lab's: jitter/2 each way, held behind the packet before
             t = self.last_data = max(t + p.jitter / 2 * self.rng.random(), self.last_data)
@@ -492,6 +494,7 @@ class Transfer(ClientSide):
             elif kind == "delack":  # the last segment's delayed ACK
                 self._on_delack(arg)
         self.c.last_send = max(self.sent_at)  # (the next response's clock starts at 0)
+        window.end_transfer(self.c, self.now)
         if self.c.cc == "bbr" and self.in_recovery:  # the window is restored as recovery ends
             self.c.cwnd = max(self.c.cwnd, self.c.prior_cwnd)
         return self.done if self.done is not None else MAX_TIME

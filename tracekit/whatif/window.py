@@ -49,13 +49,15 @@ HYSTART_MIN_SAMPLES = 8
 HYSTART_ACK_DELTA = 0.002     # s
 HYSTART_DELAY = (0.004, 0.016)
 GSO_MAX = 65536               # bytes: the cushion's TSO packet
+CNT_EVERY = 1 / 32            # s: the count is kept this long while the window stays
 
 
 @dataclass
 class Cubic:
     """bictcp's state, per connection."""
     last_max: int = 0
-    epoch: float = -1.0       # -1: no epoch (epoch_start 0)
+    epoch: float | None = None  # None: no epoch (epoch_start 0); shifted to a response's
+    #                             clock it is often before its 0: negative, still an epoch
     k: float = 0.0
     origin: int = 0
     ack_cnt: int = 0
@@ -67,6 +69,9 @@ class Cubic:
     end_seq: int = 0          # a segment of the current transfer
     curr_rtt: float = 1e9
     sample_cnt: int = 0
+    cnt: int = 0              # segments per +1, kept between ACKs (ca->cnt)
+    last_cwnd: int = 0        # the window and time of the count's last computation
+    last_time: float = -1e9
 
 
 def state(c):
@@ -86,8 +91,16 @@ def new_transfer(c, last_send):
     cu = c.cubic
     if cu is not None:
         cu.end_seq = 0
-        if cu.epoch >= 0:
+        if cu.epoch is not None:
             cu.epoch -= last_send
+
+
+def end_transfer(c, end):
+    """A response ends at `end` on its clock; the next one's clock starts at
+    its first send, no earlier: the count's last computation (last_time, a
+    wall clock's) moves back by at least that much."""
+    if c.cubic is not None:
+        c.cubic.last_time -= end
 
 
 def on_loss(c, rto=False, recovering=False):
@@ -99,7 +112,7 @@ def on_loss(c, rto=False, recovering=False):
             c.ssthresh = float(max(w >> 1, 2))
         else:
             cu = state(c)
-            cu.epoch = -1.0
+            cu.epoch = None
             cu.last_max = (w * (1024 + BETA)) // 2048 if w < cu.last_max else w
             c.ssthresh = float(max(w * BETA // 1024, 2))
     c.cwnd_cnt = 0
@@ -117,7 +130,7 @@ def on_sample(tr, rtt):
     if c.cc != "cubic":
         return
     cu = state(c)
-    if cu.epoch >= 0 and tr.now - cu.epoch < 1.0:
+    if cu.epoch is not None and tr.now - cu.epoch < 1.0:
         return  # "discard delay samples right after fast recovery"
     rtt = max(rtt, 1e-6)
     if not cu.delay_min or rtt < cu.delay_min:
@@ -182,25 +195,35 @@ def _ai(c, w, acked):
 
 
 def _cubic_cnt(tr, w, acked):
-    """bictcp_update: segments to deliver per +1 of the window."""
+    """bictcp_update: segments to deliver per +1 of the window. As Linux
+    (6.12+, usec last_time) it recomputes the cubic's count at most every
+    1/32 s while the window stays the same (CNT_EVERY), and at most once a
+    millisecond within an epoch (the Reno-friendly cap alone then); the
+    count, capped, is kept between ACKs (ca->cnt)."""
     cu, now = state(tr.c), tr.now
     cu.ack_cnt += acked
-    if cu.epoch < 0:
-        cu.epoch, cu.ack_cnt, cu.tcp_cwnd = now, acked, w
-        if cu.last_max <= w:
-            cu.k, cu.origin = 0.0, w
-        else:
-            cu.k, cu.origin = ((cu.last_max - w) / CUBIC_C) ** (1 / 3), cu.last_max
-    t = now - cu.epoch + cu.delay_min
-    offs = int(CUBIC_C * abs(t - cu.k) ** 3)
-    target = cu.origin - offs if t < cu.k else cu.origin + offs
-    cnt = int(w / (target - w)) if target > w else 100 * w
-    if cu.last_max == 0 and cnt > 20:
-        cnt = 20
+    since = now - cu.last_time
+    if cu.last_cwnd == w and since <= CNT_EVERY:
+        return cu.cnt
+    if cu.epoch is None or since >= 0.001:
+        cu.last_cwnd, cu.last_time = w, now
+        if cu.epoch is None:
+            cu.epoch, cu.ack_cnt, cu.tcp_cwnd = now, acked, w
+            if cu.last_max <= w:
+                cu.k, cu.origin = 0.0, w
+            else:
+                cu.k, cu.origin = ((cu.last_max - w) / CUBIC_C) ** (1 / 3), cu.last_max
+        t = now - cu.epoch + cu.delay_min
+        offs = int(CUBIC_C * abs(t - cu.k) ** 3)
+        target = cu.origin - offs if t < cu.k else cu.origin + offs
+        cu.cnt = int(w / (target - w)) if target > w else 100 * w
+        if cu.last_max == 0 and cu.cnt > 20:
+            cu.cnt = 20
     delta = (w * BETA_SCALE) >> 3  # segments per +1 of the Reno-friendly window
     while delta and cu.ack_cnt > delta:
         cu.ack_cnt -= delta
         cu.tcp_cwnd += 1
     if cu.tcp_cwnd > w:
-        cnt = min(cnt, w // (cu.tcp_cwnd - w))
-    return max(cnt, 2)
+        cu.cnt = min(cu.cnt, w // (cu.tcp_cwnd - w))
+    cu.cnt = max(cu.cnt, 2)
+    return cu.cnt
