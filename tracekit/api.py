@@ -223,8 +223,7 @@ class Store:
         attributes (a label, a field of the request's events or a column, as
         `where` names them: request_attributes.sql). Factors:
         tracekit.whatif.factors. Values may be strings. `seed`: the replays'
-        random draws (another seed, other draws: how much the prediction
-        owes to them); None, the fixed default."""
+        draws (another seed shows what a prediction owes to them); None: fixed."""
         from .presentation.whatif import run
         from .whatif.replayer import DRAWS
         self.require_analyzed(needs=("request_attributes",))
