@@ -11,9 +11,12 @@ from tracekit.whatif import group, pathrate
 MS = 1_000_000
 
 
-def _flows(rtts_ms, first_capture):
-    return pd.DataFrame({"capture_id": np.arange(len(rtts_ms)) + first_capture,
-                         "flow_id": 1, "handshake_rtt_ns": np.asarray(rtts_ms) * MS})
+def _flows(rtts_ms, first_capture, per_run=1):
+    """A flow a capture; `per_run` captures a run."""
+    i = np.arange(len(rtts_ms))
+    return pd.DataFrame({"capture_id": i + first_capture, "flow_id": 1,
+                         "run": [f"{first_capture}-{k}" for k in i // per_run],
+                         "handshake_rtt_ns": np.asarray(rtts_ms) * MS})
 
 
 @pytest.fixture
@@ -28,7 +31,7 @@ def store(monkeypatch):
 
     def load(con, where):
         asked.append(where)
-        return _flows(own + twin, 0)  # (the group's own flows among them: counted once)
+        return _flows(own + twin, 0, 4)  # (the group's own flows among them: counted once)
     monkeypatch.setattr(group, "load_requests", load)
     return _flows(own, 0), own + twin, asked
 
@@ -61,12 +64,27 @@ def test_enough_of_its_own_or_no_path_to_share_keeps_the_groups(store):
 
 
 def test_runs_at_another_round_trip_are_another_path(monkeypatch):
-    """The other runs' smallest handshake within SAME_RTT (10 %) of the
-    group's 110.2 ms: 99.0 and 121.5 ms are not the group's path, 100.5 and
-    120.0 are; too few of them (3 + 4 < 8) are not enough."""
+    """A run is the group's path where its smallest handshake is within
+    SAME_RTT (2 %) of the group's 110.2 ms (2.2 ms: the group's own range,
+    0.3 ms, is narrower): runs at 108.5 and 112.0 ms are, 107.9 and 112.5
+    are not; too few of them (3 + 4 < 8) are not enough."""
     own = _flows([110.2, 110.3, 110.4, 110.5], 0)
-    for other, n, taken in ((99.0, 24, False), (100.5, 24, True), (120.0, 24, True),
-                            (121.5, 24, False), (110.2, 3, False)):
+    for other, n, taken in ((107.9, 24, False), (108.5, 24, True), (112.0, 24, True),
+                            (112.5, 24, False), (110.2, 3, False)):
         monkeypatch.setattr(group, "load_requests",
                             lambda con, where, o=other, n=n: _flows([o] * n, 10))
         assert (group.path_handshakes(None, own, {"rtt_ms": "110"}, 8)[1] is not None) == taken
+
+
+def test_a_store_of_several_paths_lends_only_the_groups_own(monkeypatch):
+    """Labelled loss_down and connection only, a store holds fresh runs at
+    65, 110 and 140 ms: a persistent group at 65 ms reads its spread from
+    the 65 ms runs alone (0.5 ms), not from all three (75 ms apart)."""
+    rng = np.random.default_rng(3)
+    runs = [65 + rng.uniform(0, 0.5, 6), 110 + rng.uniform(0, 0.5, 6), 140 + rng.uniform(0, 0.5, 6)]
+    monkeypatch.setattr(group, "load_requests",
+                        lambda con, where: _flows(np.concatenate(runs), 10, 6))
+    own = _flows([65.1, 65.2, 65.3, 65.4], 0)
+    hs, whence = group.path_handshakes(None, own, {"loss_down": "0"}, 8)
+    assert whence is not None and len(hs) == 10
+    assert float(hs.max() - hs.min()) / MS < 0.5

@@ -77,11 +77,24 @@ def test_cubics_epoch_runs_on_across_the_idle_between_responses():
 
 
 def test_an_epoch_before_the_responses_start_is_still_an_epoch():
+    """Shifted onto the next response's clock the epoch is at a negative
+    time: still the epoch (its K and origin kept on the next ACK), not none;
+    one begun after the last send is capped at the response's start."""
+    class Tr:
+        def __init__(self, now):
+            self.now, self.c = now, c
     c = tcp.Conn(cc="cubic")
     cu = window.state(c)
-    cu.epoch, c.last_send = 0.2, 0.5
-    window.new_transfer(c, c.last_send)
-    assert cu.epoch == pytest.approx(-0.3)  # (0.3 s of sending before this response's 0)
+    cu.last_max, cu.delay_min = 60, 0.08
+    window._cubic_cnt(Tr(0.2), 40, 1)  # the epoch begins at 0.2 s, K from 60 - 40
+    k = cu.k
+    window.new_transfer(c, 0.5)  # the response's last send at 0.5 s
+    assert cu.epoch == pytest.approx(-0.3)
+    window._cubic_cnt(Tr(0.1), 41, 1)  # the next response's first ACK
+    assert cu.epoch == pytest.approx(-0.3) and cu.k == k
+    cu.epoch = 0.7
+    window.new_transfer(c, 0.5)
+    assert cu.epoch == 0.0
 
 
 def test_the_count_is_kept_a_32nd_of_a_second_while_the_window_stays():

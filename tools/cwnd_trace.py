@@ -24,18 +24,19 @@ import sys
 
 LINE = re.compile(r" (\d+\.\d+): tcp_probe: .*?dest=[\d.]+:(\d+) .*?data_len=(\d+) "
                   r"snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) snd_cwnd=(\d+) "
-                  r"ssthresh=(\d+) .*?srtt=(\d+)")
+                  r"ssthresh=(\d+) .*?srtt=(\d+) .*?sock_cookie=([0-9a-f]+)")  # (IPv4)
 UNSET = 2 ** 31 - 1
 
 
 def connections(lines):
-    """{client port: [(t, data_len, snd_una, cwnd, ssthresh, srtt_us)]} in order."""
+    """{(client port, socket cookie): [(t, data_len, snd_una, cwnd, ssthresh,
+    srtt_us)]} in order (the cookie tells a reused port's connections apart)."""
     out = {}
     for line in lines:
         m = LINE.search(line)
         if m:
-            t, port, dl, _, una, cwnd, ss, srtt = m.groups()
-            out.setdefault(int(port), []).append(
+            t, port, dl, _, una, cwnd, ss, srtt, cookie = m.groups()
+            out.setdefault((int(port), cookie), []).append(
                 (float(t), int(dl), int(una, 16), int(cwnd), int(ss), int(srtt)))
     return out
 
@@ -70,7 +71,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     with open(a.trace) as f:
         conns = connections(f)
-    for port, rows in conns.items():
+    for (port, _), rows in conns.items():
         rs = responses(rows, a.mss)
         if len(rs) >= a.min_responses:
             print(json.dumps({"port": port, "handshake_rtt_ms": rows[0][5] / 1e3,

@@ -131,12 +131,18 @@ def markdown(rows):
     return "\n".join(lines)
 
 
+def _seed(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: a seed is a whole number >= 0")
+    return int(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stores", nargs="+")
     ap.add_argument("--factors", default="rtt_ms,connection")
     ap.add_argument("--draws", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=None, help="the replays' draws (default: the engine's)")
+    ap.add_argument("--seed", type=_seed, default=None, help="the replays' draws (default: the engine's)")
     ap.add_argument("--assume", default="", help="k=v,... stated to every store")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)

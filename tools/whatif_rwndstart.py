@@ -141,7 +141,7 @@ def replay_windows(cal, s, fresh, draws):
         for d in range(draws):
             rng = np.random.default_rng([engine.SEED, i, d])
             conn = replayer._conn(s)
-            n = max(1, math.ceil(q.bytes_down / cal.mss))
+            n = replayer.segments(q.bytes_down, cal.mss, conn.head)
             for _ in range(0 if fresh else max(q.prior, s.warmup)):
                 Transfer(conn, path, n, cal.mss, rng).run()
             t = _Watched(Transfer, conn, path, n, cal.mss, rng)

@@ -178,17 +178,20 @@ def _head(con, df, mss, src, est):
     burst into a full queue it takes a window's slot but little of the
     queue (twenty-fifth round). Read from the first response packet of each
     response of more than two segments: where most are shorter than the
-    MSS, the most common of those; else 0."""
-    big = df[df.bytes_down > 2 * mss]
+    MSS, the most common of those (at most half a segment: a capture's
+    TSO/GRO packets make the MSS read larger than the wire's); else 0."""
+    big = df[(df.bytes_down > 2 * mss) & df.capture_id.notna() & df.flow_id.notna()
+             & df.response_first_byte_ns.notna()]
     rows = con.execute("""
         SELECT t.payload_bytes
         FROM (SELECT unnest(?) AS c, unnest(?) AS f, unnest(?) AS ts) k
             JOIN tcp_analysis t ON t.capture_id = k.c AND t.flow_id = k.f AND t.ts_ns = k.ts
-        WHERE NOT t.from_client AND t.payload_bytes > 0""",
+        WHERE NOT t.from_client AND t.payload_bytes > 0
+        QUALIFY row_number() OVER (PARTITION BY k.c, k.f, k.ts ORDER BY t.frame) = 1""",
         [big.capture_id.astype("int64").tolist(), big.flow_id.astype("int64").tolist(),
          big.response_first_byte_ns.astype("int64").tolist()]).fetchall()
     first = [r[0] for r in rows]
-    short = [p for p in first if p < mss]
+    short = [p for p in first if p <= mss // 2]
     if not first or 2 * len(short) <= len(first):
         src["head_bytes"] = (f"0: the body's segments from the first packet ({len(first)} "
                              "responses of more than two segments)")

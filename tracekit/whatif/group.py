@@ -11,8 +11,10 @@ the same (docs/whatif.md, twenty-fifth round). The spread is the path's,
 not the connection's: the store's runs that share the group's labels on
 everything but the endpoint's factors (connection, warm-up, congestion
 control, initial window, server time, pacing) -- the fresh twin of a
-persistent group, in a lab's grid -- and whose handshakes put the base
-RTT within `SAME_RTT` of the group's, are the same path.
+persistent group, in a lab's grid -- are the same path where their run's
+smallest handshake is the group's: within `SAME_RTT` of it, or within the
+range of the group's own handshakes where that is wider (a run at another
+round trip, in a store whose labels do not say so, is another path).
 """
 
 import pandas as pd
@@ -22,8 +24,9 @@ from .factors import LABEL_NAMES, LEVEL_NAMES
 # factors of the endpoints, not the path: runs that differ only in these share it
 ENDPOINT = ("connection", "warmup", "congestion", "initcwnd", "processing_ms", "pacing",
             "slow_start_after_idle", "rcv_window")
-# other runs whose smallest handshake RTT is this share off the group's are another path
-SAME_RTT = 0.1
+# a run whose smallest handshake RTT is further than this share off the group's (or
+# than the group's own handshakes' range, where wider) is another path
+SAME_RTT = 0.02
 
 
 def _where_sql(where):
@@ -111,9 +114,11 @@ def path_handshakes(con, df, labels, enough):
     ours = set(zip(df.capture_id, df.flow_id))
     path = load_requests(con, where)
     path = path[[k not in ours for k in zip(path.capture_id, path.flow_id)]]
-    theirs = handshakes(path)
-    if (len(own) + len(theirs) < enough
-            or abs(float(theirs.min()) / float(own.min()) - 1) > SAME_RTT):
+    base = float(own.min())
+    near = max(SAME_RTT * base, float(own.max()) - base)
+    theirs = pd.concat([hs for _, run in path.groupby("run") if len(hs := handshakes(run))
+                        and abs(float(hs.min()) - base) <= near] or [own[:0]])
+    if len(own) + len(theirs) < enough:
         return own, None
     said = ", ".join(f"{k}={v}" for k, v in sorted(where.items()))
     return (pd.concat([own, theirs], ignore_index=True),

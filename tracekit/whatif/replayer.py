@@ -137,14 +137,18 @@ def _retries(rng, p, first):
 
 def segments(nbytes, mss, head=0):
     """Packets of a response of `nbytes`: its header alone first where the
-    server sends it apart (`head` bytes, calibrate._head), then full segments."""
+    server sends it apart (`head` bytes, calibrate._head) and the body
+    follows, then full segments."""
     if head and nbytes > head + mss:
         return 1 + math.ceil((nbytes - head) / mss)
     return max(1, math.ceil(nbytes / mss))
 
 
 def _transfer_s(conn, path, nbytes, mss, rng):
-    return Transfer(conn, path, segments(nbytes, mss, conn.head), mss, rng).run()
+    t = Transfer(conn, path, segments(nbytes, mss, conn.head), mss, rng)
+    if not (conn.head and nbytes > conn.head + mss):
+        t.head_wire = t.wire  # (not split: its first packet is a full one)
+    return t.run()
 
 
 def _units(cal, s):

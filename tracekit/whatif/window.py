@@ -85,20 +85,23 @@ def new_transfer(c, last_send):
     connection's last send on the previous response's clock: CUBIC's epoch
     does not run while the sender is idle (cubictcp_cwnd_event,
     CA_EVENT_TX_START: epoch_start += the idle), so on the new clock it
-    is as far before 0 as it was before that last send. HyStart's round
-    ends at the response's first ACK (Linux's end_seq is the previous
-    response's end)."""
+    is as far before 0 as it was before that last send, and never after 0
+    (an epoch begun by an ACK after that send: Linux caps it at now).
+    HyStart's round ends at the response's first ACK (Linux's end_seq is
+    the previous response's end)."""
     cu = c.cubic
     if cu is not None:
         cu.end_seq = 0
         if cu.epoch is not None:
-            cu.epoch -= last_send
+            cu.epoch = min(cu.epoch - last_send, 0.0)
 
 
 def end_transfer(c, end):
     """A response ends at `end` on its clock; the next one's clock starts at
     its first send, no earlier: the count's last computation (last_time, a
-    wall clock's) moves back by at least that much."""
+    wall clock's) moves back by that much -- the idle after it is not known
+    here, so on a path under 1/32 s a count may be kept where Linux would
+    recompute it."""
     if c.cubic is not None:
         c.cubic.last_time -= end
 
