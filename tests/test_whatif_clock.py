@@ -146,9 +146,10 @@ def test_a_warm_connection_follows_where_its_first_response_left_hystart():
     into the queue (0.673 s), the others ran at 0.36. Replayed with the
     clock ticking where it reads so (0.45 ms into each transfer) every
     response is within 12 %; with exact samples HyStart ends at 124, the
-    first warm response is 47 % fast and the rest 12-25 % slow -- the
+    first warm response is 47 % fast and two of the rest 13-16 % slow -- the
     twenty-second round's "warm responses after the big overflow go faster
-    than the replay's" (set 23's M4)."""
+    than the replay's" (set 23's M4; three of them 12-25 % slow until the
+    twenty-fifth round kept CUBIC's epoch across the idle)."""
     from tracekit.whatif import delack
     with open(os.path.join(HERE, "droplog-clock.json")) as f:
         runs = json.load(f)
@@ -166,4 +167,4 @@ def test_a_warm_connection_follows_where_its_first_response_left_hystart():
     assert np.median([abs(e) for e in errors.values()]) <= 0.02
     warm = {req: (r - k) / k for _, conn, _, req, k, r in exact if conn == "persistent"}
     assert warm["t2-rtt100-nl-persistent-0/1"] < -0.40
-    assert sum(e > 0.10 for e in warm.values()) >= 3
+    assert sum(e > 0.10 for e in warm.values()) >= 2

@@ -21,7 +21,7 @@ def _cal(requests):
     class Cal:
         pass
     c = Cal()
-    c.requests = requests
+    c.requests, c.head_bytes = requests, 0  # (no header sent apart: calibrate._head)
     return c
 
 
@@ -76,7 +76,12 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
     persistent level (a warm-up response first, no handshake in the first
     request's time) every request moves one place along the warm chain and
     the first loses its round trip: +87 ms predicted. Replayed as the
-    target's runs were made: within the tolerance."""
+    target's runs were made: within the tolerance -- as CUBIC, the fresh
+    group's burst's reading, until the twenty-fifth round kept CUBIC's epoch
+    across the idle; since then CUBIC's warm windows predict +96 ms, and the
+    sender the runs really had, Reno, which the fresh group's times fit as
+    well (engine.sender_savings), +41 ms: the measured saving is inside the
+    interval, which takes the senders in."""
     import tracekit
     with tracekit.open(str(tmp_path / "s.duckdb")) as s:
         _fresh_and_persistent(s, "c-ren9-rtt110", {"rtt_ms": "110"})
@@ -90,7 +95,9 @@ def test_fresh_to_persistent_replays_the_targets_own_workload(tmp_path, monkeypa
         _, rows = explain_rows([({"bottleneck_mbps": "20"}, r)])  # (named as the user names it)
         assert ["rate_mbps=20", "target warmup", "0", r.workload] in rows
         assert r.measured_saving == pytest.approx(0.038, abs=0.003)
-        assert r.within, (r.saving, r.measured_saving)
+        assert r.calibration.congestion == "cubic" and r.covered
+        reno = {name: saving for name, _, saving in r.sender_savings}["reno"]
+        assert abs(reno - r.measured_saving) <= max(0.1 * r.measured_saving, 0.010)
         replay = np.median(r.replay_target, axis=1)
         assert abs(replay[0] - r.measured_target[0]) < 0.02  # the handshake is in its time
 
@@ -130,9 +137,10 @@ def test_a_reno_sender_on_one_connection_is_read_from_its_times(tmp_path, monkey
     """Held out (set 9: Reno, 12 Mbit/s, a 60 kB queue, RTT 40 ms, two runs of
     six 300 kB responses on one connection). The kernel's warm responses
     overflow the queue at the 3rd and 4th responses, the replay's at the 2nd
-    and 3rd: request by request CUBIC misses by 8.4 %, Reno by 4.8 %, and
-    neither reading is taken; by rank Reno fits within 3 % and at half
-    CUBIC's miss or less, and is read."""
+    and 3rd: request by request CUBIC missed by 8.4 %, Reno by 4.8 %, and
+    neither reading was taken; by rank Reno fits within 3 % and at half
+    CUBIC's miss or less, and is read. Since the twenty-fifth round (the
+    response's header sent apart) Reno is read request by request too."""
     import tracekit
     with tracekit.open(str(tmp_path / "s.duckdb")) as s:
         for r in (0, 1):
@@ -145,7 +153,7 @@ def test_a_reno_sender_on_one_connection_is_read_from_its_times(tmp_path, monkey
             return cal.congestion
         assert reading() == "reno"
         monkeypatch.setattr(engine, "MISFIT_BY_REQUEST", True)
-        assert reading() == "cubic"
+        assert reading() == "reno"
 
 
 
@@ -178,8 +186,9 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
     """Held out (set 10: CUBIC, 15 Mbit/s, a 90 kB queue, RTT 95 ms, six
     fresh 350 kB responses captured at the server; none lost). The queue
     never filled, so its size is a guess: the longest wait it held, 38 ms,
-    72 kB. Replayed with it every response overflows it and recovers: 910
-    ms against 518 measured. A guess the group's own replay refutes is
+    72 kB. Replayed with it every response overflows it and recovers: 673
+    ms against 518 measured (910 until the twenty-fifth round sent the
+    response's header apart). A guess the group's own replay refutes is
     raised to the smallest multiple that replays it: 1.5 times, 107 kB."""
     import tracekit
     with tracekit.open(str(tmp_path / "s.duckdb")) as s:
@@ -209,7 +218,7 @@ def test_a_guessed_queue_the_groups_own_replay_overflows_is_raised(tmp_path, mon
             p_lo == pytest.approx(r.floor)
         monkeypatch.setattr(engine, "_queue_reading", lambda cal, m, r, d, s: (cal, r))
         cal, measured, replayed = calibrated()
-        assert cal.queue_bytes == guess and np.median(replayed) > 1.5 * np.median(measured)
+        assert cal.queue_bytes == guess and np.median(replayed) > 1.25 * np.median(measured)
 
 
 def test_without_runs_at_the_target_the_lab_s_warm_up_is_the_default():
