@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core.errors import TracekitError
 from ..whatif.engine import explain, whatif
-from ..whatif.replayer import DRAWS
+from ..whatif.replayer import DRAWS, SEED
 from ..whatif.factors import as_labels, describe
 from ..whatif.workers import on_progress as on_replay  # noqa: F401 (the CLI's progress line)
 
@@ -30,9 +30,9 @@ def groups(con, where, by):
 
 
 def run(con, where, source, target, by=(), draws=DRAWS, assume=None, seed=None):
-    """[(group, WhatIf)] over the --by groups (seed: the replays' draws; None the default)."""
-    more = {} if seed is None else {"seed": seed}
-    return [(g, whatif(con, g, source, target, draws=draws, assume=assume, **more))
+    """[(group, WhatIf)] over the --by groups (seed: the replays' draws; None the engine's)."""
+    seed = SEED if seed is None else seed
+    return [(g, whatif(con, g, source, target, draws=draws, assume=assume, seed=seed))
             for g in groups(con, {**where, **as_labels(source)}, by)]
 
 

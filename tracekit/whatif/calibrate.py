@@ -58,7 +58,7 @@ import numpy as np
 from . import losses, pathrate, queueing
 from .factors import describe
 from .group import common_labels as _common_labels
-from .group import handshakes, load_requests, path_handshakes  # noqa: F401 (load_requests: the module's API)
+from .group import handshakes, load_requests, path_handshakes
 from .pathrate import MIN_TRAINS, WIRE_HEADER, label_float
 
 QUEUE_GUESS = ("longest train at the bottleneck's spacing or longest wait in it seen x the rate, "

@@ -135,18 +135,24 @@ def _retries(rng, p, first):
     return t
 
 
+def _apart(nbytes, mss, head):
+    """Bytes of the header a response of `nbytes` sends alone first: `head`
+    (calibrate._head) where a body follows it, else 0."""
+    return head if head and nbytes > head + mss else 0
+
+
 def segments(nbytes, mss, head=0):
     """Packets of a response of `nbytes`: its header alone first where the
     server sends it apart (`head` bytes, calibrate._head) and the body
     follows, then full segments."""
-    if head and nbytes > head + mss:
-        return 1 + math.ceil((nbytes - head) / mss)
+    if h := _apart(nbytes, mss, head):
+        return 1 + math.ceil((nbytes - h) / mss)
     return max(1, math.ceil(nbytes / mss))
 
 
 def _transfer_s(conn, path, nbytes, mss, rng):
     t = Transfer(conn, path, segments(nbytes, mss, conn.head), mss, rng)
-    if not (conn.head and nbytes > conn.head + mss):
+    if not _apart(nbytes, mss, conn.head):
         t.head_wire = t.wire  # (not split: its first packet is a full one)
     return t.run()
 
